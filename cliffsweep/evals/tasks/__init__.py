@@ -1,0 +1,31 @@
+"""Task registry: name -> Task class. Unknown names raise with the valid list."""
+
+from __future__ import annotations
+
+import importlib
+
+from cliffsweep.evals.tasks.base import EvalExample, Example, Sampling, Score, Task, TaskParams
+
+# name -> "module:Class"; imported lazily so that listing names costs nothing.
+TASKS: dict[str, str] = {
+    "gsm8k": "cliffsweep.evals.tasks.gsm8k:GSM8K",
+    "chem_l3": "cliffsweep.evals.tasks.chem_l3:ChemL3",
+    "toy_arith": "cliffsweep.toy.tasks:ToyArith",
+    "toy_facts": "cliffsweep.toy.tasks:ToyFacts",
+}
+
+
+def task_class(name: str) -> type[Task]:
+    if name not in TASKS:
+        raise KeyError(f"unknown task {name!r}; valid: {sorted(TASKS)}")
+    module, cls = TASKS[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def build_task(name: str, params: dict | None = None) -> Task:
+    cls = task_class(name)
+    return cls(cls.Params(**(params or {})))
+
+
+__all__ = ["TASKS", "task_class", "build_task", "Task", "TaskParams", "Example", "EvalExample",
+           "Score", "Sampling"]

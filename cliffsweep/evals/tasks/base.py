@@ -1,0 +1,90 @@
+"""The task interface: what every learn/retain task (toy, GSM8K, ChemL3) provides.
+
+A task is data plus a scorer. Training sees `train_examples()` (prompt/response pairs that the
+trainable wraps in the model's chat template); evaluation sees `eval_examples()` and scores a
+generation with `score()`. Toy tasks go through exactly these code paths, so the toy world
+tests the same machinery as the real benchmarks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Role = Literal["learn", "retain"]
+
+
+@dataclass(frozen=True)
+class Example:
+    """One supervised pair. `prompt` is the user turn, `response` the assistant turn."""
+
+    id: str
+    prompt: str
+    response: str
+
+
+@dataclass(frozen=True)
+class EvalExample:
+    """One evaluation item. `reference` is what the scorer compares against (a number, a letter)."""
+
+    id: str
+    prompt: str
+    reference: str
+
+
+@dataclass(frozen=True)
+class Score:
+    """The outcome of scoring one generation. `correct` is the primary metric (accuracy);
+    `extra` holds secondary 0/1 metrics (e.g. GSM8K strict vs flexible extraction)."""
+
+    correct: bool
+    prediction: str
+    extra: dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Greedy decoding settings for a task. Always explicit: no engine defaults."""
+
+    max_tokens: int
+    stop: tuple[str, ...] = ()
+
+
+class TaskParams(BaseModel):
+    """Options every task accepts in a sweep file. Tasks subclass this to add their own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str | None = None
+    """Local folder or file with the data; None = the task's default (hub id or generator)."""
+    n_train: int | None = None
+    """Cap on training examples (None = all)."""
+    n_eval: int = 200
+    """Number of evaluation examples (a fixed, seeded subset of the test split)."""
+    seed: int = 0
+    """Seed of the split/subset, so every trial and the base model see the same items."""
+
+
+class Task:
+    """Base of all tasks. Subclasses set `name`, `Params`, `scorer_version` and implement the
+    three data/scoring methods. Loading is lazy and cached per instance."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type[TaskParams]] = TaskParams
+    scorer_version: ClassVar[str]
+    """Bump when scoring changes: analysis refuses to mix versions (STYLE.md 8)."""
+    sampling: ClassVar[Sampling]
+
+    def __init__(self, params: TaskParams | None = None):
+        self.params = params if params is not None else self.Params()
+
+    def train_examples(self) -> list[Example]:
+        raise NotImplementedError(f"task {self.name} has no training split")
+
+    def eval_examples(self) -> list[EvalExample]:
+        raise NotImplementedError
+
+    def score(self, generation: str, reference: str) -> Score:
+        raise NotImplementedError

@@ -1,0 +1,245 @@
+"""The sweep file: a typed, self-validating spec (STYLE.md 3).
+
+`load_spec(path)` parses YAML, checks every field and every method/task name and parameter,
+and raises one `SpecError` listing *all* problems, each named by its field path. Unknown keys
+are errors, never defaults. Nothing is started before a spec validates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class SpecError(ValueError):
+    """A sweep file with problems. `problems` lists every one as 'field.path: message'."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{source}: {len(problems)} problem(s) in the sweep file:\n{lines}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    """Short label used in trial ids, the store and plots."""
+    path: str
+    """'toy:<name>' (a toy base model cliffsweep builds), a local HF folder, or a hub id."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Training and evaluation dtype. bf16 on GPU for real backbones."""
+
+
+class MethodSpec(_Strict):
+    name: str
+    params: dict[str, Any] = {}
+    """Method hyperparameters. A list value is a grid axis (wrap a list-valued param in a list)."""
+
+
+class TaskSpec(_Strict):
+    name: str
+    params: dict[str, Any] = {}
+    """Task options (path, n_train, n_eval, seed, ...); see the task's Params."""
+
+
+class TasksSpec(_Strict):
+    learn: TaskSpec
+    """The finetuning task (ChemL3 in the cliff paper). Trained on, and evaluated."""
+    retain: list[TaskSpec] = Field(min_length=1)
+    """Retention tasks (GSM8K in the paper). The first one is the retain set D_R for
+    methods that need retain statistics or replay."""
+
+
+class RecipeSpec(_Strict):
+    """The SFT recipe of the cliff paper, App. B. Defaults are the paper's."""
+
+    batch_size: int = Field(16, ge=1)
+    """Global batch size (split across workers)."""
+    max_seq_len: int = Field(512, ge=8)
+    weight_decay: float = Field(0.01, ge=0)
+    warmup_steps: int = Field(20, ge=0)
+    cooldown_steps: int = Field(50, ge=0)
+    """Final steps decaying linearly from min_lr_ratio * peak to 0 (our reading of App. B)."""
+    min_lr_ratio: float = Field(0.1, ge=0, le=1)
+    grad_clip: float | None = Field(1.0, gt=0)
+    stats_examples: int = Field(256, ge=1)
+    """Retain-set examples used for once-per-model statistics (Fisher, SIB, MAS, ...)."""
+
+
+class EvalSpec(_Strict):
+    points_per_trial: int = Field(3, ge=1)
+    """Evenly spaced checkpoints per trial; the last is the end of training."""
+    every_epoch: bool = False
+    """Also evaluate at each epoch end."""
+    backend: Literal["vllm", "hf"] = "vllm"
+    evaluators_per_model: int = Field(1, ge=1)
+    cpus_per_evaluator: float = Field(1.0, ge=0)
+    gpus_per_evaluator: float = Field(0.0, ge=0)
+    kv_cache_mb: int = Field(64, ge=1)
+    """vLLM KV-cache size per engine (CPU needs it set, or vLLM claims most of the RAM)."""
+    max_model_len: int = Field(1024, ge=16)
+
+
+class ResourcesSpec(_Strict):
+    workers_per_trial: int = Field(1, ge=1)
+    cpus_per_worker: float = Field(1.0, gt=0)
+    gpus_per_worker: float = Field(0.0, ge=0)
+    strategy: Literal["ddp", "fsdp"] = "ddp"
+    """FSDP needs GPUs; on CPU, DDP over gloo."""
+    max_concurrent_trials: int | None = Field(None, ge=1)
+    max_retries: int = Field(1, ge=0)
+    """Retries of a crashed trial before it is recorded as failed."""
+
+
+class SweepSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    models: list[ModelSpec] = Field(min_length=1)
+    methods: list[MethodSpec] = Field(min_length=1)
+    optimizers: list[str] = ["adamw"]
+    """Optimizer axis (001): adamw, muon, sgd; crossed with every method."""
+    lrs: list[float] = Field(min_length=1)
+    """Peak learning rates."""
+    epochs: list[int] = [3]
+    seeds: list[int] = [0]
+    tasks: TasksSpec
+    recipe: RecipeSpec = RecipeSpec()
+    eval: EvalSpec = EvalSpec()
+    resources: ResourcesSpec = ResourcesSpec()
+    store: str = "results/{name}"
+    """Local path or pyarrow/fsspec URI; '{name}' is replaced by the sweep name."""
+    checkpoints: str | None = None
+    """Where trials write checkpoints; None = '<store>/checkpoints'. Must be reachable by the
+    evaluators (shared storage on a cluster)."""
+    ray_address: str | None = None
+    """None = start a local Ray cluster; 'auto' or 'ray://host:10001' = join one."""
+
+    @field_validator("lrs")
+    @classmethod
+    def _positive_lrs(cls, v: list[float]) -> list[float]:
+        bad = [x for x in v if not x > 0]
+        if bad:
+            raise ValueError(f"learning rates must be > 0 (the base model is the lr=0 point), got {bad}")
+        return v
+
+    @field_validator("epochs")
+    @classmethod
+    def _positive_epochs(cls, v: list[int]) -> list[int]:
+        if not v or any(e < 1 for e in v):
+            raise ValueError(f"epochs must be a non-empty list of integers >= 1, got {v}")
+        return v
+
+    @property
+    def store_uri(self) -> str:
+        return self.store.replace("{name}", self.name)
+
+    @property
+    def checkpoint_uri(self) -> str:
+        return self.checkpoints or self.store_uri.rstrip("/") + "/checkpoints"
+
+
+def _loc(loc: tuple) -> str:
+    return ".".join(str(x) for x in loc) or "<root>"
+
+
+def _items(data: dict, key: str) -> list[tuple[int, dict]]:
+    v = data.get(key)
+    return [(i, x) for i, x in enumerate(v) if isinstance(x, dict)] if isinstance(v, list) else []
+
+
+def _params_problems(where: str, cls, params: Any, what: str) -> list[str]:
+    from cliffsweep.orchestrator.grid import expand_params
+
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        return []  # the type check already reported it
+    for combo in expand_params(params):
+        try:
+            cls.Params(**combo)
+        except ValidationError as e:
+            return [f"{where}.params.{_loc(err['loc'])}: {err['msg']} ({what})" for err in e.errors()]
+    return []
+
+
+def _semantic_problems(data: dict) -> list[str]:
+    """Checks pydantic cannot do alone: registry names and each plug-in's own params.
+    Works on the raw mapping so that it runs even when type validation failed elsewhere:
+    one `validate` lists every problem of the file."""
+    from cliffsweep.evals.tasks import TASKS, task_class
+    from cliffsweep.toy import TOY_MODELS
+    from cliffsweep.trainables.methods import METHODS, method_class
+    from cliffsweep.trainables.optimizers import OPTIMIZERS
+
+    problems: list[str] = []
+    models = _items(data, "models")
+    names = [m.get("name") for _, m in models]
+    for dup in sorted({str(n) for n in names if names.count(n) > 1}):
+        problems.append(f"models: duplicate model name {dup!r}")
+    for i, m in models:
+        path = m.get("path")
+        if isinstance(path, str) and path.startswith("toy:") and path[4:] not in TOY_MODELS:
+            problems.append(f"models.{i}.path: unknown toy model {path[4:]!r}; valid: {sorted(TOY_MODELS)}")
+    for i, m in _items(data, "methods"):
+        name = m.get("name")
+        if isinstance(name, str) and name not in METHODS:
+            problems.append(f"methods.{i}.name: unknown method {name!r}; valid: {sorted(METHODS)}")
+        elif isinstance(name, str):
+            problems += _params_problems(f"methods.{i}", method_class(name), m.get("params"), f"method {name}")
+    opts = data.get("optimizers")
+    for i, o in enumerate(opts if isinstance(opts, list) else []):
+        if isinstance(o, str) and o not in OPTIMIZERS:
+            problems.append(f"optimizers.{i}: unknown optimizer {o!r}; valid: {sorted(OPTIMIZERS)}")
+    tasks = data.get("tasks") if isinstance(data.get("tasks"), dict) else {}
+    entries = [("tasks.learn", tasks.get("learn"))]
+    retain = tasks.get("retain")
+    entries += [(f"tasks.retain.{i}", t) for i, t in enumerate(retain if isinstance(retain, list) else [])]
+    for where, t in entries:
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+            continue
+        if t["name"] not in TASKS:
+            problems.append(f"{where}.name: unknown task {t['name']!r}; valid: {sorted(TASKS)}")
+        else:
+            problems += _params_problems(where, task_class(t["name"]), t.get("params"), f"task {t['name']}")
+    res = data.get("resources") if isinstance(data.get("resources"), dict) else {}
+    if res.get("strategy") == "fsdp" and not res.get("gpus_per_worker"):
+        problems.append("resources.strategy: fsdp needs gpus_per_worker > 0; use ddp on CPU")
+    return problems
+
+
+def parse_spec(data: Any, source: str = "<spec>") -> SweepSpec:
+    """Validate a parsed sweep file; raise SpecError with every problem found."""
+    if not isinstance(data, dict):
+        raise SpecError(source, [f"<root>: expected a mapping of fields, got {type(data).__name__}"])
+    problems: list[str] = []
+    spec = None
+    try:
+        spec = SweepSpec.model_validate(data)
+    except ValidationError as e:
+        problems = [f"{_loc(err['loc'])}: {err['msg']}" for err in e.errors()]
+    problems += _semantic_problems(data)
+    if problems:
+        raise SpecError(source, problems)
+    return spec
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    path = Path(path)
+    if not path.exists():
+        raise SpecError(str(path), ["file not found"])
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise SpecError(str(path), [f"not valid YAML: {e}"]) from None
+    return parse_spec(data, str(path))
+
+
+def default_spec_path() -> Path:
+    """The packaged toy sweep: the embedded default of `cliffsweep run`."""
+    return Path(__file__).resolve().parent.parent / "configs" / "toy.yaml"

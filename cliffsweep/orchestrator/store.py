@@ -1,0 +1,129 @@
+"""The Parquet store: where every result of a sweep lands. Schema: docs/store.md.
+
+Each table is a folder of small Parquet files, one per write unit (a trial's state, one
+(trial, step, task) evaluation), named deterministically. A write goes to a hidden temporary
+name first and is then renamed into place, so a reader never sees a partial file (pyarrow
+and duckdb skip names starting with '.' or '_'), and writing the same unit again replaces it
+instead of adding rows (idempotent retries). Works on local paths and any pyarrow/fsspec URI.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+TABLES = ("trials", "evals", "samples", "errors")
+
+# Column order and types of each table; a write is cast to this so that files always union.
+SCHEMAS: dict[str, pa.Schema] = {
+    "trials": pa.schema([
+        ("trial_id", pa.string()), ("model", pa.string()), ("model_path", pa.string()),
+        ("method", pa.string()), ("method_params", pa.string()), ("optimizer", pa.string()),
+        ("series", pa.string()), ("lr", pa.float64()), ("epochs", pa.int64()), ("seed", pa.int64()),
+        ("status", pa.string()), ("attempt", pa.int64()), ("started_at", pa.timestamp("us", tz="UTC")),
+        ("finished_at", pa.timestamp("us", tz="UTC")), ("train_seconds", pa.float64()),
+        ("steps", pa.int64()), ("final_loss", pa.float64()), ("error", pa.string()),
+        ("config", pa.string()),
+    ]),
+    "evals": pa.schema([
+        ("trial_id", pa.string()), ("model", pa.string()), ("method", pa.string()),
+        ("series", pa.string()), ("optimizer", pa.string()), ("lr", pa.float64()),
+        ("epochs", pa.int64()), ("seed", pa.int64()), ("step", pa.int64()), ("epoch", pa.float64()),
+        ("task", pa.string()), ("role", pa.string()), ("metric", pa.string()), ("value", pa.float64()),
+        ("n", pa.int64()), ("scorer_version", pa.string()), ("evaluated_at", pa.timestamp("us", tz="UTC")),
+        ("eval_seconds", pa.float64()),
+    ]),
+    "samples": pa.schema([
+        ("trial_id", pa.string()), ("step", pa.int64()), ("task", pa.string()),
+        ("example_id", pa.string()), ("correct", pa.bool_()), ("prediction", pa.string()),
+    ]),
+    "errors": pa.schema([
+        ("trial_id", pa.string()), ("step", pa.int64()), ("kind", pa.string()),
+        ("message", pa.string()), ("at", pa.timestamp("us", tz="UTC")),
+    ]),
+}
+
+
+def _safe(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=\-]", "_", part)
+
+
+class Store:
+    """A sweep's results at `uri` (a local folder or e.g. s3://bucket/prefix)."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+        self.fs, self.root = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), _abs(uri))
+        self.fs.create_dir(self.root, recursive=True)
+
+    # --- writing ----------------------------------------------------------------------------
+    def _put_bytes(self, rel: str, data: bytes) -> None:
+        """Atomic write: hidden temp file in the same folder, then rename over the target."""
+        final = f"{self.root}/{rel}"
+        folder, name = final.rsplit("/", 1)
+        self.fs.create_dir(folder, recursive=True)
+        tmp = f"{folder}/.{name}.{uuid.uuid4().hex}.tmp"
+        with self.fs.open_output_stream(tmp) as f:
+            f.write(data)
+        self.fs.move(tmp, final)
+
+    def write(self, table: str, key: str, rows: list[dict[str, Any]] | pd.DataFrame) -> None:
+        """Replace write-unit `key` of `table` with `rows` (idempotent, atomic)."""
+        schema = SCHEMAS[table]
+        df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows, columns=schema.names)
+        for col in schema.names:
+            if col not in df.columns:
+                df[col] = None
+        tbl = pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
+        sink = pa.BufferOutputStream()
+        pq.write_table(tbl, sink)
+        self._put_bytes(f"{table}/{_safe(key)}.parquet", sink.getvalue().to_pybytes())
+
+    def write_json(self, name: str, obj: Any) -> None:
+        self._put_bytes(name, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
+
+    def write_text(self, name: str, text: str) -> None:
+        self._put_bytes(name, text.encode())
+
+    # --- reading ----------------------------------------------------------------------------
+    def read(self, table: str) -> pd.DataFrame:
+        """All rows of `table` (empty frame with the right columns if none yet)."""
+        path = f"{self.root}/{table}"
+        info = self.fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            return SCHEMAS[table].empty_table().to_pandas()
+        files = [f.path for f in self.fs.get_file_info(pafs.FileSelector(path))
+                 if f.type == pafs.FileType.File and f.base_name.endswith(".parquet")
+                 and not f.base_name.startswith((".", "_"))]
+        if not files:
+            return SCHEMAS[table].empty_table().to_pandas()
+        tables = [pq.read_table(f, filesystem=self.fs, schema=SCHEMAS[table]) for f in sorted(files)]
+        return pa.concat_tables(tables).to_pandas()
+
+    def has(self, table: str, key: str) -> bool:
+        return self.fs.get_file_info(f"{self.root}/{table}/{_safe(key)}.parquet").type == pafs.FileType.File
+
+    def read_json(self, name: str) -> Any:
+        with self.fs.open_input_stream(f"{self.root}/{name}") as f:
+            return json.loads(f.read())
+
+    def exists(self, name: str) -> bool:
+        return self.fs.get_file_info(f"{self.root}/{name}").type != pafs.FileType.NotFound
+
+
+def _abs(path: str) -> str:
+    import os
+
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def eval_key(trial_id: str, step: int, task: str) -> str:
+    """Write-unit key of one evaluation: re-evaluating the same point replaces it."""
+    return f"{trial_id}__{step:08d}__{task}"

@@ -1,0 +1,78 @@
+"""The method interface: how a continual-learning method plugs into the SFT loop.
+
+A method is one file under `methods/` holding its params, its once-per-model statistics and
+its training hooks. Every hook has a do-nothing default here, so `sft` is the empty method and
+each other method overrides only what defines it. Shared maths lives in plain functions
+(`cliffsweep.trainables.losses`), not in this class (STYLE.md 1).
+
+Order of calls, per trial (on every Train worker):
+
+    stats = load_stats(...)                       # computed once per model by compute_stats()
+    model = method.prepare(model, stats)          # before DDP wrapping (peft wrap, SIB rescale, theta*)
+    for each step:
+        loss, logs = method.loss(model, batch)    # model may be DDP-wrapped: call it, don't poke it
+        loss.backward()
+        method.before_step(model, step)           # gradient masks (MIGU)
+        optimizer.step()
+        method.after_step(model, step)            # update masks (NanoAdam)
+    save(method.export(model))                    # at each eval point (WiSE-FT interpolates here)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Iterable, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict
+from torch import nn
+
+from cliffsweep.trainables.losses import masked_token_ce
+
+
+class MethodParams(BaseModel):
+    """Base of every method's params: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Method:
+    name: ClassVar[str]
+    Params: ClassVar[type[MethodParams]] = MethodParams
+    checkpoint_kind: ClassVar[Literal["full", "lora"]] = "full"
+    """'lora': checkpoints are peft adapter folders, served with a LoRARequest."""
+    retain_fraction: float = 0.0
+    """Share of every training batch drawn from the retain task's train split (replay)."""
+
+    def __init__(self, params: MethodParams | None = None):
+        self.params = params if params is not None else self.Params()
+
+    # --- once per model -------------------------------------------------------------------
+    def stats_inputs(self) -> dict[str, Any] | None:
+        """The params that change this method's retain-set statistics, or None if it needs
+        none. Statistics are cached under a hash of (model, these, retain data)."""
+        return None
+
+    def compute_stats(self, model: nn.Module, retain_batches: Iterable[dict]) -> dict[str, torch.Tensor]:
+        """Retain-set statistics on the base model (Fisher, importances, SVD bases, alphas)."""
+        return {}
+
+    # --- per trial ------------------------------------------------------------------------
+    def prepare(self, model: nn.Module, stats: dict[str, torch.Tensor]) -> nn.Module:
+        """Called once before DDP/FSDP wrapping; returns the model to train."""
+        return model
+
+    def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Training loss of one batch and scalars to log. Default: response-token CE."""
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        ce = masked_token_ce(out.logits, batch["labels"])
+        return ce, {"ce": float(ce.detach())}
+
+    def before_step(self, model: nn.Module, step: int) -> None:
+        """After backward, before optimizer.step(): edit gradients here."""
+
+    def after_step(self, model: nn.Module, step: int) -> None:
+        """After optimizer.step(): edit parameters or masks here."""
+
+    def export(self, model: nn.Module) -> nn.Module:
+        """The (unwrapped) model to save as a checkpoint."""
+        return model

@@ -1,0 +1,42 @@
+"""LoRA (Hu et al. 2021) through peft, as compared with full FT in the cliff paper (000 Fig. 8).
+
+W = W0 + (alpha / r) B A with W0 frozen; defaults rank 16, alpha = 2r, all linear layers of the
+transformer blocks (METHODS.md). Checkpoints are adapter folders, which the evaluator serves
+with a LoRARequest on the base model's engine.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from torch import nn
+
+from cliffsweep.trainables.methods.base import Method, MethodParams
+
+
+class LoRAParams(MethodParams):
+    rank: int = Field(16, ge=1, le=256)
+    """Adapter rank r (the cliff paper sweeps 8-64)."""
+    alpha: float | None = None
+    """Scale numerator; None = 2 * rank (METHODS.md)."""
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    target_modules: str = "all-linear"
+    """peft target: 'all-linear' = every Linear but the LM head."""
+
+
+class LoRA(Method):
+    name = "lora"
+    Params = LoRAParams
+    checkpoint_kind = "lora"
+
+    def prepare(self, model: nn.Module, stats) -> nn.Module:
+        from peft import LoraConfig, get_peft_model
+
+        p = self.params
+        cfg = LoraConfig(
+            r=p.rank,
+            lora_alpha=p.alpha if p.alpha is not None else 2 * p.rank,
+            lora_dropout=p.dropout,
+            target_modules=p.target_modules,
+            task_type="CAUSAL_LM",
+        )
+        return get_peft_model(model, cfg)

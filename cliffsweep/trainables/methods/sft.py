@@ -1,0 +1,9 @@
+"""Plain full finetuning: the SFT recipe of the cliff paper (000, App. B) with no additions."""
+
+from __future__ import annotations
+
+from cliffsweep.trainables.methods.base import Method
+
+
+class SFT(Method):
+    name = "sft"
