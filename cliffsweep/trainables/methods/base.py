@@ -20,7 +20,7 @@ Order of calls, per trial (on every Train worker):
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterable, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict
@@ -52,8 +52,12 @@ class Method:
         none. Statistics are cached under a hash of (model, these, retain data)."""
         return None
 
-    def compute_stats(self, model: nn.Module, retain_batches: Iterable[dict]) -> dict[str, torch.Tensor]:
-        """Retain-set statistics on the base model (Fisher, importances, SVD bases, alphas)."""
+    def compute_stats(
+        self, model: nn.Module, retain_batches: list[dict], learn_batches: list[dict]
+    ) -> dict[str, torch.Tensor]:
+        """Statistics on the base model, once per model: usually on retain batches (Fisher,
+        importances, SVD bases, SIB alphas); `flow` scores the learn batches. Batches are as
+        in `loss()`; learn batches cover the whole learn train split, in order."""
         return {}
 
     # --- per trial ------------------------------------------------------------------------
@@ -62,7 +66,10 @@ class Method:
         return model
 
     def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        """Training loss of one batch and scalars to log. Default: response-token CE."""
+        """Training loss of one batch and scalars to log. Default: response-token CE.
+
+        batch: input_ids, attention_mask, labels (-100 on prompt and padding), example_idx
+        (index in the learn train split; -1 for retain examples), is_retain (bool)."""
         out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
         ce = masked_token_ce(out.logits, batch["labels"])
         return ce, {"ce": float(ce.detach())}

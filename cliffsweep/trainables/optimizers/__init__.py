@@ -12,6 +12,8 @@ import torch
 
 OPTIMIZERS: dict[str, str] = {
     "adamw": "cliffsweep.trainables.optimizers.adamw:build",
+    "muon": "cliffsweep.trainables.optimizers.muon:build",
+    "sgd": "cliffsweep.trainables.optimizers.sgd:build",
 }
 
 

@@ -1,0 +1,88 @@
+"""Training batches: tokenised pairs, response-only labels, replay mixing, worker sharding.
+
+Batches are dicts of tensors (see `Method.loss`). Every worker derives the same global order
+from the seed and takes its own slice of each global batch, so N workers see exactly the data
+one worker would (DDP averages their gradients).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+import torch
+
+from cliffsweep.chat import encode_pair
+from cliffsweep.evals.tasks.base import Example
+
+
+@dataclass(frozen=True)
+class Encoded:
+    ids: list[int]
+    labels: list[int]
+    example_idx: int  # index in the learn train split; -1 for a retain example
+    is_retain: bool
+
+
+def encode(tokenizer, examples: list[Example], max_len: int, retain: bool = False) -> list[Encoded]:
+    out = []
+    for i, ex in enumerate(examples):
+        ids, labels = encode_pair(tokenizer, ex.prompt, ex.response, max_len)
+        out.append(Encoded(ids, labels, -1 if retain else i, retain))
+    return out
+
+
+def collate(items: list[Encoded], pad_id: int) -> dict[str, torch.Tensor]:
+    width = max(len(x.ids) for x in items)
+    ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(items), width), -100, dtype=torch.long)
+    attn = torch.zeros((len(items), width), dtype=torch.long)
+    for r, x in enumerate(items):
+        ids[r, : len(x.ids)] = torch.tensor(x.ids)
+        labels[r, : len(x.labels)] = torch.tensor(x.labels)
+        attn[r, : len(x.ids)] = 1
+    return {
+        "input_ids": ids,
+        "attention_mask": attn,
+        "labels": labels,
+        "example_idx": torch.tensor([x.example_idx for x in items], dtype=torch.long),
+        "is_retain": torch.tensor([x.is_retain for x in items], dtype=torch.bool),
+    }
+
+
+def steps_per_epoch(n_learn: int, batch_size: int, retain_fraction: float = 0.0) -> int:
+    """Optimizer steps in one epoch over the learn split (replay adds retain rows to each
+    batch instead of lengthening the epoch)."""
+    n_learn_per_batch = batch_size - replay_rows(batch_size, retain_fraction)
+    return math.ceil(n_learn / max(1, n_learn_per_batch))
+
+
+def replay_rows(batch_size: int, retain_fraction: float) -> int:
+    """Retain rows in each batch of `batch_size` for replay fraction r (at least one if r > 0)."""
+    if retain_fraction <= 0:
+        return 0
+    return min(batch_size - 1, max(1, round(batch_size * retain_fraction)))
+
+
+def epoch_batches(
+    learn: list[Encoded], retain: list[Encoded], batch_size: int, retain_fraction: float,
+    seed: int, epoch: int, rank: int, world: int, pad_id: int,
+) -> list[dict[str, torch.Tensor]]:
+    """This worker's share of every global batch of one epoch."""
+    rng = random.Random(seed * 100_003 + epoch)
+    order = list(range(len(learn)))
+    rng.shuffle(order)
+    n_replay = replay_rows(batch_size, retain_fraction)
+    per = batch_size - n_replay
+    batches = []
+    for start in range(0, len(order), per):
+        rows = [learn[i] for i in order[start : start + per]]
+        if len(rows) < world:
+            break  # every worker must take the same number of steps (DDP)
+        if n_replay:
+            rows += [retain[rng.randrange(len(retain))] for _ in range(n_replay)]
+        mine = rows[rank::world]
+        if mine:
+            batches.append(collate(mine, pad_id))
+    return batches
