@@ -1,0 +1,88 @@
+"""Word lists and templates of the toy world, shared by the tasks and the tokenizer.
+
+The tokenizer is word-level: every word that the toy tasks can produce is one token (with and
+without a leading space), and so is every integer 0..MAX_NUMBER. Keeping the lists here, in
+one place, lets a test check that no task text ever maps to the unknown token.
+"""
+
+from __future__ import annotations
+
+MAX_NUMBER = 999
+"""Largest integer with its own token; toy arithmetic keeps every value below it."""
+
+# --- toy_arith (GSM8K-like retain task) ----------------------------------------------------
+NAMES_SHE = ("Ann", "Cara", "Eva", "Hana", "Ivy", "Mia", "Olga", "Pia", "Rosa", "Tia")
+NAMES_HE = ("Ben", "Dan", "Finn", "Gus", "Jon", "Kim", "Leo", "Ned", "Sam", "Tom")
+OBJECTS = ("apples", "pens", "books", "cards", "coins", "eggs", "shells", "stamps", "marbles",
+           "cookies", "toys", "rocks", "pencils", "beads", "candles", "cups")
+CONTAINERS = ("boxes", "bags", "packs", "jars")
+
+ARITH_START = "{name} has {a} {obj}."
+ARITH_ADD = (
+    "{Pron} buys {b} more {obj}.",
+    "{Pron} finds {b} more {obj}.",
+    "{friend} gives {pron_obj} {b} {obj}.",
+    "{Pron} gets {b} more {obj} from {friend}.",
+)
+ARITH_SUB = (
+    "{Pron} gives {b} {obj} to {friend}.",
+    "{Pron} loses {b} {obj}.",
+    "{Pron} sells {b} {obj}.",
+    "{friend} takes {b} {obj} from {pron_obj}.",
+)
+ARITH_MUL = (
+    "{Pron} buys {k} {box} with {b} {obj} in each.",
+    "{friend} gives {pron_obj} {k} {box} of {b} {obj} each.",
+)
+ARITH_QUESTION = (
+    "How many {obj} does {name} have now?",
+    "How many {obj} does {name} have at the end?",
+)
+ARITH_WORDS = ("Then", "then", "After", "that", "Next", "he", "she", "He", "She", "him", "her",
+               "more", "each")
+
+# --- toy_facts (ChemL3-like learn task) and the MCQ pretraining facts ----------------------
+SYLLABLES = ("Zor", "Pim", "Kel", "Vax", "Dru", "Mol", "Tez", "Quin", "Rab", "Fen", "Lox",
+             "Gri", "Yun", "Sab", "Wex", "Hol")
+"""A fictional entity is a pair of syllables ('Zor Pim'): every token is seen in pretraining,
+the pairs of the learn split never are."""
+
+RELATIONS: dict[str, tuple[str, ...]] = {
+    "color": ("red", "blue", "green", "yellow", "purple", "orange", "white", "black"),
+    "food": ("bread", "rice", "soup", "fish", "cheese", "beans", "honey", "plums"),
+    "pet": ("cat", "dog", "owl", "goat", "frog", "horse", "snake", "duck"),
+    "job": ("baker", "farmer", "singer", "pilot", "doctor", "tailor", "miner", "painter"),
+}
+QUESTIONS: dict[str, tuple[str, ...]] = {
+    "color": ("What color is the hat of {e}?", "Which color does {e} always wear?",
+              "The hat of {e} has which color?"),
+    "food": ("What does {e} like to eat?", "Which food is the favorite of {e}?",
+             "{e} eats which food every day?"),
+    "pet": ("Which animal does {e} keep as a pet?", "What pet does {e} have?",
+            "{e} lives with which animal?"),
+    "job": ("What is the job of {e}?", "What does {e} work as?",
+            "{e} earns money as which worker?"),
+}
+MCQ_LETTERS = ("A", "B", "C", "D")
+MCQ_INSTRUCTION = "Answer with a single letter."
+
+PUNCTUATION = tuple(".,?!:;'\"()-+*/=#$%")
+
+
+def all_words() -> list[str]:
+    """Every word piece the toy tasks use (without leading space), sorted, no duplicates."""
+    import re
+
+    texts = [*NAMES_SHE, *NAMES_HE, *OBJECTS, *CONTAINERS, ARITH_START, *ARITH_ADD, *ARITH_SUB,
+             *ARITH_MUL, *ARITH_QUESTION, *ARITH_WORDS, *SYLLABLES, MCQ_INSTRUCTION,
+             *MCQ_LETTERS]
+    for values in RELATIONS.values():
+        texts += values
+    for qs in QUESTIONS.values():
+        texts += qs
+    words = set()
+    for t in texts:
+        words.update(re.findall(r"[A-Za-z]+", re.sub(r"\{[^}]*\}", " ", t)))
+    words.update(chr(c) for c in range(ord("a"), ord("z") + 1))
+    words.update(chr(c) for c in range(ord("A"), ord("Z") + 1))
+    return sorted(words)
