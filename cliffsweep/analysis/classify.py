@@ -1,0 +1,179 @@
+"""Regime of one learning-forgetting series: cliff, gradual, no forgetting, or inconclusive.
+
+The cliff paper (seed 000, "Learning-Forgetting Optimality in Supervised Finetuning: A Cliff
+Perspective", Sec. 5.2, Fig. 3-5 and 7) sweeps the SFT learning rate and plots retention
+(GSM8K) against learning (ChemL3). Two regimes arise:
+
+- **gradual** (Fig. 3): retention falls progressively as learning rises;
+- **cliff** (Fig. 4, 7): small learning rates learn without forgetting, then one learning-rate
+  step flips into catastrophic forgetting with no learning gain.
+
+The paper gives no numeric test; the one here and its thresholds are our defaults. A *series*
+is the points of one model x method (x epochs) across learning rates plus the base model
+(lr = 0). Every quantity is relative, so the test means the same for a 25 %-chance MCQ and a
+generative benchmark:
+
+- retention share ``r = R / R0``: the share of the base retention kept (``1 - r`` = forgetting);
+- learning gain across a step is compared with the series' learning span
+  ``max(max L - L0, min_span * (1 - L0))``: the share of all the learning the series achieves.
+
+Rules, in order (every threshold is a field of :class:`Thresholds`):
+
+1. inconclusive if there is no base point, fewer than ``min_lrs`` trained learning rates, or
+   ``R0 = 0`` (forgetting is unmeasurable);
+2. no_forgetting if every trained point keeps more than ``1 - forget_min`` of ``R0``;
+3. inconclusive if the lowest trained lr already lost at least ``cliff_drop``: the sweep never
+   shows the learn-without-forgetting side, so it cannot tell a cliff from a coarse gradual
+   decline (sweep lower lrs);
+4. cliff if, between a trained lr that keeps at least ``1 - near_base`` of ``R0`` and a higher
+   lr at most ``max_cliff_steps`` grid steps above it, retention falls by at least
+   ``cliff_drop`` of ``R0`` while learning gains at most ``max_gain_share`` of the span, and the
+   collapse persists (no higher lr climbs back to ``1 - near_base``). The first such step
+   (lowest lr) is the cliff; its lrs are the critical bracket;
+5. inconclusive if such a collapse exists but does not persist (a higher lr retains again:
+   non-monotone data, likely an outlier);
+6. gradual otherwise: retention falls meaningfully, but no single step collapses without
+   learning (this includes a decline that starts before a late collapse).
+
+Seeds at the same lr are averaged before classification. Comparisons at a threshold are
+inclusive (a drop exactly equal to ``cliff_drop`` is a collapse), so ties resolve the same way
+every time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+REGIMES = ("cliff", "gradual", "no_forgetting", "inconclusive")
+
+
+class Thresholds(BaseModel):
+    """Classification thresholds; all relative (shares of base retention / learning span)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    forget_min: float = Field(0.10, gt=0, lt=1)
+    """Forgetting below this share of base retention is not meaningful (no_forgetting).
+    Our default 0.10: the binomial error of a 200-example accuracy near 0.5 is ~0.035, so a
+    10 % relative loss is beyond noise for typical eval sizes."""
+    near_base: float = Field(0.20, gt=0, lt=1)
+    """The learn-without-forgetting side of a cliff keeps at least 1 - near_base of R0.
+    Our default 0.20: Fig. 4 shows cliffs whose safe side already lost a few points."""
+    cliff_drop: float = Field(0.40, gt=0, le=1)
+    """A cliff step loses at least this share of R0 ("catastrophic"). Our default 0.40:
+    the paper's cliffs lose most of GSM8K in one step; 0.40 keeps slightly softer ones."""
+    max_gain_share: float = Field(0.25, ge=0, le=1)
+    """Across a cliff, learning gains at most this share of the series' learning span
+    ("no learning gain"). Our default 0.25."""
+    min_span: float = Field(0.05, gt=0, le=1)
+    """Floor of the learning span as a share of the headroom 1 - L0, so that noise in a
+    series that learns nothing is not read as a large relative gain. Our default 0.05."""
+    max_cliff_steps: int = Field(1, ge=1)
+    """How many consecutive lr steps a collapse may span. 1 = the definition's "one lr step";
+    raise it for lr grids much finer than the paper's."""
+    min_lrs: int = Field(2, ge=1)
+    """Trained learning rates needed besides the base point. Our default 2 (3 points)."""
+
+
+@dataclass(frozen=True)
+class Classification:
+    """Result of :func:`classify`. Cliff fields are None unless ``regime == 'cliff'``."""
+
+    regime: str
+    reason: str
+    n_points: int
+    critical_lr_low: float | None = None
+    """Highest lr on the safe side of the cliff."""
+    critical_lr_high: float | None = None
+    """Lowest lr past the cliff."""
+    drop_at_cliff: float | None = None
+    """Share of base retention lost across the cliff (r_low - r_high)."""
+    drop_at_cliff_abs: float | None = None
+    """Same in accuracy points (R_low - R_high)."""
+    gain_at_cliff: float | None = None
+    """Learning gain across the cliff in accuracy points (L_high - L_low; may be < 0)."""
+    gain_at_cliff_share: float | None = None
+    """Same as a share of the series' learning span."""
+    max_forgetting: float | None = None
+    """Largest share of base retention lost by any trained lr."""
+    max_learning: float | None = None
+    """Largest learning gain (L - L0) of any trained lr, in accuracy points."""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def lr_curve(points: pd.DataFrame) -> pd.DataFrame:
+    """Mean L and R per lr (seeds averaged), sorted by lr; lr = 0 is the base point.
+
+    ``points`` needs columns ``lr``, ``L``, ``R``; other columns are ignored.
+    """
+    missing = {"lr", "L", "R"} - set(points.columns)
+    if missing:
+        raise ValueError(f"points need columns lr, L, R; missing {sorted(missing)}")
+    bad = points[~np.isfinite(points[["lr", "L", "R"]].to_numpy(float)).all(axis=1)]
+    if len(bad):
+        raise ValueError(f"non-finite lr/L/R in {len(bad)} point(s), first: {bad.iloc[0].to_dict()}")
+    if (points["lr"] < 0).any():
+        raise ValueError("learning rates must be >= 0 (0 = base model)")
+    return points.groupby("lr", as_index=False)[["L", "R"]].mean().sort_values("lr", ignore_index=True)
+
+
+def classify(points: pd.DataFrame, thresholds: Thresholds | None = None) -> Classification:
+    """Classify one series (see the module docstring for the definitions and rules).
+
+    ``points``: a DataFrame with ``lr``, ``L`` (learn-task accuracy), ``R`` (retain-task
+    accuracy); rows with ``lr == 0`` are the base model. Several rows per lr (seeds) are
+    averaged.
+    """
+    curve = lr_curve(points)
+    return classify_arrays(curve["lr"].to_numpy(float), curve["L"].to_numpy(float),
+                           curve["R"].to_numpy(float), thresholds or Thresholds())
+
+
+def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds) -> Classification:
+    """:func:`classify` on per-lr arrays sorted by lr with unique lrs (the bootstrap's hot path)."""
+    n_points = len(lr)
+    if n_points == 0 or lr[0] != 0:
+        return Classification("inconclusive", "no base point (lr = 0)", n_points)
+    L0, R0, lr, L, R = L[0], R[0], lr[1:], L[1:], R[1:]
+    if len(lr) < th.min_lrs:
+        return Classification("inconclusive", f"{len(lr)} trained lr(s); need >= {th.min_lrs}", n_points)
+    if R0 <= 0:
+        return Classification("inconclusive", "base retention is 0: forgetting is unmeasurable", n_points)
+    r = R / R0
+    lost = 1.0 - r
+    span = max(L.max() - L0, th.min_span * (1.0 - L0), 1e-12)
+    summary = {"max_forgetting": float(lost.max()), "max_learning": float(L.max() - L0)}
+    if lost.max() < th.forget_min:
+        return Classification("no_forgetting", f"every lr keeps > {1 - th.forget_min:.0%} of base retention",
+                              n_points, **summary)
+    if lost[0] >= th.cliff_drop:
+        return Classification("inconclusive", f"the lowest lr ({lr[0]:g}) already loses {lost[0]:.0%} of base "
+                              "retention; sweep lower lrs", n_points, **summary)
+    transient = None
+    for i in range(len(lr) - 1):
+        if r[i] < 1.0 - th.near_base:
+            continue
+        for j in range(i + 1, min(i + th.max_cliff_steps, len(lr) - 1) + 1):
+            drop, gain = r[i] - r[j], L[j] - L[i]
+            if drop < th.cliff_drop or gain > th.max_gain_share * span:
+                continue
+            if (r[j + 1:] >= 1.0 - th.near_base).any():
+                transient = transient or (lr[i], lr[j])
+                continue
+            return Classification(
+                "cliff", f"lr {lr[i]:g} -> {lr[j]:g} loses {drop:.0%} of base retention for "
+                f"{gain / span:+.0%} of the learning span", n_points,
+                critical_lr_low=float(lr[i]), critical_lr_high=float(lr[j]), drop_at_cliff=float(drop),
+                drop_at_cliff_abs=float(R[i] - R[j]), gain_at_cliff=float(gain),
+                gain_at_cliff_share=float(gain / span), **summary)
+    if transient:
+        return Classification("inconclusive", f"retention collapses at lr {transient[0]:g} -> {transient[1]:g} "
+                              "but recovers at a higher lr (non-monotone)", n_points, **summary)
+    return Classification("gradual", f"retention falls up to {lost.max():.0%} of base with no collapse "
+                          "lacking learning", n_points, **summary)

@@ -1,0 +1,168 @@
+"""The frontiers table: one row per series (model x method x epochs) with its regime, the
+confidence of that regime, the cliff bracket, Pareto-optimal points and a frontier-area score.
+
+Definitions are in :mod:`cliffsweep.analysis.classify` (regimes) and
+:mod:`cliffsweep.analysis.pareto` (frontiers, area). The confidence of a regime is the share of
+bootstrap replicates (:mod:`cliffsweep.analysis.confidence`) whose re-classification agrees
+with the point estimate; below ``min_confidence`` the reported regime is ``inconclusive``
+("the data cannot tell"), while ``regime_point_estimate`` keeps what the measured accuracies
+alone say.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from cliffsweep.analysis.classify import REGIMES, Thresholds, classify_arrays, lr_curve
+from cliffsweep.analysis.confidence import replicate_accuracies
+from cliffsweep.analysis.pareto import dominates_all, frontier_area, pareto_mask
+
+SERIES_KEY = ["model", "series", "epochs"]
+MIN_CONFIDENCE = 0.6
+"""Our default: a regime is reported when at least 60 % of bootstrap replicates agree."""
+
+FRONTIER_COLUMNS = [
+    "model", "series", "method", "optimizer", "epochs", "label", "regime", "regime_point_estimate",
+    "confidence", "confidence_method", "regime_shares", "critical_lr_low", "critical_lr_high",
+    "bracket_agreement", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff", "gain_at_cliff_share",
+    "max_forgetting", "max_learning", "base_L", "base_R", "frontier_area", "pareto_point_ids",
+    "model_pareto_point_ids", "model_pareto_share", "dominated_by", "n_points", "n_lrs", "n_checkpoints",
+    "reason",
+]
+_CLIFF_FIELDS = ["critical_lr_low", "critical_lr_high", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff",
+                 "gain_at_cliff_share"]
+
+
+def series_labels(points: pd.DataFrame) -> pd.Series:
+    """Display label of each row's series: the method label, plus ' e<epochs>' where the
+    model sweeps several epoch counts."""
+    trained = points[points["series"] != "base"]
+    multi = trained.groupby("model")["epochs"].nunique()
+    many = points["model"].map(multi).fillna(1) > 1
+    return points["series"].where(~many | (points["series"] == "base"),
+                                  points["series"] + " e" + points["epochs"].astype(str))
+
+
+def _bootstrap(cls_rows: pd.DataFrame, L_reps: np.ndarray, R_reps: np.ndarray, th: Thresholds
+               ) -> list | None:
+    """Re-classify each replicate (seeds averaged per lr as in the point estimate)."""
+    if np.isnan(L_reps).any() or np.isnan(R_reps).any():
+        return None
+    lrs, inv = np.unique(cls_rows["lr"].to_numpy(float), return_inverse=True)
+    G = np.zeros((len(lrs), len(cls_rows)))
+    G[inv, np.arange(len(cls_rows))] = 1.0
+    G /= G.sum(1, keepdims=True)
+    Lc, Rc = G @ L_reps, G @ R_reps
+    return [classify_arrays(lrs, Lc[:, b], Rc[:, b], th) for b in range(L_reps.shape[1])]
+
+
+def _series_row(key: tuple, rows: pd.DataFrame, base: pd.DataFrame, reps: tuple | None,
+                th: Thresholds, min_confidence: float) -> dict:
+    model, series, epochs = key
+    cls_rows = pd.concat([base, rows[rows["classified"]]])
+    curve = lr_curve(cls_rows)
+    point = classify_arrays(curve["lr"].to_numpy(float), curve["L"].to_numpy(float),
+                            curve["R"].to_numpy(float), th)
+    out = point.as_dict()
+    out.update(model=model, series=series, epochs=epochs, method=rows["method"].iloc[0],
+               optimizer=rows["optimizer"].iloc[0], label=rows["label"].iloc[0],
+               regime_point_estimate=point.regime, n_lrs=int((curve["lr"] > 0).sum()),
+               n_checkpoints=len(rows), base_L=float(base["L"].mean()) if len(base) else np.nan,
+               base_R=float(base["R"].mean()) if len(base) else np.nan)
+    reps_cls = None
+    if reps is not None:
+        L_reps, R_reps, src = reps
+        idx = cls_rows["_pos"].to_numpy()
+        reps_cls = _bootstrap(cls_rows, L_reps[idx], R_reps[idx], th)
+        out["confidence_method"] = "none" if reps_cls is None else (
+            "bootstrap" if (src[idx] == "samples").all() else "binomial" if (src[idx] == "binomial").all()
+            else "bootstrap+binomial")
+    else:
+        out["confidence_method"] = "none"
+    if reps_cls is None:
+        out.update(confidence=np.nan, regime_shares="{}", bracket_agreement=np.nan)
+    else:
+        regimes = [c.regime for c in reps_cls]
+        shares = {r: regimes.count(r) / len(regimes) for r in REGIMES if regimes.count(r)}
+        out["confidence"] = shares.get(point.regime, 0.0)
+        out["regime_shares"] = json.dumps(shares, sort_keys=True)
+        out["bracket_agreement"] = (np.mean([(c.critical_lr_low, c.critical_lr_high) == (
+            point.critical_lr_low, point.critical_lr_high) for c in reps_cls]) if point.regime == "cliff" else np.nan)
+        if out["confidence"] < min_confidence and point.regime != "inconclusive":
+            out["regime"] = "inconclusive"
+            out["reason"] = (f"only {out['confidence']:.0%} of bootstrap replicates agree with the point "
+                             f"estimate '{point.regime}' ({point.reason})")
+    if out["regime"] != "cliff":
+        out.update({f: np.nan for f in _CLIFF_FIELDS})
+    return out
+
+
+def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
+    """Per-series and per-model Pareto points (all checkpoints), area score, dominance."""
+    extra = []
+    for model, mpts in points.groupby("model", sort=False):
+        base = mpts[mpts["series"] == "base"]
+        trained = mpts[mpts["series"] != "base"]
+        front = mpts[pareto_mask(mpts["L"], mpts["R"])]
+        groups = dict(list(trained.groupby(SERIES_KEY, sort=False)))
+        L0 = float(base["L"].mean()) if len(base) else np.nan
+        R0 = float(base["R"].mean()) if len(base) else np.nan
+        for key, s in groups.items():
+            both = pd.concat([base, s])
+            mine = front[front["point_id"].isin(s["point_id"])]
+            extra.append({
+                "model": key[0], "series": key[1], "epochs": key[2],
+                "pareto_point_ids": both.loc[pareto_mask(both["L"], both["R"]), "point_id"].tolist(),
+                "model_pareto_point_ids": mine["point_id"].tolist(),
+                "model_pareto_share": len(mine) / max(len(front[front["series"] != "base"]), 1),
+                "frontier_area": frontier_area(s["L"], s["R"], L0, R0) if len(base) else np.nan,
+                "dominated_by": sorted(o["label"].iloc[0] for k, o in groups.items() if k != key and
+                                       dominates_all(o["L"], o["R"], s["L"], s["R"])),
+            })
+    return table.merge(pd.DataFrame(extra), on=SERIES_KEY, how="left")
+
+
+def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresholds: Thresholds | None = None,
+              *, learn_task: str | None = None, retain_task: str | None = None, n_boot: int = 200,
+              seed: int = 0, min_confidence: float = MIN_CONFIDENCE) -> pd.DataFrame:
+    """One row per series of ``points`` (columns FRONTIER_COLUMNS).
+
+    ``points``: one row per checkpoint with ``model, series, epochs, lr, L, R, point_id`` and,
+    for classification filters and confidence, optionally ``final``/``classified`` (default:
+    every row is a classified final point), ``n_L``/``n_R`` (eval sizes, for the binomial
+    fallback), ``trial_id``/``step`` (to match ``samples``), ``method``/``optimizer``. Base rows
+    have ``series == 'base'`` and ``lr == 0`` and belong to every series of their model.
+    ``samples``: per-example results (store schema) of ``learn_task`` and ``retain_task``.
+    """
+    th = thresholds or Thresholds()
+    if samples is not None and (learn_task is None or retain_task is None):
+        raise ValueError("samples need learn_task and retain_task to tell L's examples from R's")
+    pts = points.reset_index(drop=True).copy()
+    for col, default in (("classified", True), ("method", pts["series"]), ("optimizer", ""),
+                         ("point_id", pts.index.astype(str))):
+        if col not in pts:
+            pts[col] = default
+    if ((pts["series"] == "base") & (pts["lr"] != 0)).any():
+        raise ValueError("base rows (series 'base') must have lr == 0")
+    pts["label"] = series_labels(pts)
+    pts["_pos"] = np.arange(len(pts))
+    reps = replicate_accuracies(pts, samples, learn_task, retain_task, n_boot, seed) if n_boot > 0 else None
+    rows = []
+    for key, s in pts[pts["series"] != "base"].groupby(SERIES_KEY, sort=True):
+        base = pts[(pts["model"] == key[0]) & (pts["series"] == "base") & pts["classified"]]
+        rows.append(_series_row(key, s, base, reps, th, min_confidence))
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return pd.DataFrame(columns=FRONTIER_COLUMNS)
+    return _pareto_columns(table, pts)[FRONTIER_COLUMNS]
+
+
+def model_frontier(points: pd.DataFrame) -> pd.DataFrame:
+    """The Pareto-optimal checkpoints of each model across all its series (and the base)."""
+    keep = []
+    for _, mpts in points.groupby("model", sort=True):
+        keep.append(mpts[pareto_mask(mpts["L"], mpts["R"])].sort_values("L"))
+    return pd.concat(keep, ignore_index=True) if keep else points.iloc[0:0]

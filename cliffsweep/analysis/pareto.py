@@ -1,0 +1,54 @@
+"""Pareto frontiers and the frontier-area score in the (learning, retention) plane.
+
+Both axes are maximised (cliff paper, seed 000, Sec. 5.2: the optimal corner is top-right:
+full learning, no forgetting). A point is Pareto-optimal if no other point is at least as good
+on both axes and strictly better on one; identical points do not dominate each other, so ties
+are all kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def pareto_mask(L: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """Boolean mask of the Pareto-optimal points (maximising L and R)."""
+    L, R = np.asarray(L, float), np.asarray(R, float)
+    ge = (L[None, :] >= L[:, None]) & (R[None, :] >= R[:, None])
+    gt = (L[None, :] > L[:, None]) | (R[None, :] > R[:, None])
+    # row i is dominated if some column j is >= on both and > on one
+    return ~(ge & gt).any(axis=1)
+
+
+def dominates_all(L_a: np.ndarray, R_a: np.ndarray, L_b: np.ndarray, R_b: np.ndarray) -> bool:
+    """True if every point of set b is weakly dominated by some point of set a, and at least
+    one strictly: set a's frontier lies on or above set b's everywhere b has points."""
+    if len(L_a) == 0 or len(L_b) == 0:
+        return False
+    L_a, R_a, L_b, R_b = (np.asarray(x, float) for x in (L_a, R_a, L_b, R_b))
+    ge = (L_a[None, :] >= L_b[:, None]) & (R_a[None, :] >= R_b[:, None])
+    gt = ge & ((L_a[None, :] > L_b[:, None]) | (R_a[None, :] > R_b[:, None]))
+    return bool(ge.any(axis=1).all() and gt.any())
+
+
+def frontier_area(L: np.ndarray, R: np.ndarray, L0: float, R0: float) -> float:
+    """Area dominated by the points in the unit square of (learning share of headroom
+    ``(L - L0) / (1 - L0)``, retention share of base ``R / R0``), both clipped to [0, 1].
+
+    Our default score (the paper plots frontiers but gives no scalar): 1 = the task fully
+    learned with no forgetting, 0 = nothing learned. It is the hypervolume indicator with
+    reference point (L0, 0), comparable across methods of one model and across models.
+    """
+    if R0 <= 0 or L0 >= 1:
+        return float("nan")
+    x = np.clip((np.asarray(L, float) - L0) / (1.0 - L0), 0.0, 1.0)
+    y = np.clip(np.asarray(R, float) / R0, 0.0, 1.0)
+    keep = pareto_mask(x, y)
+    x, y = x[keep], y[keep]
+    order = np.argsort(-x)  # sweep from high learning to low; retention rises along the front
+    area, best_y = 0.0, 0.0
+    xs = np.append(x[order], 0.0)
+    for k, i in enumerate(order):
+        best_y = max(best_y, y[i])
+        area += (xs[k] - xs[k + 1]) * best_y
+    return float(area)

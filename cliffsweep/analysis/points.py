@@ -1,0 +1,138 @@
+"""Read a sweep's Parquet store (docs/store.md) into a table of (learning, retention) points.
+
+One point = one evaluated checkpoint: (trial_id, step) with the learn-task accuracy ``L`` and
+the retain-task accuracy ``R``. The base model (``series == 'base'``, lr 0, step 0) is the
+lr = 0 point of every series of its model. The final checkpoint of a trial is its max step;
+only final checkpoints of finished (``done``) trials are classified, while every checkpoint
+(intermediate ones and those of diverged / running trials, which are real models too) counts
+for the Pareto frontiers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from cliffsweep.orchestrator.store import Store
+
+POINT_COLUMNS = ["point_id", "trial_id", "model", "series", "method", "optimizer", "lr", "epochs", "seed",
+                 "step", "epoch", "final", "classified", "status", "L", "R", "n_L", "n_R"]
+
+
+class AnalysisInputError(ValueError):
+    """The store cannot be analysed as asked (missing tasks, mixed scorer versions, ...)."""
+
+
+@dataclass(frozen=True)
+class StoreData:
+    points: pd.DataFrame
+    """One row per (trial_id, step); columns POINT_COLUMNS."""
+    samples: pd.DataFrame
+    """Per-example results of the learn and retain evaluations (may be empty)."""
+    learn_task: str
+    retain_task: str
+    notes: list[str]
+    """What was left out and why (e.g. a checkpoint evaluated on one task only)."""
+
+
+def _one_task(evals: pd.DataFrame, role: str, chosen: str | None, primary: str | None) -> str:
+    tasks = sorted(evals.loc[evals["role"] == role, "task"].unique())
+    if chosen is not None:
+        if chosen not in tasks:
+            raise AnalysisInputError(f"{role} task {chosen!r} not in the store; {role} tasks there: {tasks}")
+        return chosen
+    if not tasks:
+        raise AnalysisInputError(f"the store has no accuracy evals with role {role!r}")
+    if len(tasks) == 1:
+        return tasks[0]
+    if primary in tasks:
+        return primary
+    raise AnalysisInputError(f"several {role} tasks {tasks} and no spec.json naming the primary one; "
+                             f"choose one (--{role}-task)")
+
+
+def _primary_retain(store: Store) -> str | None:
+    """The spec's first retain task (the retain set D_R), if the store keeps its spec."""
+    if not store.exists("spec.json"):
+        return None
+    return store.read_json("spec.json")["tasks"]["retain"][0]["name"]
+
+
+def check_scorer_versions(evals: pd.DataFrame, tasks: list[str]) -> None:
+    """Refuse to compare accuracies scored by different scorer versions (STYLE.md 8)."""
+    for task in tasks:
+        versions = sorted(evals.loc[evals["task"] == task, "scorer_version"].fillna("<none>").unique())
+        if len(versions) > 1:
+            raise AnalysisInputError(f"task {task!r} mixes scorer versions {versions}; re-evaluate with one "
+                                     "scorer or analyse a store holding one version")
+
+
+def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str,
+                      retain_task: str) -> tuple[pd.DataFrame, list[str]]:
+    """Pivot accuracy evals into one row per checkpoint with L and R (pure; see module doc)."""
+    notes: list[str] = []
+    acc = evals[(evals["metric"] == "accuracy") & evals["task"].isin([learn_task, retain_task])]
+    dup = acc.duplicated(["trial_id", "step", "task"], keep=False)
+    if dup.any():
+        first = acc[dup].iloc[0]
+        raise AnalysisInputError(f"duplicate accuracy rows for trial {first.trial_id!r} step {first.step} "
+                                 f"task {first.task!r}")
+    keys = ["trial_id", "step"]
+    meta_cols = ["model", "series", "method", "optimizer", "lr", "epochs", "seed", "epoch"]
+    side = {}
+    for name, task in (("L", learn_task), ("R", retain_task)):
+        part = acc[acc["task"] == task].set_index(keys)
+        side[name] = part[["value", "n"]].rename(columns={"value": name, "n": f"n_{name}"})
+        side[f"meta_{name}"] = part[meta_cols]
+    both = side["L"].join(side["R"], how="outer")
+    half = both[both[["L", "R"]].isna().any(axis=1)]
+    if len(half):
+        notes.append(f"{len(half)} checkpoint(s) evaluated on only one of {learn_task}/{retain_task} "
+                     f"left out, e.g. {half.index[0][0]}@{half.index[0][1]}")
+    both = both.dropna(subset=["L", "R"])
+    pts = both.join(side["meta_L"]).reset_index()
+    if pts.empty:
+        raise AnalysisInputError(f"no checkpoint has both {learn_task} and {retain_task} accuracies")
+    pts["point_id"] = pts["trial_id"] + "@" + pts["step"].astype(str)
+    status = trials.drop_duplicates("trial_id", keep="last").set_index("trial_id")["status"]
+    pts["status"] = pts["trial_id"].map(status)
+    is_base = pts["series"] == "base"
+    pts.loc[is_base, "status"] = "done"
+    unknown = pts["status"].isna()
+    if unknown.any():
+        # Evals whose trial row is missing: the evals are real measurements; say so and use them.
+        notes.append(f"{pts.loc[unknown, 'trial_id'].nunique()} trial(s) have evals but no trials row; "
+                     "their last checkpoint is treated as final")
+        pts.loc[unknown, "status"] = "done"
+    pts["final"] = pts["step"] == pts.groupby("trial_id")["step"].transform("max")
+    pts["classified"] = pts["final"] & (pts["status"] == "done")
+    skipped = pts.loc[pts["final"] & ~pts["classified"], "trial_id"].unique()
+    if len(skipped):
+        notes.append(f"{len(skipped)} trial(s) not done (e.g. {skipped[0]}) left out of classification; "
+                     "their checkpoints still count for the Pareto frontiers")
+    for col in ("n_L", "n_R", "step", "epochs", "seed"):
+        pts[col] = pts[col].astype("Int64")
+    return pts[POINT_COLUMNS].sort_values(["model", "series", "epochs", "lr", "seed", "step"],
+                                          ignore_index=True), notes
+
+
+def load_store(uri: str, learn_task: str | None = None, retain_task: str | None = None) -> StoreData:
+    """Read evals, trials and samples of the store at ``uri`` into :class:`StoreData`.
+
+    The retain task defaults to the only retain task, else the spec's first one (the paper's
+    retain set D_R); the learn task to the only learn task. Mixed scorer versions of either
+    task raise :class:`AnalysisInputError`.
+    """
+    store = Store(uri)
+    evals = store.read("evals")
+    evals = evals[evals["metric"] == "accuracy"]
+    if evals.empty:
+        raise AnalysisInputError(f"store {uri!r} has no accuracy evals (evals/ is empty or missing)")
+    learn = _one_task(evals, "learn", learn_task, None)
+    retain = _one_task(evals, "retain", retain_task, _primary_retain(store))
+    check_scorer_versions(evals, [learn, retain])
+    points, notes = points_from_evals(evals, store.read("trials"), learn, retain)
+    samples = store.read("samples")
+    samples = samples[samples["task"].isin([learn, retain])].reset_index(drop=True)
+    return StoreData(points, samples, learn, retain, notes)

@@ -1,0 +1,138 @@
+"""A synthetic sweep store with known regimes, for tests and the example report.
+
+It writes what `cliffsweep run` writes (docs/store.md: spec.json, trials, evals, samples) for
+a grid of models x methods x lrs x epochs, with accuracies drawn from a chosen ground-truth
+shape per model, so the analysis can be checked against a known answer:
+
+- ``"cliff"`` (cliff paper, seed 000, Fig. 4): learning saturates at low lrs while retention
+  stays at the base; past a critical lr retention collapses to a tenth with no learning gain.
+  More epochs move learning and the cliff to lower lrs (Fig. 7).
+- ``"gradual"`` (Fig. 3): learning rises with log lr while retention falls progressively.
+- ``"flat"``: learning rises, retention stays at the base (no forgetting).
+
+Per-example results come from a fixed latent difficulty per example (an example is answered
+when its difficulty is below the checkpoint's accuracy, plus a little per-checkpoint noise), so
+correctness is correlated across checkpoints as with a real model.
+
+Run ``python -m cliffsweep.analysis.synthetic OUT_STORE`` to write the example store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from cliffsweep.orchestrator.store import Store, eval_key
+
+# Method effects, our choice for the example: EWC keeps more retention along a gradual
+# trade-off (Fig. 3: regularisers move the frontier up) and LoRA learns less (Fig. 8).
+_METHOD_EFFECT = {"sft": (1.0, 1.0), "ewc": (1.0, 0.45), "lora": (0.7, 0.8)}
+
+
+@dataclass(frozen=True)
+class SyntheticSweep:
+    models: dict[str, str] = field(default_factory=lambda: {"toy-a": "cliff", "toy-b": "gradual"})
+    """Model label -> ground-truth shape ('cliff', 'gradual', 'flat')."""
+    series: tuple[tuple[str, str], ...] = (("sft", "sft"), ("ewc", "ewc(lam=10)"), ("lora", "lora"))
+    """(method, series label) pairs."""
+    lrs: tuple[float, ...] = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3)
+    epochs: tuple[int, ...] = (1, 3)
+    seeds: tuple[int, ...] = (0,)
+    n_learn: int = 200
+    n_retain: int = 200
+    learn_task: str = "toy_facts"
+    retain_task: str = "toy_arith"
+    base: tuple[float, float] = (0.25, 0.60)
+    """Base (L0, R0): a 4-choice learn task at chance, a generative retain task."""
+    steps_per_epoch: int = 10
+    seed: int = 0
+
+
+def true_accuracy(shape: str, method: str, lr: float, epochs: int, progress: float,
+                  base: tuple[float, float]) -> tuple[float, float]:
+    """Ground-truth (L, R) of a checkpoint at ``progress`` in (0, 1] of training."""
+    L0, R0 = base
+    learn_gain, forget_scale = _METHOD_EFFECT[method]
+    x = math.log10(lr) + math.log10(epochs) * 0.5  # more epochs act like a larger lr (Fig. 7)
+    if shape == "cliff":
+        learned = 1 / (1 + math.exp(-4 * (x + 4.6)))
+        kept = 1.0 if x < -3.3 else 0.08
+    elif shape == "gradual":
+        learned = 1 / (1 + math.exp(-2.2 * (x + 3.8)))
+        kept = 1.0 - forget_scale * 0.9 * learned
+    elif shape == "flat":
+        learned = 1 / (1 + math.exp(-3 * (x + 4)))
+        kept = 1.0
+    else:
+        raise ValueError(f"unknown shape {shape!r}; valid: cliff, gradual, flat")
+    L = L0 + (0.9 - L0) * learn_gain * learned * progress
+    R = R0 * (1.0 - (1.0 - kept) * progress)
+    return L, R
+
+
+def _examples(n: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.uniform(size=n)
+
+
+def _correct(difficulty: np.ndarray, p: float, rng: np.random.Generator) -> np.ndarray:
+    return difficulty + rng.normal(0.0, 0.04, size=len(difficulty)) < p
+
+
+def _eval_rows(store: Store, meta: dict, step: int, epoch: float, task: str, role: str, correct: np.ndarray,
+               version: str) -> None:
+    now = pd.Timestamp.now(tz="UTC")
+    row = dict(meta, step=step, epoch=epoch, task=task, role=role, metric="accuracy",
+               value=float(correct.mean()), n=len(correct), scorer_version=version, evaluated_at=now,
+               eval_seconds=0.1)
+    store.write("evals", eval_key(meta["trial_id"], step, task), [row])
+    store.write("samples", eval_key(meta["trial_id"], step, task), pd.DataFrame({
+        "trial_id": meta["trial_id"], "step": step, "task": task,
+        "example_id": [f"{task}-{i}" for i in range(len(correct))], "correct": correct,
+        "prediction": np.where(correct, "ok", "wrong")}))
+
+
+def write_synthetic_store(path: str, sweep: SyntheticSweep | None = None) -> Store:
+    """Write a synthetic store for ``sweep`` at ``path`` (see the module docstring)."""
+    sw = sweep or SyntheticSweep()
+    rng = np.random.default_rng(sw.seed)
+    store = Store(path)
+    store.write_json("spec.json", {"name": "synthetic", "tasks": {
+        "learn": {"name": sw.learn_task, "params": {}}, "retain": [{"name": sw.retain_task, "params": {}}]},
+        "lrs": list(sw.lrs), "epochs": list(sw.epochs)})
+    diff_L, diff_R = _examples(sw.n_learn, rng), _examples(sw.n_retain, rng)
+    tasks = ((sw.learn_task, "learn", diff_L, "letter-v1"), (sw.retain_task, "retain", diff_R, "toy-v1"))
+    for model, shape in sw.models.items():
+        base = dict(trial_id=f"{model}-base", model=model, method="base", series="base", optimizer="", lr=0.0,
+                    epochs=0, seed=0)
+        for task, role, diff, version in tasks:
+            p = sw.base[0] if role == "learn" else sw.base[1]
+            _eval_rows(store, base, 0, 0.0, task, role, _correct(diff, p, rng), version)
+        for (method, label) in sw.series:
+            h = hashlib.sha1(label.encode()).hexdigest()[:8]
+            for lr in sw.lrs:
+                for ep in sw.epochs:
+                    for seed in sw.seeds:
+                        tid = f"{model}-{method}-lr{lr:g}-e{ep}-s{seed}-{h}"
+                        meta = dict(trial_id=tid, model=model, method=method, series=label, optimizer="adamw",
+                                    lr=lr, epochs=ep, seed=seed)
+                        for e in range(1, ep + 1):
+                            L, R = true_accuracy(shape, method, lr, ep, e / ep, sw.base)
+                            for (task, role, diff, version), p in zip(tasks, (L, R)):
+                                _eval_rows(store, meta, e * sw.steps_per_epoch, float(e), task, role,
+                                           _correct(diff, p, rng), version)
+                        store.write("trials", tid, [dict(
+                            meta, model_path=f"toy:{model}", method_params="{}", status="done", attempt=1,
+                            started_at=pd.Timestamp.now(tz="UTC"), finished_at=pd.Timestamp.now(tz="UTC"),
+                            steps=ep * sw.steps_per_epoch, train_seconds=1.0, final_loss=0.5, error=None,
+                            config="{}")])
+    return store
+
+
+if __name__ == "__main__":
+    write_synthetic_store(sys.argv[1])
+    print(f"wrote a synthetic store to {sys.argv[1]}")
