@@ -36,3 +36,32 @@ def sequence_mean_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     """The module under a DDP wrapper (FSDP2 modules are not wrapped)."""
     return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+
+
+def token_kl(logits: torch.Tensor, base_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """KL(pi_theta || pi_base) over the full vocabulary at each response position (B, T-1),
+    zero on masked positions (002's KL anchor, the forward direction of 003 App. C.4)."""
+    lg, lb = shift(logits, labels)
+    base = shift(base_logits, labels)[0]
+    logp = F.log_softmax(lg.float(), dim=-1)
+    logq = F.log_softmax(base.float(), dim=-1)
+    kl = (logp.exp() * (logp - logq)).sum(-1)
+    return kl * (lb != IGNORE)
+
+
+def weighted_token_mean(ce: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """sum_i w_i l_i / n_tokens: a reweighted SFT loss that equals `masked_token_ce` when all
+    weights are 1 (so reweighting methods keep the lr scale of plain SFT). `weights` broadcasts
+    against the (B, T-1) token losses: (B, T-1) per token or (B, 1) per sequence."""
+    return (weights * ce * mask).sum() / mask.sum().clamp_min(1)
+
+
+def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A frozen base-model copy (eval mode, no grads) for methods that compare to pi_base.
+    Kept outside the trained module so it is neither optimised, DDP-synced nor saved."""
+    import copy
+
+    base = copy.deepcopy(unwrap(model)).eval()
+    for p in base.parameters():
+        p.requires_grad_(False)
+    return base

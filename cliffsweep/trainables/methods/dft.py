@@ -1,0 +1,28 @@
+"""Dynamic Fine-Tuning (Wu et al. 2025), a baseline of RPSFT (004, Sec. 5 "baselines"):
+
+    L = sum_t CE_t * stopgrad(p_t) / n_tokens,    p_t = pi_theta(y_t | x, y_<t)
+
+i.e. each token's gradient is rescaled by its own probability. No params.
+"""
+
+from __future__ import annotations
+
+from cliffsweep.trainables.losses import token_ce, weighted_token_mean
+from cliffsweep.trainables.methods.base import Method
+
+
+def dft_weights(ce):
+    """Token probabilities p_t = exp(-CE_t), detached: the DFT rescaling factors."""
+    return (-ce.detach()).exp()
+
+
+class DFT(Method):
+    name = "dft"
+
+    def loss(self, model, batch):
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        ce, mask = token_ce(logits, batch["labels"])
+        w = dft_weights(ce)
+        loss = weighted_token_mean(ce, mask, w)
+        n = mask.sum().clamp_min(1)
+        return loss, {"ce": float(ce.detach().sum() / n), "mean_p": float((w * mask).sum() / n)}

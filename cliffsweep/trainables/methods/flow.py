@@ -1,0 +1,73 @@
+"""FLOW, "Upweighting easy samples in fine-tuning mitigates forgetting" (Sanyal et al. 2025),
+the sample-reweighting baseline of TALR (003 Sec. 4.2, App. D.2). The formula is not in 003;
+the form chosen here (our reading of Sanyal et al.; documented as our default):
+
+    l_i = mean response-token CE of learn example i under the base model (computed once)
+    tau = median_i l_i                        (temperature: the median base loss)
+    w_i = N * exp(-l_i / tau) / sum_j exp(-l_j / tau)   (mean weight 1 over the learn split)
+    L   = sum_{i,t} w_i CE_{i,t} / n_tokens
+
+Easy samples (low base loss) get larger, static weights; normalising to mean 1 keeps the lr
+scale comparable with plain SFT. Replay rows (example_idx -1) weight 1.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from cliffsweep.trainables.losses import sequence_mean_ce, token_ce, weighted_token_mean
+from cliffsweep.trainables.methods.base import Method
+
+
+def flow_weights(seq_losses: torch.Tensor) -> torch.Tensor:
+    """Static per-sample weights from base-model sequence losses (N,) -> (N,), mean 1."""
+    tau = torch.quantile(seq_losses.float(), 0.5).clamp_min(1e-8)
+    w = torch.softmax(-seq_losses.float() / tau, dim=0)
+    return w * len(seq_losses)
+
+
+class Flow(Method):
+    name = "flow"
+
+    def stats_inputs(self):
+        # No params; the stats depend on the model and the learn split (see compute_stats).
+        return {"form": "exp(-l/median(l)), mean 1", "on": "learn"}
+
+    @torch.no_grad()
+    def compute_stats(self, model: nn.Module, retain_batches: list[dict], learn_batches: list[dict]):
+        was_training = model.training
+        model.eval()
+        device = next(model.parameters()).device
+        losses: dict[int, float] = {}
+        for b in learn_batches:
+            logits = model(input_ids=b["input_ids"].to(device), attention_mask=b["attention_mask"].to(device)).logits
+            seq = sequence_mean_ce(logits, b["labels"].to(device)).cpu()
+            for idx, l in zip(b["example_idx"].tolist(), seq.tolist()):
+                losses[idx] = l
+        model.train(was_training)
+        n = len(losses)
+        if sorted(losses) != list(range(n)):
+            raise ValueError(f"flow: learn_batches must cover example_idx 0..{n - 1} exactly once each")
+        seq_losses = torch.tensor([losses[i] for i in range(n)])
+        return {"flow_seq_loss": seq_losses, "flow_weights": flow_weights(seq_losses)}
+
+    def prepare(self, model: nn.Module, stats) -> nn.Module:
+        self.weights = stats["flow_weights"].float()
+        return model
+
+    def sequence_weights(self, example_idx: torch.Tensor) -> torch.Tensor:
+        """(B, 1) weights for a batch: the static FLOW weight, 1 for retain rows."""
+        if int(example_idx.max()) >= len(self.weights):
+            raise IndexError(f"flow: example_idx {int(example_idx.max())} outside the {len(self.weights)} scored examples")
+        w = self.weights[example_idx.clamp_min(0).cpu()]
+        w = torch.where(example_idx.cpu() < 0, torch.ones_like(w), w)
+        return w.unsqueeze(1)
+
+    def loss(self, model, batch):
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        ce, mask = token_ce(logits, batch["labels"])
+        w = self.sequence_weights(batch["example_idx"]).to(ce.device)
+        loss = weighted_token_mean(ce, mask, w)
+        n = mask.sum().clamp_min(1)
+        return loss, {"ce": float(ce.detach().sum() / n), "mean_w": float(w.mean())}

@@ -1,0 +1,70 @@
+"""NanoAdam (000 App. D, "Update-shaping methods", ref. [32]): the standard Adam(W) step, applied
+only to the k smallest-magnitude weights of each tensor; large-magnitude weights, assumed to
+carry pretrained features, stay frozen. The mask is refreshed every m steps.
+
+    S_t = indices of the ceil(k * numel) smallest |W| entries of each trainable tensor
+          (recomputed at step 0 and after every m-th step)
+    grad W[~S] <- 0 (before the step);  W[~S] <- W_anchor[~S] (after the step)
+
+Zeroing gradients alone is not enough: AdamW's momentum from earlier steps and its decoupled
+weight decay would still move unselected entries, so after every step they are restored to their
+values at the last refresh (exactly: the anchor is a copy in the parameter's dtype). This costs
+one copy of the trainable weights plus a bool mask.
+
+Our defaults (000 gives none): k = 0.1 of every trainable tensor (1-D norms and embeddings
+included), m = 100 steps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from cliffsweep.trainables.methods.base import Method, MethodParams
+
+
+class NanoAdamParams(MethodParams):
+    fraction: float = Field(0.1, gt=0.0, le=1.0)
+    """k: share of each tensor's entries (smallest |W|) that Adam may update (our default)."""
+    refresh_every: int = Field(100, ge=1)
+    """m: steps between mask refreshes (our default)."""
+
+
+def smallest_magnitude_mask(w: torch.Tensor, fraction: float) -> torch.Tensor:
+    """Bool mask of exactly ceil(fraction * numel) smallest-|w| entries (ties broken by topk)."""
+    k = max(1, math.ceil(fraction * w.numel()))
+    idx = torch.topk(w.detach().abs().flatten().float(), k, largest=False).indices
+    mask = torch.zeros(w.numel(), dtype=torch.bool, device=w.device)
+    mask[idx] = True
+    return mask.view_as(w)
+
+
+class NanoAdam(Method):
+    name = "nanoadam"
+    Params = NanoAdamParams
+
+    def prepare(self, model: nn.Module, stats) -> nn.Module:
+        self.tensors = [p for p in model.parameters() if p.requires_grad]
+        self.refresh()
+        return model
+
+    @torch.no_grad()
+    def refresh(self) -> None:
+        self.masks = [smallest_magnitude_mask(p, self.params.fraction) for p in self.tensors]
+        self.anchors = [p.detach().clone() for p in self.tensors]
+
+    @torch.no_grad()
+    def before_step(self, model: nn.Module, step: int) -> None:
+        for p, m in zip(self.tensors, self.masks):
+            if p.grad is not None:
+                p.grad.mul_(m)
+
+    @torch.no_grad()
+    def after_step(self, model: nn.Module, step: int) -> None:
+        for p, m, a in zip(self.tensors, self.masks, self.anchors):
+            p.copy_(torch.where(m, p, a))
+        if (step + 1) % self.params.refresh_every == 0:
+            self.refresh()
