@@ -36,8 +36,8 @@ Rules, in order (every threshold is a field of :class:`Thresholds`):
    learning (this includes a decline that starts before a late collapse).
 
 Seeds at the same lr are averaged before classification. Comparisons at a threshold are
-inclusive (a drop exactly equal to ``cliff_drop`` is a collapse), so ties resolve the same way
-every time.
+inclusive up to 1e-9 of float rounding (a drop equal to ``cliff_drop`` is a collapse), so ties
+resolve the same way every time.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 REGIMES = ("cliff", "gradual", "no_forgetting", "inconclusive")
+_EPS = 1e-9  # float slack so that a value equal to a threshold up to rounding counts as equal
 
 
 class Thresholds(BaseModel):
@@ -161,7 +162,7 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
             continue
         for j in range(i + 1, min(i + th.max_cliff_steps, len(lr) - 1) + 1):
             drop, gain = r[i] - r[j], L[j] - L[i]
-            if drop < th.cliff_drop or gain > th.max_gain_share * span:
+            if drop < th.cliff_drop - _EPS or gain > th.max_gain_share * span + _EPS:
                 continue
             if (r[j + 1:] >= 1.0 - th.near_base).any():
                 transient = transient or (lr[i], lr[j])

@@ -1,0 +1,62 @@
+"""`cliffsweep analyze STORE --out DIR`: the argparse subcommand (wired into cliffsweep/cli.py)
+and a standalone entry: `python -m cliffsweep.analysis.cli STORE --out DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cliffsweep.analysis.classify import Thresholds
+from cliffsweep.analysis.frontiers import MIN_CONFIDENCE
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the `analyze` subcommand to an argparse subparsers object; sets func=run."""
+    p = subparsers.add_parser("analyze", help="classify frontiers (gradual / cliff) and write the report",
+                              description="Read a sweep's Parquet store; write frontiers.parquet/.csv, "
+                              "report.html/.md and plots to --out.")
+    p.add_argument("store", help="store root (folder or URI such as s3://bucket/prefix)")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--learn-task", help="learn task (default: the store's only learn task)")
+    p.add_argument("--retain-task", help="retain task (default: the only one, else the spec's first)")
+    p.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates (0: no confidence)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--min-confidence", type=float, default=MIN_CONFIDENCE,
+                   help="below this bootstrap agreement a regime is reported as inconclusive")
+    p.add_argument("--no-report", action="store_true", help="write the tables only")
+    for name, field in Thresholds.model_fields.items():
+        p.add_argument(f"--{name.replace('_', '-')}", dest=f"th_{name}", type=field.annotation, default=None,
+                       help=f"threshold (default {field.default}); see docs/analysis.md")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from cliffsweep.analysis.points import AnalysisInputError
+    from cliffsweep.analysis.run import analyze_store
+
+    thresholds = {k[3:]: v for k, v in vars(args).items() if k.startswith("th_") and v is not None}
+    try:
+        table = analyze_store(args.store, args.out, learn_task=args.learn_task, retain_task=args.retain_task,
+                              thresholds=thresholds, n_boot=args.n_boot, seed=args.seed,
+                              min_confidence=args.min_confidence, report=not args.no_report)
+    except AnalysisInputError as e:
+        print(f"cliffsweep analyze: {e}", file=sys.stderr)
+        return 2
+    for r in table.itertuples():
+        conf = "" if r.confidence != r.confidence else f" ({r.confidence:.0%})"
+        bracket = f" lr {r.critical_lr_low:g} -> {r.critical_lr_high:g}" if r.regime == "cliff" else ""
+        print(f"{r.model:>16} {r.label:<24} {r.regime}{conf}{bracket}")
+    print(f"wrote {args.out}/frontiers.parquet" + ("" if args.no_report else f" and {args.out}/report.html"))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cliffsweep")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["analyze", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

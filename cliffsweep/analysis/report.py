@@ -1,0 +1,152 @@
+"""report.html (self-contained: CSS inline, images as base64, opens offline) and report.md
+(links the PNGs written beside it) from a frontiers table and its points."""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import re
+
+import numpy as np
+import pandas as pd
+
+from cliffsweep.analysis import plots
+from cliffsweep.analysis.classify import Thresholds
+
+TABLE_COLUMNS = [("label", "series"), ("regime", "regime"), ("confidence", "confidence"),
+                 ("critical_lr_low", "cliff lr low"), ("critical_lr_high", "cliff lr high"),
+                 ("drop_at_cliff", "R lost at cliff (share of base)"), ("gain_at_cliff", "L gain at cliff"),
+                 ("max_forgetting", "max R lost (share)"), ("max_learning", "max L gain"),
+                 ("frontier_area", "frontier area"), ("model_pareto_share", "share of model frontier"),
+                 ("dominated_by", "dominated by"), ("n_points", "points"), ("reason", "why")]
+
+DEFINITIONS = """\
+A series is one model x method (x epochs) across learning rates, plus the base model (lr = 0).
+Retention R is judged as a share of the base R, learning L against the series' learning span.
+- **cliff**: lrs first learn without forgetting, then one lr step loses a large share of base R
+  with no learning gain (cliff paper, Fig. 4);
+- **gradual**: R falls progressively as L rises, no single step collapses without learning (Fig. 3);
+- **no_forgetting**: R never falls meaningfully within the swept lrs;
+- **inconclusive**: too few points, or bootstrap replicates disagree (confidence below the minimum).
+Confidence = share of bootstrap replicates (examples resampled, re-scored, re-classified) that agree.
+Frontier area: area dominated by the series in (L gain / headroom, R / base R), 1 = full learning, no
+forgetting. Pareto frontiers use every checkpoint (final and intermediate)."""
+
+
+def _fmt(value, col: str) -> str:
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return ", ".join(map(str, value)) or "-"
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return "-"
+    if col.startswith("critical_lr"):
+        return f"{value:g}"
+    if col in ("confidence", "drop_at_cliff", "max_forgetting", "model_pareto_share"):
+        return f"{value:.0%}"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _definitions_html() -> str:
+    lines = [html.escape(x) for x in DEFINITIONS.replace("\n  ", " ").splitlines()]
+    lines = [re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", x) for x in lines]
+    items = "".join(f"<li>{x[2:]}</li>" for x in lines if x.startswith("- "))
+    rest = [x for x in lines if not x.startswith("- ")]
+    return f"<p>{rest[0]} {rest[1]}</p><ul>{items}</ul><p>{' '.join(rest[2:])}</p>"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def write_figures(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, learn_task: str,
+                  retain_task: str) -> dict[str, list[tuple[str, str]]]:
+    """PNG files per model: {model: [(caption, filename), ...]}."""
+    figs: dict[str, list[tuple[str, str]]] = {}
+    for model in sorted(table["model"].unique()):
+        slug = _slug(model)
+        names = [(f"{model}: retention vs learning", f"frontier_{slug}.png"),
+                 (f"{model}: learning and retention vs lr", f"vs_lr_{slug}.png")]
+        plots.plot_frontier(model, points, table, os.path.join(out_dir, names[0][1]), learn_task, retain_task)
+        plots.plot_vs_lr(model, points, table, os.path.join(out_dir, names[1][1]), learn_task, retain_task)
+        ep = (f"{model}: effect of epochs", f"epochs_{slug}.png")
+        if plots.plot_epochs(model, points, table, os.path.join(out_dir, ep[1]), learn_task, retain_task):
+            names.append(ep)
+        figs[model] = names
+    return figs
+
+
+def _md_table(rows: pd.DataFrame) -> str:
+    head = "| " + " | ".join(h for _, h in TABLE_COLUMNS) + " |\n|" + "---|" * len(TABLE_COLUMNS) + "\n"
+    body = "".join("| " + " | ".join(_fmt(r[c], c).replace("|", "/") for c, _ in TABLE_COLUMNS) + " |\n"
+                   for _, r in rows.iterrows())
+    return head + body
+
+
+def _html_table(rows: pd.DataFrame) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for _, h in TABLE_COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td class='{c}'>{html.escape(_fmt(r[c], c))}</td>" for c, _ in TABLE_COLUMNS)
+                   + "</tr>" for _, r in rows.iterrows())
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _summary(rows: pd.DataFrame) -> str:
+    """One line per model: regimes counted, the leading methods on the model frontier."""
+    counts = rows["regime"].value_counts().to_dict()
+    lead = rows.sort_values("model_pareto_share", ascending=False)
+    lead = lead[lead["model_pareto_share"] > 0]
+    leaders = ", ".join(f"{r.label} ({r.model_pareto_share:.0%})" for r in lead.itertuples())
+    regimes = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    return f"Regimes: {regimes}. Points on the model's Pareto frontier by series: {leaders or 'none'}."
+
+
+def write_report(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, *, store_uri: str, learn_task: str,
+                 retain_task: str, thresholds: Thresholds, min_confidence: float, n_boot: int,
+                 notes: list[str]) -> tuple[str, str]:
+    """Write the PNGs, report.md and report.html into ``out_dir``; return the two report paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    figs = write_figures(table, points, out_dir, learn_task, retain_task)
+    params = (f"learn task `{learn_task}`, retain task `{retain_task}`; thresholds "
+              + ", ".join(f"{k}={v}" for k, v in thresholds.model_dump().items())
+              + f"; min_confidence={min_confidence}; bootstrap replicates={n_boot}")
+    md = [f"# cliffsweep report\n\nStore: `{store_uri}`. {params}.\n\n## Definitions\n\n{DEFINITIONS}\n"]
+    body = [f"<h1>cliffsweep report</h1><p>Store: <code>{html.escape(store_uri)}</code>. "
+            f"{html.escape(params.replace('`', ''))}.</p><h2>Definitions</h2>{_definitions_html()}"]
+    if notes:
+        md.append("## Notes\n\n" + "".join(f"- {n}\n" for n in notes))
+        body.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    for model, names in figs.items():
+        rows = table[table["model"] == model]
+        md.append(f"## {model}\n\n{_summary(rows)}\n\n{_md_table(rows)}\n"
+                  + "".join(f"![{cap}]({fn})\n\n" for cap, fn in names))
+        imgs = []
+        for cap, fn in names:
+            with open(os.path.join(out_dir, fn), "rb") as f:
+                data = base64.b64encode(f.read()).decode()
+            imgs.append(f"<figure><img alt='{html.escape(cap)}' src='data:image/png;base64,{data}'>"
+                        f"<figcaption>{html.escape(cap)}</figcaption></figure>")
+        body.append(f"<h2>{html.escape(model)}</h2><p>{html.escape(_summary(rows))}</p>{_html_table(rows)}"
+                    + "".join(imgs))
+    md_path, html_path = os.path.join(out_dir, "report.md"), os.path.join(out_dir, "report.html")
+    with open(md_path, "w") as f:
+        f.write("\n".join(md))
+    with open(html_path, "w") as f:
+        f.write(_HTML.format(body="\n".join(body)))
+    return md_path, html_path
+
+
+_HTML = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>cliffsweep report</title>
+<style>
+body {{ font-family: sans-serif; margin: 24px; color: #222; }}
+table {{ border-collapse: collapse; font-size: 12px; margin: 8px 0 16px; }}
+th, td {{ border: 1px solid #ccc; padding: 3px 6px; text-align: left; }}
+th {{ background: #f2f2f2; }}
+td.regime {{ font-weight: bold; }}
+figure {{ margin: 12px 0; }}
+img {{ max-width: 100%; border: 1px solid #eee; }}
+</style></head><body>
+{body}
+</body></html>
+"""

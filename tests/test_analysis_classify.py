@@ -1,0 +1,151 @@
+"""Regime classification and Pareto helpers on small synthetic series (pure functions)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from cliffsweep.analysis import Thresholds, classify, frontier_area, pareto_mask
+from cliffsweep.analysis.pareto import dominates_all
+
+LRS = [0, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3]
+
+
+def series(L, R, lrs=LRS):
+    return pd.DataFrame({"lr": lrs[: len(L)], "L": L, "R": R})
+
+
+CLIFF = series([0.25, 0.55, 0.75, 0.80, 0.81, 0.80], [0.60, 0.59, 0.58, 0.57, 0.06, 0.04])
+GRADUAL = series([0.25, 0.40, 0.55, 0.65, 0.75, 0.82], [0.60, 0.54, 0.46, 0.37, 0.27, 0.18])
+FLAT = series([0.25, 0.40, 0.55, 0.65, 0.75, 0.82], [0.60, 0.61, 0.59, 0.60, 0.58, 0.57])
+
+
+def test_cliff_bracket_drop_and_gain():
+    c = classify(CLIFF)
+    assert c.regime == "cliff"
+    assert (c.critical_lr_low, c.critical_lr_high) == (1e-4, 3e-4)
+    assert c.drop_at_cliff == pytest.approx((0.57 - 0.06) / 0.60)
+    assert c.drop_at_cliff_abs == pytest.approx(0.51)
+    assert c.gain_at_cliff == pytest.approx(0.01)
+    assert c.gain_at_cliff_share == pytest.approx(0.01 / (0.81 - 0.25))
+    assert c.n_points == 6
+
+
+def test_gradual_and_no_forgetting():
+    g = classify(GRADUAL)
+    assert g.regime == "gradual" and g.critical_lr_low is None
+    assert g.max_forgetting == pytest.approx(0.7)
+    assert classify(FLAT).regime == "no_forgetting"
+
+
+def test_collapse_with_large_learning_gain_is_not_a_cliff():
+    # Same retention collapse as CLIFF, but the collapsing step brings most of the learning.
+    s = series([0.25, 0.30, 0.32, 0.35, 0.80, 0.82], [0.60, 0.59, 0.58, 0.57, 0.06, 0.04])
+    assert classify(s).regime == "gradual"
+
+
+def test_relative_quantities_mcq_vs_generative():
+    # A generative benchmark with tiny base learning and a different retention scale: same shape.
+    gen = CLIFF.assign(L=0.02 + (CLIFF["L"] - 0.25) * (0.98 / 0.75), R=CLIFF["R"] * 0.4)
+    a, b = classify(CLIFF), classify(gen)
+    assert (a.regime, a.critical_lr_low, a.critical_lr_high) == (b.regime, b.critical_lr_low, b.critical_lr_high)
+    assert a.drop_at_cliff == pytest.approx(b.drop_at_cliff)
+    assert a.gain_at_cliff_share == pytest.approx(b.gain_at_cliff_share)
+
+
+def test_noisy_cliff_still_found():
+    rng = np.random.default_rng(0)
+    noisy = CLIFF.assign(L=CLIFF["L"] + rng.normal(0, 0.01, 6), R=CLIFF["R"] + rng.normal(0, 0.01, 6))
+    c = classify(noisy)
+    assert c.regime == "cliff" and (c.critical_lr_low, c.critical_lr_high) == (1e-4, 3e-4)
+
+
+def test_non_monotone_transient_collapse_is_inconclusive():
+    # One outlier collapses, a higher lr retains again: not a persistent cliff.
+    s = series([0.25, 0.70, 0.72, 0.80, 0.81, 0.80], [0.60, 0.59, 0.05, 0.58, 0.57, 0.56])
+    c = classify(s)
+    assert c.regime == "inconclusive" and "non-monotone" in c.reason
+
+
+def test_non_monotone_wiggle_in_gradual_series_stays_gradual():
+    s = series([0.25, 0.40, 0.38, 0.60, 0.75, 0.82], [0.60, 0.50, 0.52, 0.40, 0.30, 0.20])
+    assert classify(s).regime == "gradual"
+
+
+def test_single_point_and_too_few_lrs():
+    assert classify(series([0.25], [0.6])).regime == "inconclusive"
+    c = classify(series([0.25, 0.8], [0.6, 0.05]))
+    assert c.regime == "inconclusive" and "need >= 2" in c.reason
+    assert classify(series([0.25, 0.8], [0.6, 0.05]), Thresholds(min_lrs=1)).regime == "inconclusive"  # lr1 collapsed
+
+
+def test_missing_base_is_inconclusive():
+    c = classify(CLIFF[CLIFF["lr"] > 0])
+    assert c.regime == "inconclusive" and "no base" in c.reason
+
+
+def test_zero_base_retention_and_first_lr_collapse():
+    assert "unmeasurable" in classify(CLIFF.assign(R=[0.0, 0, 0, 0, 0, 0])).reason
+    s = series([0.25, 0.70, 0.80, 0.81], [0.60, 0.20, 0.05, 0.04])
+    c = classify(s)
+    assert c.regime == "inconclusive" and "sweep lower lrs" in c.reason
+
+
+def test_ties_seeds_at_one_lr_are_averaged():
+    # Two seeds at lr 3e-4: one collapsed (0.02), one not (0.40); mean 0.21 -> drop (0.57-0.21)/0.6 = 0.6.
+    extra = pd.DataFrame({"lr": [3e-4], "L": [0.81], "R": [0.40]})
+    two = pd.concat([CLIFF.assign(R=CLIFF["R"].where(CLIFF["lr"] != 3e-4, 0.02)), extra])
+    c = classify(two)
+    assert c.regime == "cliff" and c.n_points == 6
+    assert c.drop_at_cliff == pytest.approx((0.57 - 0.21) / 0.6)
+
+
+def test_threshold_ties_are_inclusive():
+    # Drop exactly cliff_drop of R0 (0.4 * 0.5 = 0.2 points) counts as a collapse; nudged below, it does not.
+    s = series([0.2, 0.6, 0.7, 0.7], [0.5, 0.5, 0.5, 0.3], lrs=[0, 1, 2, 4])
+    assert classify(s, Thresholds(cliff_drop=0.4)).regime == "cliff"
+    assert classify(s, Thresholds(cliff_drop=0.41)).regime == "gradual"
+    # Gain exactly max_gain_share of the span is "no learning gain".
+    s2 = series([0.2, 0.6, 0.7, 0.8], [0.5, 0.5, 0.5, 0.1], lrs=[0, 1, 2, 4])
+    assert classify(s2, Thresholds(max_gain_share=1 / 6)).regime == "cliff"
+    assert classify(s2, Thresholds(max_gain_share=0.16)).regime == "gradual"
+
+
+def test_two_step_collapse_needs_max_cliff_steps():
+    s = series([0.25, 0.60, 0.75, 0.76, 0.76, 0.75], [0.60, 0.59, 0.58, 0.40, 0.06, 0.05])
+    assert classify(s).regime == "gradual"
+    c = classify(s, Thresholds(max_cliff_steps=2))
+    assert c.regime == "cliff" and (c.critical_lr_low, c.critical_lr_high) == (3e-5, 3e-4)
+
+
+def test_thresholds_are_validated():
+    with pytest.raises(ValidationError):
+        Thresholds(cliff_dorp=0.5)
+    with pytest.raises(ValidationError):
+        Thresholds(cliff_drop=1.5)
+    with pytest.raises(ValueError, match="missing"):
+        classify(pd.DataFrame({"lr": [0], "L": [0.2]}))
+    with pytest.raises(ValueError, match="non-finite"):
+        classify(series([0.25, np.nan], [0.6, 0.5]))
+
+
+def test_pareto_mask_with_ties():
+    L = np.array([0.2, 0.5, 0.5, 0.4, 0.8, 0.5])
+    R = np.array([0.6, 0.5, 0.5, 0.4, 0.1, 0.3])
+    assert pareto_mask(L, R).tolist() == [True, True, True, False, True, False]
+
+
+def test_dominates_all():
+    assert dominates_all([0.5, 0.8], [0.6, 0.4], [0.4, 0.7], [0.5, 0.3])
+    assert not dominates_all([0.5], [0.6], [0.4, 0.9], [0.5, 0.1])
+    assert not dominates_all([0.5], [0.6], [0.5], [0.6])  # identical: no strict improvement
+
+
+def test_frontier_area():
+    assert frontier_area([1.0], [0.6], 0.25, 0.6) == pytest.approx(1.0)
+    assert frontier_area([0.25], [0.6], 0.25, 0.6) == pytest.approx(0.0)
+    # (learning share 0.5, keeps all) and (share 1.0, keeps half): 0.5*1 + 0.5*0.5
+    assert frontier_area([0.625, 1.0], [0.6, 0.3], 0.25, 0.6) == pytest.approx(0.75)
+    # a dominated point adds nothing; retention above base is clipped at 1
+    assert frontier_area([0.625, 1.0, 0.5], [0.7, 0.3, 0.2], 0.25, 0.6) == pytest.approx(0.75)
+    assert np.isnan(frontier_area([0.5], [0.5], 0.25, 0.0))
