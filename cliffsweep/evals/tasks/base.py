@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["learn", "retain"]
 
@@ -59,9 +59,9 @@ class TaskParams(BaseModel):
 
     path: str | None = None
     """Local folder or file with the data; None = the task's default (hub id or generator)."""
-    n_train: int | None = None
+    n_train: int | None = Field(None, ge=1)
     """Cap on training examples (None = all)."""
-    n_eval: int = 200
+    n_eval: int = Field(200, ge=1)
     """Number of evaluation examples (a fixed, seeded subset of the test split)."""
     seed: int = 0
     """Seed of the split/subset, so every trial and the base model see the same items."""

@@ -1,0 +1,109 @@
+"""`cliffsweep`: the single entry point.
+
+    cliffsweep run [SWEEP.yaml] [--store DIR]   run a sweep (default: the packaged toy sweep)
+    cliffsweep validate SWEEP.yaml              list every problem, print the grid size, start nothing
+    cliffsweep status STORE                     trials done / running / failed, evals done
+    cliffsweep analyze STORE --out DIR          frontiers, regimes and the report
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cliffsweep.orchestrator.spec import SpecError, default_spec_path, load_spec
+
+
+def _load(path: str | None, store: str | None):
+    import yaml
+
+    from cliffsweep.orchestrator.spec import parse_spec
+
+    spec = load_spec(path or default_spec_path())
+    if store:
+        data = spec.model_dump()
+        data["store"] = store
+        spec = parse_spec(yaml.safe_load(yaml.safe_dump(data)), str(path or default_spec_path()))
+    return spec
+
+
+def cmd_validate(args) -> int:
+    from cliffsweep.orchestrator.grid import expand_grid
+
+    spec = _load(args.spec, None)
+    grid = expand_grid(spec)
+    print(f"{args.spec}: OK")
+    print(f"  {len(grid)} trials = {len(spec.models)} model(s) x {len({t.series for t in grid})} series "
+          f"x {len(spec.lrs)} lr(s) x {len(spec.epochs)} epoch setting(s) x {len(spec.seeds)} seed(s)")
+    print(f"  + {len(spec.models)} base evaluation(s); {spec.eval.points_per_trial} eval point(s) per trial")
+    print(f"  store: {spec.store_uri}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from cliffsweep.orchestrator.driver import run_sweep
+    from cliffsweep.orchestrator.summary import summary_text
+
+    spec = _load(args.spec, args.store)
+    print(f"cliffsweep: sweep {spec.name!r} -> {spec.store_uri}", flush=True)
+    store = run_sweep(spec, eval_backend=args.eval_backend, retry_failed=args.retry_failed,
+                      num_cpus=args.num_cpus, verbose=args.verbose)
+    print("\nFinal learn / retain accuracy per lr (last checkpoint; lr 0 = base model):")
+    print(summary_text(store))
+    from cliffsweep.orchestrator.summary import status_text
+
+    print("\n" + status_text(store))
+    print(f"\nResults: {store.uri}  (cliffsweep status {store.uri}; cliffsweep analyze {store.uri} --out report/)")
+    return 0
+
+
+def cmd_status(args) -> int:
+    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.orchestrator.summary import status_text
+
+    print(status_text(Store(args.store)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cliffsweep", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a sweep (default: the packaged toy sweep)")
+    r.add_argument("spec", nargs="?", help="sweep YAML (default: cliffsweep/configs/toy.yaml)")
+    r.add_argument("--store", help="override the store path/URI of the sweep file")
+    r.add_argument("--eval-backend", choices=["vllm", "hf"], help="override eval.backend")
+    r.add_argument("--retry-failed", action="store_true", help="re-run trials recorded as failed")
+    r.add_argument("--num-cpus", type=int, help="CPUs of the local Ray cluster (default: all)")
+    r.add_argument("-v", "--verbose", action="store_true", help="stream Ray worker logs")
+    r.set_defaults(fn=cmd_run)
+
+    v = sub.add_parser("validate", help="check a sweep file; start nothing")
+    v.add_argument("spec")
+    v.set_defaults(fn=cmd_validate)
+
+    s = sub.add_parser("status", help="summarise a store")
+    s.add_argument("store")
+    s.set_defaults(fn=cmd_status)
+
+    try:
+        from cliffsweep.analysis.cli import add_parser as add_analyze
+    except ImportError:
+        add_analyze = None
+    if add_analyze is not None:
+        add_analyze(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

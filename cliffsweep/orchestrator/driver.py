@@ -1,0 +1,301 @@
+"""The sweep driver: spec -> Ray Tune grid of Ray Train trials -> evaluator pool -> store.
+
+    run_sweep(spec)
+      1. write the resolved spec; find what the store already holds (resume)
+      2. start Ray and the evaluator pool (one engine per model, started once)
+      3. evaluate each base model once; compute once-per-model method statistics
+      4. Tune runs the remaining grid points; each checkpoint a trial reports is handed to
+         the pool at once (training never waits for evaluation)
+      5. wait for the last evaluations; return the store
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+import yaml
+
+from cliffsweep.orchestrator.evaltracker import EvalTracker
+from cliffsweep.orchestrator.grid import Trial, base_trial_id, expand_grid
+from cliffsweep.orchestrator.policies import TrialStatus, default_concurrency, final_status, trials_to_run
+from cliffsweep.orchestrator.pool import EvalRequest, start_pool
+from cliffsweep.orchestrator.progress import Progress
+from cliffsweep.orchestrator.spec import SweepSpec
+from cliffsweep.orchestrator.stats import compute_stats, stats_key, stats_relpath
+from cliffsweep.orchestrator.store import Store
+
+# Ray Train V2 polls its workers every 2 s by default; on short toy trials that alone adds
+# seconds per report and per trial end.
+RAY_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def trial_row(t: Trial, status: TrialStatus, **extra: Any) -> dict[str, Any]:
+    row = {k: v for k, v in t.to_dict().items() if k not in ("dtype",)}
+    row["method_params"] = json.dumps(t.method_params, sort_keys=True)
+    row["status"] = status.value
+    row.update(extra)
+    return row
+
+
+def _abs_uri(uri: str) -> str:
+    return uri if "://" in uri else os.path.abspath(os.path.expanduser(uri))
+
+
+class SweepRun:
+    """State of one `cliffsweep run`; the Tune callback and the driver loop share it."""
+
+    def __init__(self, spec: SweepSpec, store: Store, eval_backend: str, verbose: bool = False):
+        self.spec, self.store, self.backend, self.verbose = spec, store, eval_backend, verbose
+        self.grid = expand_grid(spec)
+        self.by_id = {t.trial_id: t for t in self.grid}
+        self.checkpoint_root = _abs_uri(spec.checkpoint_uri)
+        self.task_names = [spec.tasks.learn.name] + [t.name for t in spec.tasks.retain]
+        self.attempts: dict[str, int] = {}
+        self.started: dict[str, datetime] = {}
+        self.last: dict[str, dict] = {}
+
+    # --- trial rows ---------------------------------------------------------------------------
+    def record(self, tid: str, status: TrialStatus, **extra: Any) -> None:
+        t = self.by_id[tid]
+        last = self.last.get(tid, {})
+        self.store.write("trials", tid, [trial_row(
+            t, status, attempt=self.attempts.get(tid, 0), started_at=self.started.get(tid),
+            steps=last.get("step"), final_loss=last.get("loss"), train_seconds=last.get("train_seconds"),
+            config=json.dumps(self.trial_config(t, None)["train"], sort_keys=True, default=str), **extra)])
+
+    # --- configs ------------------------------------------------------------------------------
+    def trial_config(self, t: Trial, stats_uri: str | None) -> dict[str, Any]:
+        s = self.spec
+        return {
+            "checkpoint_root": self.checkpoint_root,
+            "resources": s.resources.model_dump(),
+            "train": {
+                "trial": t.to_dict(),
+                "recipe": s.recipe.model_dump(),
+                "learn": s.tasks.learn.model_dump(),
+                "retain": s.tasks.retain[0].model_dump(),
+                "stats_uri": stats_uri,
+                "eval_points": s.eval.points_per_trial,
+                "every_epoch": s.eval.every_epoch,
+                "strategy": s.resources.strategy,
+                "torch_threads": max(1, int(s.resources.cpus_per_worker)),
+            },
+        }
+
+    def eval_request(self, t: Trial, step: int, epoch: float, checkpoint: str, kind: str) -> EvalRequest:
+        return EvalRequest(trial_id=t.trial_id, model=t.model, method=t.method, series=t.series,
+                           optimizer=t.optimizer, lr=t.lr, epochs=t.epochs, seed=t.seed,
+                           step=step, epoch=epoch, checkpoint=checkpoint, kind=kind)
+
+
+def base_request(model: str) -> EvalRequest:
+    return EvalRequest(trial_id=base_trial_id(model), model=model, method="base", series="base",
+                       optimizer="", lr=0.0, epochs=0, seed=0, step=0, epoch=0.0, checkpoint=None)
+
+
+def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    env = {"env_vars": dict(RAY_ENV)}
+    if spec.ray_address:
+        ray.init(address=spec.ray_address, runtime_env=env, log_to_driver=verbose)
+    else:
+        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                 runtime_env=env, log_to_driver=verbose)
+
+
+def ensure_stats(run: SweepRun, todo: list[Trial]) -> dict[str, str | None]:
+    """Compute each distinct (model, method stats inputs) once, in parallel Ray tasks, unless
+    the store already holds it. Returns trial_id -> stats URI (None: method needs none)."""
+    import ray
+
+    from cliffsweep.trainables.methods import build_method
+
+    spec, store = run.spec, run.store
+    r = spec.recipe
+    learn, retain = spec.tasks.learn.model_dump(), spec.tasks.retain[0].model_dump()
+    out: dict[str, str | None] = {}
+    jobs: dict[str, tuple[Trial, str]] = {}
+    for t in todo:
+        inputs = build_method(t.method, t.method_params).stats_inputs()
+        if inputs is None:
+            out[t.trial_id] = None
+            continue
+        key = stats_key(t.model_path, t.method, inputs, learn, retain, r.stats_examples,
+                        r.max_seq_len, r.batch_size)
+        rel = stats_relpath(t.model, t.method, key)
+        out[t.trial_id] = f"{_abs_uri(store.uri).rstrip('/')}/{rel}"
+        if not store.exists(rel):
+            jobs.setdefault(rel, (t, rel))
+    task = ray.remote(num_cpus=1)(compute_stats)
+    refs = {task.remote(t.model_path, t.dtype, t.method, t.method_params, learn, retain,
+                        r.stats_examples, r.max_seq_len, r.batch_size): rel for rel, (t, _) in jobs.items()}
+    for ref, rel in refs.items():
+        store._put_bytes(rel, ray.get(ref))
+    return out
+
+
+def _resubmit_unevaluated(run: SweepRun, tracker: EvalTracker, finished: list[str]) -> None:
+    """Resume: checkpoints of finished trials whose evaluation never landed get evaluated."""
+    import pyarrow.fs as pafs
+
+    fs, root = pafs.FileSystem.from_uri(run.checkpoint_root) if "://" in run.checkpoint_root \
+        else (pafs.LocalFileSystem(), run.checkpoint_root)
+    for tid in finished:
+        folder = f"{root}/{tid}"
+        if fs.get_file_info(folder).type != pafs.FileType.Directory:
+            continue
+        for info in fs.get_file_info(pafs.FileSelector(folder)):
+            meta_path = f"{info.path}/cliffsweep_meta.json"
+            if info.type != pafs.FileType.Directory or fs.get_file_info(meta_path).type != pafs.FileType.File:
+                continue
+            with fs.open_input_stream(meta_path) as f:
+                meta = json.loads(f.read())
+            uri = info.path if "://" not in run.checkpoint_root else f"{run.checkpoint_root.split('://')[0]}://{info.path}"
+            tracker.submit(run.eval_request(run.by_id[tid], meta["step"], meta["epoch"], uri, meta["kind"]))
+
+
+def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed: bool = False,
+              num_cpus: int | None = None, verbose: bool = False, stream=None) -> Store:
+    import ray
+    from ray import tune
+
+    store = Store(spec.store_uri)
+    store.write_text("spec.yaml", yaml.safe_dump(spec.model_dump(), sort_keys=False))
+    store.write_json("spec.json", spec.model_dump())
+    run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose)
+
+    stored = store.read("trials")
+    status = dict(zip(stored["trial_id"], stored["status"]))
+    todo_ids = set(trials_to_run([t.trial_id for t in run.grid], status, retry_failed))
+    todo = [t for t in run.grid if t.trial_id in todo_ids]
+    finished = [t.trial_id for t in run.grid if t.trial_id not in todo_ids]
+    for t in todo:
+        run.record(t.trial_id, TrialStatus.PENDING)
+
+    init_ray(spec, num_cpus, verbose)
+    total_cpus = ray.cluster_resources().get("CPU", 1)
+    n_eval_cpus = spec.eval.cpus_per_evaluator * spec.eval.evaluators_per_model * len(spec.models)
+    r = spec.resources
+    concurrency = r.max_concurrent_trials or default_concurrency(
+        total_cpus, r.cpus_per_worker * r.workers_per_trial, n_eval_cpus)
+
+    progress = Progress(len(run.grid), concurrency, stream=stream)
+    progress.status.update({"done": sum(status.get(t) == "done" for t in finished),
+                            "diverged": sum(status.get(t) == "diverged" for t in finished),
+                            "failed": sum(status.get(t) == "failed" for t in finished)})
+    pool = start_pool({m.name: (m.path, m.dtype) for m in spec.models}, spec, store.uri, run.backend)
+    tracker = EvalTracker(store, pool, run.task_names)
+
+    def tick() -> None:
+        for _req, _res in tracker.poll():
+            pass
+        progress.evals_done, progress.evals_failed = tracker.done, tracker.failed
+        progress.evals_pending = len(tracker.pending)
+        progress.refresh()
+
+    with progress:
+        for m in spec.models:
+            tracker.submit(base_request(m.name))
+        _resubmit_unevaluated(run, tracker, finished)
+        progress.phase = "statistics"
+        progress.refresh(force=True)
+        stats = ensure_stats(run, todo)
+        if todo:
+            progress.phase = "training"
+            tuner = tune.Tuner(
+                tune.with_resources(_trial_fn(), {"CPU": 0.01}),
+                param_space={"cfg": tune.grid_search([run.trial_config(t, stats[t.trial_id]) for t in todo])},
+                tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=False),
+                run_config=tune.RunConfig(
+                    storage_path=_abs_uri(store.uri).rstrip("/") + "/_tune",
+                    name=f"run-{int(time.time())}",
+                    failure_config=tune.FailureConfig(max_failures=r.max_retries),
+                    callbacks=[_callback(run, tracker, progress, tick)],
+                    verbose=0,
+                ),
+            )
+            tuner.fit()
+        progress.phase = "evaluating"
+        tracker.wait_all(on_tick=tick)
+        progress.phase = "finished"
+    return store
+
+
+def _trial_fn():
+    from cliffsweep.trainables.trial import run_trial
+
+    def trial(config: dict) -> None:
+        run_trial(config["cfg"])
+
+    return trial
+
+
+def _error_text(trial) -> str:
+    path = getattr(trial, "error_file", None)
+    if path and os.path.exists(path):
+        with open(path) as f:
+            return f.read()[-4000:]
+    return str(getattr(trial, "error_msg", None) or "trial failed (no error text captured)")
+
+
+def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
+    from ray import tune
+
+    class SweepCallback(tune.Callback):
+        """Tune events -> trial rows, eval dispatch, progress."""
+
+        def on_step_begin(self, iteration, trials, **info):
+            tick()
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
+            run.attempts[tid] = run.attempts.get(tid, 0) + 1
+            run.started.setdefault(tid, _now())
+            run.record(tid, TrialStatus.RUNNING)
+            progress.status["running"] += 1
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
+            run.last[tid] = result
+            if result.get("checkpoint_path"):
+                t = run.by_id[tid]
+                tracker.submit(run.eval_request(t, int(result["step"]), float(result["epoch"]),
+                                                result["checkpoint_path"], result["checkpoint_kind"]),
+                               force=True)
+
+        def _finish(self, tid: str, status: TrialStatus, **extra):
+            progress.status["running"] -= 1
+            progress.status[status.value] += 1
+            if tid in run.started:
+                progress.trial_seconds.append((_now() - run.started[tid]).total_seconds())
+            run.record(tid, status, finished_at=_now(), **extra)
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
+            status = final_status(run.last.get(tid))
+            err = "non-finite training loss" if status is TrialStatus.DIVERGED else None
+            self._finish(tid, status, error=err)
+
+        def on_trial_recover(self, iteration, trials, trial, **info):
+            tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
+            progress.status["running"] -= 1
+            run.store.write("errors", f"trial__{tid}__attempt{run.attempts.get(tid, 0)}", [{
+                "trial_id": tid, "step": -1, "kind": "trial_retry", "message": _error_text(trial),
+                "at": _now()}])
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
+            self._finish(tid, TrialStatus.FAILED, error=_error_text(trial))
+
+    return SweepCallback()

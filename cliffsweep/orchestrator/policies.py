@@ -1,0 +1,38 @@
+"""Trial lifecycle and the small policies around it, as pure functions (STYLE.md 5)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class TrialStatus(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    DIVERGED = "diverged"  # non-finite loss: stopped, earlier evals kept
+    FAILED = "failed"  # crashed after every retry; error recorded
+
+    @property
+    def terminal(self) -> bool:
+        return self in (TrialStatus.DONE, TrialStatus.DIVERGED, TrialStatus.FAILED)
+
+
+def trials_to_run(grid_ids: list[str], stored_status: dict[str, str], retry_failed: bool) -> list[str]:
+    """Resume rule: run every grid point that has not finished; a failed one only when asked
+    (`--retry-failed`), so a resume never silently repeats a known crash."""
+    skip = {TrialStatus.DONE.value, TrialStatus.DIVERGED.value}
+    if not retry_failed:
+        skip.add(TrialStatus.FAILED.value)
+    return [t for t in grid_ids if stored_status.get(t) not in skip]
+
+
+def final_status(last_result: dict | None) -> TrialStatus:
+    """Status of a trial whose training function returned normally."""
+    if last_result and last_result.get("status") == TrialStatus.DIVERGED.value:
+        return TrialStatus.DIVERGED
+    return TrialStatus.DONE
+
+
+def default_concurrency(total_cpus: float, cpus_per_trial: float, evaluator_cpus: float) -> int:
+    """Trials that fit beside the evaluators, at least one."""
+    return max(1, int((total_cpus - evaluator_cpus) // max(cpus_per_trial, 1e-9)))

@@ -1,0 +1,139 @@
+"""The evaluator pool: long-lived Ray actors, one eval engine each, one base model per engine.
+
+Engine start is paid once per actor; each new checkpoint is swapped in (full weights: reload;
+LoRA: a new LoRARequest) and checked with its canary. Results are written to the store by the
+actor itself (atomic, idempotent per (trial, step, task)), so a driver crash loses nothing that
+was evaluated. Ray restarts a crashed actor and retries its pending calls; a call that still
+fails is returned to the driver, which records it in the `errors` table.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from cliffsweep.orchestrator.store import Store, eval_key
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """One checkpoint to evaluate on every task, with the trial fields its rows carry."""
+
+    trial_id: str
+    model: str
+    method: str
+    series: str
+    optimizer: str
+    lr: float
+    epochs: int
+    seed: int
+    step: int
+    epoch: float
+    checkpoint: str | None  # None = the base model
+    kind: str = "full"  # "full" | "lora"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _local_copy(uri: str) -> tuple[str, tempfile.TemporaryDirectory | None]:
+    """vLLM reads local folders: fetch a checkpoint from remote storage first."""
+    if "://" not in uri or uri.startswith("file://"):
+        return uri.removeprefix("file://"), None
+    import pyarrow.fs as pafs
+
+    tmp = tempfile.TemporaryDirectory(prefix="cliffsweep-eval-")
+    pafs.copy_files(uri, tmp.name)
+    return tmp.name, tmp
+
+
+class Evaluator:
+    """Body of the evaluator actor (wrapped with ray.remote by `start_pool`)."""
+
+    def __init__(self, model_path: str, dtype: str, backend: str, backend_options: dict,
+                 tasks: list[tuple[str, str, dict]], store_uri: str):
+        from cliffsweep.evals.backends import build_backend
+        from cliffsweep.evals.tasks import build_task
+        from cliffsweep.models import resolve_model
+
+        self._make_backend = lambda: build_backend(
+            backend, resolve_model(model_path), dtype=dtype, **backend_options)
+        t0 = time.time()
+        self.backend = self._make_backend()
+        self.engine_seconds = time.time() - t0
+        self.tasks = [(role, build_task(name, params)) for role, name, params in tasks]
+        self.store = Store(store_uri)
+
+    def ready(self) -> float:
+        return self.engine_seconds
+
+    def evaluate(self, req: dict[str, Any]) -> dict[str, float]:
+        from cliffsweep.evals.backends import CheckpointRef, StaleWeightsError
+        from cliffsweep.evals.runner import evaluate_task
+
+        r = EvalRequest(**req)
+        path, tmp = _local_copy(r.checkpoint) if r.checkpoint else (None, None)
+        try:
+            ref = CheckpointRef(path=path, kind=r.kind)
+            try:
+                self.backend.load(ref)
+            except StaleWeightsError:
+                # Known vLLM failure mode: restart the engine once, then trust the canary.
+                self.backend.close()
+                self.backend = self._make_backend()
+                self.backend.load(ref)
+            out = {}
+            for role, task in self.tasks:
+                res = evaluate_task(self.backend, task)
+                self._write(r, role, task, res)
+                out[f"{role}:{task.name}"] = res.accuracy
+            return out
+        finally:
+            if tmp is not None:
+                tmp.cleanup()
+
+    def _write(self, r: EvalRequest, role: str, task, res) -> None:
+        now = datetime.now(timezone.utc)
+        base = {k: getattr(r, k) for k in ("trial_id", "model", "method", "series", "optimizer",
+                                           "lr", "epochs", "seed", "step", "epoch")}
+        metrics = {"accuracy": res.accuracy, **res.extra}
+        rows = [dict(base, task=task.name, role=role, metric=m, value=float(v), n=res.n,
+                     scorer_version=task.scorer_version, evaluated_at=now, eval_seconds=res.seconds)
+                for m, v in metrics.items()]
+        key = eval_key(r.trial_id, r.step, task.name)
+        # samples first: an evals row implies its samples exist
+        self.store.write("samples", key, [
+            {"trial_id": r.trial_id, "step": r.step, "task": task.name, "example_id": str(eid),
+             "correct": bool(ok), "prediction": str(pred)} for eid, ok, pred in res.samples])
+        self.store.write("evals", key, rows)
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def start_pool(models: dict[str, tuple[str, str]], spec, store_uri: str, backend: str) -> dict[str, list]:
+    """One or more evaluator actors per model label: {label: [actor, ...]}. Creation is
+    asynchronous; call `ready()` on them to wait for engine start."""
+    import ray
+
+    e = spec.eval
+    tasks = [("learn", spec.tasks.learn.name, spec.tasks.learn.params)] + [
+        ("retain", t.name, t.params) for t in spec.tasks.retain]
+    options: dict[str, Any] = {}
+    if backend == "vllm":
+        options = {"kv_cache_mb": e.kv_cache_mb, "max_model_len": e.max_model_len,
+                   "enable_lora": any(m.name == "lora" for m in spec.methods)}
+    env = {"OMP_NUM_THREADS": str(max(1, int(e.cpus_per_evaluator) or 1)),
+           "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "nobind")}
+    actor_cls = ray.remote(Evaluator).options(
+        num_cpus=e.cpus_per_evaluator, num_gpus=e.gpus_per_evaluator, max_restarts=2,
+        max_task_retries=2, runtime_env={"env_vars": env})
+    return {
+        label: [actor_cls.remote(path, dtype, backend, options, tasks, store_uri)
+                for _ in range(e.evaluators_per_model)]
+        for label, (path, dtype) in models.items()
+    }

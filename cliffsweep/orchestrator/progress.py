@@ -1,0 +1,68 @@
+"""Live progress of a sweep: trials, evaluations, ETA. A rich live panel on a terminal; plain
+periodic lines elsewhere (CI logs, pipes)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+
+
+class Progress:
+    def __init__(self, n_trials: int, concurrency: int, stream=None, interval: float = 15.0):
+        self.n_trials = n_trials
+        self.concurrency = max(1, concurrency)
+        self.status: Counter = Counter()
+        self.evals_done = 0
+        self.evals_pending = 0
+        self.evals_failed = 0
+        self.trial_seconds: list[float] = []
+        self.t0 = time.time()
+        self.stream = stream or sys.stdout
+        self.interval = interval
+        self._last_print = 0.0
+        self._live = None
+        self.phase = "starting"
+
+    # --- state ------------------------------------------------------------------------------
+    def eta_seconds(self) -> float | None:
+        finished = sum(self.status[s] for s in ("done", "diverged", "failed"))
+        left = self.n_trials - finished
+        if left <= 0:
+            return 0.0
+        if not self.trial_seconds:
+            return None
+        mean = sum(self.trial_seconds) / len(self.trial_seconds)
+        return mean * left / self.concurrency
+
+    def line(self) -> str:
+        s = self.status
+        finished = s["done"] + s["diverged"] + s["failed"]
+        eta = self.eta_seconds()
+        eta_txt = "?" if eta is None else f"{eta:.0f}s"
+        return (f"[{time.time() - self.t0:6.0f}s] {self.phase}: trials {finished}/{self.n_trials} "
+                f"(running {s['running']}, done {s['done']}, diverged {s['diverged']}, failed {s['failed']}) | "
+                f"evals done {self.evals_done}, queued {self.evals_pending}, failed {self.evals_failed} | ETA {eta_txt}")
+
+    # --- display ----------------------------------------------------------------------------
+    def __enter__(self):
+        if self.stream.isatty():
+            from rich.live import Live
+
+            self._live = Live(self.line(), refresh_per_second=2, transient=False)
+            self._live.__enter__()
+        return self
+
+    def refresh(self, force: bool = False) -> None:
+        if self._live is not None:
+            self._live.update(self.line())
+        elif force or time.time() - self._last_print >= self.interval:
+            print(self.line(), file=self.stream, flush=True)
+            self._last_print = time.time()
+
+    def __exit__(self, *exc):
+        if self._live is not None:
+            self._live.update(self.line())
+            self._live.__exit__(*exc)
+        else:
+            self.refresh(force=True)

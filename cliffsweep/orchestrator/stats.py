@@ -1,0 +1,57 @@
+"""Once-per-model method statistics (EWC Fisher, MAS importances, SIB alphas, RPSFT bases, FLOW
+weights), computed once per (model, method settings, retain data) and reused by every
+lr/epochs trial of the sweep and on resume. Cached in the store under a hash of their inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+STATS_VERSION = 1  # bump when the batching of statistics changes
+
+
+def stats_key(model_path: str, method: str, inputs: dict[str, Any], learn: dict, retain: dict,
+              n_examples: int, max_seq_len: int, batch_size: int) -> str:
+    blob = json.dumps([STATS_VERSION, model_path, method, inputs, learn, retain, n_examples,
+                       max_seq_len, batch_size], sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+def stats_relpath(model: str, method: str, key: str) -> str:
+    return f"stats/{model}/{method}-{key}.safetensors"
+
+
+def compute_stats(model_path: str, dtype: str, method_name: str, method_params: dict,
+                  learn: dict, retain: dict, n_examples: int, max_seq_len: int, batch_size: int) -> bytes:
+    """Run the method's compute_stats on the base model; returns safetensors bytes."""
+    import torch
+    from safetensors.torch import save
+
+    from cliffsweep.evals.tasks import build_task
+    from cliffsweep.models import load_model, resolve_model
+    from cliffsweep.trainables import data
+    from cliffsweep.trainables.methods import build_method
+
+    torch.manual_seed(0)
+    model, tok = load_model(resolve_model(model_path), dtype)
+    method = build_method(method_name, method_params)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    retain_ex = build_task(retain["name"], retain["params"]).train_examples()[:n_examples]
+    learn_ex = build_task(learn["name"], learn["params"]).train_examples()
+    r = data.encode(tok, retain_ex, max_seq_len, retain=True)
+    lr_ = data.encode(tok, learn_ex, max_seq_len)
+    chunk = lambda xs: [data.collate(xs[i:i + batch_size], pad) for i in range(0, len(xs), batch_size)]  # noqa: E731
+    stats = method.compute_stats(model, chunk(r), chunk(lr_))
+    return save({k: v.detach().contiguous().cpu() for k, v in stats.items()})
+
+
+def load_stats(uri: str) -> dict:
+    """Read a stats file from any pyarrow URI or local path."""
+    import pyarrow.fs as pafs
+    from safetensors.torch import load
+
+    fs, path = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
+    with fs.open_input_stream(path) as f:
+        return load(f.read())

@@ -1,0 +1,65 @@
+"""The end-of-run summary: per model x series, learn and retain accuracy at each lr (final
+checkpoint of each trial), with the base model as the lr = 0 row."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from cliffsweep.orchestrator.store import Store
+
+
+def final_points(store: Store) -> pd.DataFrame:
+    """One row per (trial, role) with the primary accuracy of its last evaluated step; base
+    rows are repeated for every series of their model."""
+    ev = store.read("evals")
+    ev = ev[ev["metric"] == "accuracy"]
+    if ev.empty:
+        return pd.DataFrame(columns=["model", "series", "epochs", "lr", "trial_id", "step", "learn", "retain"])
+    # first task of each role = primary (the learn task; the first retain task)
+    primary = ev.groupby("role")["task"].first()
+    ev = ev[ev.apply(lambda r: r["task"] == primary[r["role"]], axis=1)]
+    last = ev.loc[ev.groupby(["trial_id", "role"])["step"].idxmax()]
+    wide = last.pivot_table(index=["model", "series", "epochs", "lr", "trial_id", "step"],
+                            columns="role", values="value").reset_index()
+    wide.columns.name = None
+    base = wide[wide["series"] == "base"]
+    rest = wide[wide["series"] != "base"]
+    rows = [rest]
+    for (model, series, epochs), _ in rest.groupby(["model", "series", "epochs"]):
+        b = base[base["model"] == model].copy()
+        b["series"], b["epochs"] = series, epochs
+        rows.append(b)
+    out = pd.concat(rows, ignore_index=True) if rows else wide
+    return out.sort_values(["model", "series", "epochs", "lr"]).reset_index(drop=True)
+
+
+def summary_text(store: Store) -> str:
+    pts = final_points(store)
+    trials = store.read("trials")
+    lines = []
+    if pts.empty:
+        return "no evaluations in the store yet"
+    for (model, series, epochs), g in pts.groupby(["model", "series", "epochs"], sort=True):
+        lines.append(f"\n{model} / {series} / {epochs} epoch(s)")
+        lines.append(f"  {'lr':>10}  {'learn':>7}  {'retain':>7}  {'status':>9}")
+        for _, r in g.iterrows():
+            st = "base" if r["lr"] == 0 else trials.set_index("trial_id")["status"].get(r["trial_id"], "?")
+            learn = "" if pd.isna(r.get("learn")) else f"{r['learn']:.3f}"
+            retain = "" if pd.isna(r.get("retain")) else f"{r['retain']:.3f}"
+            lines.append(f"  {r['lr']:>10.3g}  {learn:>7}  {retain:>7}  {st:>9}")
+    return "\n".join(lines)
+
+
+def status_text(store: Store) -> str:
+    trials = store.read("trials")
+    evals = store.read("evals")
+    errors = store.read("errors")
+    counts = trials["status"].value_counts().to_dict() if not trials.empty else {}
+    n_points = evals[["trial_id", "step"]].drop_duplicates().shape[0] if not evals.empty else 0
+    lines = [f"store: {store.uri}",
+             f"trials: {len(trials)} (" + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")",
+             f"evaluated checkpoints: {n_points} ({len(evals)} metric rows)",
+             f"recorded errors: {len(errors)}"]
+    for _, e in errors.tail(5).iterrows():
+        lines.append(f"  {e['kind']} {e['trial_id']} step {e['step']}: {str(e['message']).strip().splitlines()[-1][:160]}")
+    return "\n".join(lines)

@@ -1,0 +1,126 @@
+"""The Ray Train loop: one trial's SFT run on each worker (DDP over gloo on CPU, NCCL/FSDP on GPU).
+
+Implements the recipe of 000 App. B (chat template, response-only loss, AdamW wd 0.01,
+warmup + cosine to 0.1x + cool-down) with the method's hooks (methods/base.py). At each eval
+point rank 0 saves an HF folder (LoRA: an adapter folder) with a canary and reports it; the
+driver hands it to the evaluator pool, so training never waits for evaluation. A non-finite
+loss ends the run as 'diverged' (agreed across workers) with its earlier checkpoints kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from typing import Any
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:06d}"
+
+
+def train_loop_per_worker(cfg: dict[str, Any]) -> None:
+    import ray.train
+    import ray.train.torch
+    import torch
+    import torch.distributed as dist
+
+    from cliffsweep.evals.tasks import build_task
+    from cliffsweep.models import load_model, resolve_model
+    from cliffsweep.orchestrator.stats import load_stats
+    from cliffsweep.trainables import data
+    from cliffsweep.trainables.losses import unwrap
+    from cliffsweep.trainables.methods import build_method
+    from cliffsweep.trainables.optimizers import build_optimizer
+    from cliffsweep.trainables.schedule import eval_steps, lr_multiplier
+
+    trial, recipe = cfg["trial"], cfg["recipe"]
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    torch.manual_seed(trial["seed"])
+    threads = cfg.get("torch_threads")
+    if threads:
+        torch.set_num_threads(threads)
+
+    model, tok = load_model(resolve_model(trial["model_path"]), trial["dtype"])
+    method = build_method(trial["method"], trial["method_params"])
+    stats = load_stats(cfg["stats_uri"]) if cfg.get("stats_uri") else {}
+    model = method.prepare(model, stats)
+    model = ray.train.torch.prepare_model(model, parallel_strategy=cfg.get("strategy", "ddp"))
+    device = next(unwrap(model).parameters()).device
+
+    learn_task = build_task(cfg["learn"]["name"], cfg["learn"]["params"])
+    learn = data.encode(tok, learn_task.train_examples(), recipe["max_seq_len"])
+    retain: list = []
+    if method.retain_fraction > 0:
+        retain_task = build_task(cfg["retain"]["name"], cfg["retain"]["params"])
+        retain = data.encode(tok, retain_task.train_examples(), recipe["max_seq_len"], retain=True)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+
+    def batches(epoch: int):
+        return data.epoch_batches(learn, retain, recipe["batch_size"], method.retain_fraction,
+                                  trial["seed"], epoch, rank, world, pad)
+
+    per_epoch = len(batches(0))
+    total = per_epoch * trial["epochs"]
+    evals = set(eval_steps(total, per_epoch, cfg["eval_points"], cfg["every_epoch"]))
+    opt = build_optimizer(trial["optimizer"], unwrap(model), trial["lr"], recipe["weight_decay"])
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(
+        s, total, recipe["warmup_steps"], recipe["cooldown_steps"], recipe["min_lr_ratio"]))
+
+    step, train_s = 0, 0.0
+    t_loop = time.time()
+    model.train()
+    for epoch in range(trial["epochs"]):
+        for batch in batches(epoch):
+            batch = {k: v.to(device) for k, v in batch.items()}
+            loss, logs = method.loss(model, batch)
+            bad = torch.tensor([0.0 if torch.isfinite(loss.detach()) else 1.0])
+            if world > 1:
+                dist.all_reduce(bad)  # every worker must stop together
+            if bad.item() > 0:
+                ray.train.report({"status": "diverged", "step": step, "epoch": step / per_epoch,
+                                  "loss": float("nan"), "total_steps": total,
+                                  "train_seconds": time.time() - t_loop})
+                return
+            loss.backward()
+            method.before_step(model, step)
+            if recipe["grad_clip"]:
+                torch.nn.utils.clip_grad_norm_(unwrap(model).parameters(), recipe["grad_clip"])
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            method.after_step(model, step)
+            step += 1
+            loss_val = float(loss.detach())
+            if step in evals:
+                train_s = time.time() - t_loop
+                _report_checkpoint(method, model, tok, step, per_epoch, total, loss_val, train_s, rank, cfg)
+
+
+def _report_checkpoint(method, model, tok, step, per_epoch, total, loss, train_s, rank, cfg) -> None:
+    """Rank 0 writes the checkpoint folder; every rank reports (report is a barrier)."""
+    import ray.train
+    from ray.train import Checkpoint
+
+    from cliffsweep.evals.canary import write_canary
+    from cliffsweep.trainables.losses import unwrap
+
+    metrics = {"status": "running", "step": step, "epoch": step / per_epoch, "loss": loss,
+               "total_steps": total, "train_seconds": train_s, "checkpoint_kind": method.checkpoint_kind}
+    if rank != 0:
+        ray.train.report(metrics)
+        return
+    with tempfile.TemporaryDirectory(prefix="cliffsweep-ckpt-") as tmp:
+        to_save = method.export(unwrap(model))
+        to_save.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        write_canary(to_save, tok, tmp)
+        # Lets a resumed sweep find checkpoints whose evaluation never landed.
+        with open(os.path.join(tmp, "cliffsweep_meta.json"), "w") as f:
+            json.dump({"step": step, "epoch": step / per_epoch, "kind": method.checkpoint_kind,
+                       "loss": loss}, f)
+        ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp),
+                         checkpoint_dir_name=checkpoint_name(step))
+
