@@ -1,0 +1,49 @@
+"""EWC (Kirkpatrick et al. 2017) as used by the cliff paper (000 App. D, Eq. 3):
+
+    L(theta) = L_SFT(theta) + lambda/2 * sum_p F_p (theta_p - theta*_p)^2,
+    F_p = E_{B ~ D_R}[(grad_p L(B))^2]   (diagonal empirical Fisher on the retain set).
+
+Estimator: per *batch* squared gradients of the retain loss, averaged over the retain batches,
+exactly the expectation over B written in 000 App. D (per-example gradients would cost one
+backward per example). Our default: F is rescaled to mean 1 over all parameters
+(`penalties.normalize_mean`) so lambda is on the L2-SP scale; lambda = 1 is our default too
+(000 gives no value: sweep it). Covers every trainable parameter.
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from cliffsweep.trainables import penalties
+from cliffsweep.trainables.methods.base import Method, MethodParams
+
+
+class EWCParams(MethodParams):
+    lam: float = Field(1.0, ge=0.0)
+    """lambda of Eq. (3) on the mean-1 Fisher (our default 1.0; 000 does not report it)."""
+
+
+class EWC(Method):
+    name = "ewc"
+    Params = EWCParams
+
+    def stats_inputs(self):
+        return {"estimator": "per-batch empirical Fisher, mean-1 normalised"}
+
+    def compute_stats(self, model: nn.Module, retain_batches, learn_batches) -> dict[str, torch.Tensor]:
+        fisher = penalties.mean_grad_stat(model, retain_batches, penalties.batch_ce, torch.square)
+        return penalties.normalize_mean(fisher)
+
+    def prepare(self, model: nn.Module, stats) -> nn.Module:
+        params = penalties.trainable(model)
+        penalties.require(stats, list(params), self.name)
+        self.anchor = penalties.snapshot(params)
+        self.importance = {n: stats[n].to(p.device, p.dtype) for n, p in params.items()}
+        return model
+
+    def loss(self, model, batch):
+        ce, logs = super().loss(model, batch)
+        pen = penalties.quadratic_penalty(penalties.trainable(model), self.anchor, self.importance)
+        return ce + 0.5 * self.params.lam * pen, {**logs, "penalty": float(pen.detach())}

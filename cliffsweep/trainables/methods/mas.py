@@ -1,0 +1,57 @@
+"""MAS (Aljundi et al. 2018) as used by the cliff paper (000 App. D, Eq. 3):
+
+    L(theta) = L_SFT(theta) + lambda/2 * sum_p Omega_p (theta_p - theta*_p)^2,
+    Omega_p = E_{B ~ D_R} | grad_p ||f_theta(B)||^2 |      (label-free output sensitivity).
+
+f_theta(B) = the output logits. Our normalisation of ||f(B)||^2: the squared L2 norm of the
+logit vector summed over the vocabulary and averaged over the attended tokens of the batch
+(prompt and response alike, since MAS uses no labels), so batch size and length do not scale
+it. Per-batch gradients, as the expectation over B in 000 App. D. As for EWC, Omega is then
+rescaled to mean 1 over all parameters and lambda = 1 (our defaults; 000 gives no value).
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from cliffsweep.trainables import penalties
+from cliffsweep.trainables.methods.base import Method, MethodParams
+
+
+def output_sq_norm(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """||f_theta(B)||^2: sum over the vocabulary of squared logits, mean over attended tokens."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    mask = batch["attention_mask"].to(torch.float32)
+    per_token = logits.float().square().sum(-1)
+    return (per_token * mask).sum() / mask.sum().clamp_min(1)
+
+
+class MASParams(MethodParams):
+    lam: float = Field(1.0, ge=0.0)
+    """lambda of Eq. (3) on the mean-1 Omega (our default 1.0; 000 does not report it)."""
+
+
+class MAS(Method):
+    name = "mas"
+    Params = MASParams
+
+    def stats_inputs(self):
+        return {"estimator": "per-batch |grad ||logits||^2|, token-mean, mean-1 normalised"}
+
+    def compute_stats(self, model: nn.Module, retain_batches, learn_batches) -> dict[str, torch.Tensor]:
+        omega = penalties.mean_grad_stat(model, retain_batches, output_sq_norm, torch.abs)
+        return penalties.normalize_mean(omega)
+
+    def prepare(self, model: nn.Module, stats) -> nn.Module:
+        params = penalties.trainable(model)
+        penalties.require(stats, list(params), self.name)
+        self.anchor = penalties.snapshot(params)
+        self.importance = {n: stats[n].to(p.device, p.dtype) for n, p in params.items()}
+        return model
+
+    def loss(self, model, batch):
+        ce, logs = super().loss(model, batch)
+        pen = penalties.quadratic_penalty(penalties.trainable(model), self.anchor, self.importance)
+        return ce + 0.5 * self.params.lam * pen, {**logs, "penalty": float(pen.detach())}

@@ -1,0 +1,96 @@
+"""RPSFT, rotation-preserving SFT (004, Eq. 3 and Algorithm 1):
+
+    L(theta) = L_SFT(theta) + lambda * sum_{W in M} || U_k^T (W - W0) V_k ||_F^2,
+
+U_k, V_k = top-k left/right singular vectors of each pretrained weight W0, computed once per
+model (the stats). Defaults from 004: k = 768 (clipped to min(m, n) of each matrix), lambda = 1.
+With k = min(m, n) the penalty equals lambda * ||W - W0||_F^2 on *square* weights (004 App. C.2,
+Eq. 11: L2-init). On a rectangular m x n weight (m > n, say) the n left singular vectors do not
+span R^m, so full-rank RPSFT only sees the drift inside span(U) x span(V): 004's Eq. 11 assumes
+orthogonal completions of the bases, which the top-k singular vectors are not. We keep 004's
+definition (top-k singular vectors, k clipped to min(m, n)).
+
+Covered weights M (our default, after 004 Fig. 6: q/k/v/o/gate/up/down): every nn.Linear of the
+model except the output head (`get_output_embeddings()`), i.e. peft's 'all-linear' set; the
+embeddings are not covered.
+
+Why (W - W0) against a snapshot of W0 rather than 004's listing `U^T W V - S_ref`: in bf16 the
+projected block U^T W V is as large as the singular values, so its rounding error swamps the
+small fine-tuning drift; W - W0 is (nearly) exact in any dtype and is projected afterwards.
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from cliffsweep.trainables import penalties
+from cliffsweep.trainables.losses import unwrap
+from cliffsweep.trainables.methods.base import Method, MethodParams
+
+
+def covered_weights(model: nn.Module) -> dict[str, nn.Parameter]:
+    """Weights of every nn.Linear but the output head, by parameter name."""
+    m = unwrap(model)
+    head = m.get_output_embeddings()
+    out = {}
+    for name, mod in m.named_modules():
+        if isinstance(mod, nn.Linear) and mod is not head and mod.weight.requires_grad:
+            out[f"{name}.weight"] = mod.weight
+    if not out:
+        raise ValueError("rpsft: the model has no nn.Linear weights besides the output head")
+    return out
+
+
+def top_k_bases(w: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """U_k (m x k), V_k (n x k) of w (SVD in fp32, returned in w's dtype); k clipped to min(m, n)."""
+    u, _, vh = torch.linalg.svd(w.detach().float(), full_matrices=False)
+    k = min(k, u.shape[1])
+    return u[:, :k].to(w.dtype).contiguous(), vh[:k].T.to(w.dtype).contiguous()
+
+
+def projected_drift(w: torch.Tensor, w0: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """||U^T (W - W0) V||_F^2 in fp32."""
+    return (u.T @ (w - w0) @ v).float().square().sum()
+
+
+class RPSFTParams(MethodParams):
+    k: int = Field(768, ge=1)
+    """Protected rank per matrix (004 default 768; clipped to each matrix)."""
+    lam: float = Field(1.0, ge=0.0)
+    """lambda of Eq. (3) (004 default 1)."""
+
+
+class RPSFT(Method):
+    name = "rpsft"
+    Params = RPSFTParams
+
+    def stats_inputs(self):
+        return {"k": self.params.k, "weights": "all nn.Linear but the output head"}
+
+    def compute_stats(self, model: nn.Module, retain_batches, learn_batches) -> dict[str, torch.Tensor]:
+        stats = {}
+        for name, w in covered_weights(model).items():
+            stats[f"{name}.U"], stats[f"{name}.V"] = top_k_bases(w, self.params.k)
+        return stats
+
+    def prepare(self, model: nn.Module, stats) -> nn.Module:
+        weights = covered_weights(model)
+        penalties.require(stats, [f"{n}.{s}" for n in weights for s in ("U", "V")], self.name)
+        self.anchor = penalties.snapshot(weights)
+        self.bases = {
+            n: (stats[f"{n}.U"].to(w.device, w.dtype), stats[f"{n}.V"].to(w.device, w.dtype))
+            for n, w in weights.items()
+        }
+        return model
+
+    def penalty(self, model: nn.Module) -> torch.Tensor:
+        weights = covered_weights(model)
+        terms = [projected_drift(weights[n], w0, *self.bases[n]) for n, w0 in self.anchor.items()]
+        return torch.stack(terms).sum()
+
+    def loss(self, model, batch):
+        ce, logs = super().loss(model, batch)
+        pen = self.penalty(model)
+        return ce + self.params.lam * pen, {**logs, "penalty": float(pen.detach())}
