@@ -184,18 +184,18 @@ def test_nanoadam_only_smallest_weights_change_under_adamw():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.5)
     masks_seen = []
     for step in range(4):
-        masks = [m.clone() for m in method.masks]
-        masks_seen.append(masks)
-        for (n, p), m in zip(named, masks):
-            k = max(1, -(-p.numel() // 10))
-            assert m.sum() == k, n
-            # at a refresh, the selected entries are the k smallest |W|
-            if step % 2 == 0 and k < p.numel():
-                assert p.detach().abs()[m].max() <= p.detach().abs()[~m].min(), n
         before = [p.detach().clone() for _, p in named]
         loss, _ = method.loss(model, make_batch(seed=step))
         loss.backward()
-        method.before_step(model, step)
+        method.before_step(model, step)  # builds the masks at step 0, on the weights' device
+        masks = [m.clone() for m in method.masks]
+        masks_seen.append(masks)
+        for (n, p), m, b in zip(named, masks, before):
+            k = max(1, -(-p.numel() // 10))
+            assert m.sum() == k and m.device == p.device, n
+            # at a refresh, the selected entries are the k smallest |W|
+            if step % 2 == 0 and k < p.numel():
+                assert b.abs()[m].max() <= b.abs()[~m].min(), n
         opt.step()
         method.after_step(model, step)
         opt.zero_grad()

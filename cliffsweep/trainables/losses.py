@@ -65,3 +65,10 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     for p in base.parameters():
         p.requires_grad_(False)
     return base
+
+
+def follow_device(module: torch.nn.Module, device: torch.device) -> None:
+    """Move a method-held module (e.g. a frozen base) to the batch's device the first time it
+    differs: methods build such copies in prepare(), before the trainer moves the model."""
+    if next(module.parameters()).device != device:
+        module.to(device)

@@ -13,7 +13,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from cliffsweep.trainables.losses import frozen_copy, masked_token_ce, token_kl
+from cliffsweep.trainables.losses import follow_device, frozen_copy, masked_token_ce, token_kl
 from cliffsweep.trainables.methods.base import Method, MethodParams
 
 
@@ -34,6 +34,7 @@ class KL(Method):
     def loss(self, model, batch):
         ids, attn, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
         logits = model(input_ids=ids, attention_mask=attn).logits
+        follow_device(self.base, ids.device)
         with torch.no_grad():
             base_logits = self.base(input_ids=ids, attention_mask=attn).logits
         ce = masked_token_ce(logits, labels)

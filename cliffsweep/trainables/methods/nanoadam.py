@@ -48,7 +48,9 @@ class NanoAdam(Method):
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:
         self.tensors = [p for p in model.parameters() if p.requires_grad]
-        self.refresh()
+        # Masks and anchors are built at the first step, on the device the trainer moved the
+        # weights to (prepare runs before that move).
+        self.masks: list[torch.Tensor] | None = None
         return model
 
     @torch.no_grad()
@@ -58,6 +60,8 @@ class NanoAdam(Method):
 
     @torch.no_grad()
     def before_step(self, model: nn.Module, step: int) -> None:
+        if self.masks is None:
+            self.refresh()
         for p, m in zip(self.tensors, self.masks):
             if p.grad is not None:
                 p.grad.mul_(m)
