@@ -96,7 +96,7 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
         raise AnalysisInputError(f"no checkpoint has both {learn_task} and {retain_task} accuracies")
     pts["point_id"] = pts["trial_id"] + "@" + pts["step"].astype(str)
     status = trials.drop_duplicates("trial_id", keep="last").set_index("trial_id")["status"]
-    pts["status"] = pts["trial_id"].map(status)
+    pts["status"] = pts["trial_id"].map(status).astype(object)
     is_base = pts["series"] == "base"
     pts.loc[is_base, "status"] = "done"
     unknown = pts["status"].isna()

@@ -1,0 +1,181 @@
+"""Frontiers table from Parquet stores: regimes vs known ground truth, bootstrap confidence,
+Pareto points, and the input errors analysis must raise."""
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cliffsweep.analysis import AnalysisInputError, frontiers, load_store
+from cliffsweep.analysis.cli import main as analyze_main
+from cliffsweep.analysis.synthetic import SyntheticSweep, write_synthetic_store
+from cliffsweep.orchestrator.store import Store, eval_key
+
+
+@pytest.fixture(scope="module")
+def truth_store(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("store"))
+    write_synthetic_store(path, SyntheticSweep(
+        models={"m-cliff": "cliff", "m-grad": "gradual", "m-flat": "flat"},
+        series=(("sft", "sft"), ("ewc", "ewc(lam=10)")), epochs=(1,), n_learn=150, n_retain=150))
+    return path
+
+
+def test_regimes_match_ground_truth(truth_store):
+    data = load_store(truth_store)
+    assert (data.learn_task, data.retain_task, data.notes) == ("toy_facts", "toy_arith", [])
+    t = frontiers(data.points, data.samples, learn_task=data.learn_task, retain_task=data.retain_task, n_boot=100)
+    regimes = dict(zip(t["model"] + "/" + t["series"], t["regime"]))
+    assert regimes == {"m-cliff/sft": "cliff", "m-cliff/ewc(lam=10)": "cliff", "m-grad/sft": "gradual",
+                       "m-grad/ewc(lam=10)": "gradual", "m-flat/sft": "no_forgetting",
+                       "m-flat/ewc(lam=10)": "no_forgetting"}
+    cliffs = t[t["regime"] == "cliff"]
+    # ground truth: retention collapses between lr 3e-4 (log10 -3.52) and 1e-3 (-3)
+    assert (cliffs["critical_lr_low"] == 3e-4).all() and (cliffs["critical_lr_high"] == 1e-3).all()
+    assert (cliffs["drop_at_cliff"] > 0.8).all() and (cliffs["gain_at_cliff_share"].abs() < 0.1).all()
+    assert (t["confidence_method"] == "bootstrap").all() and (t["confidence"] > 0.9).all()
+    assert (t["n_points"] == 7).all() and t["critical_lr_low"].isna().sum() == 4
+    # EWC keeps more retention along the gradual trade-off: it dominates SFT and has the larger area
+    g = t[t["model"] == "m-grad"].set_index("series")
+    assert g.loc["ewc(lam=10)", "frontier_area"] > g.loc["sft", "frontier_area"] + 0.1
+    assert g.loc["ewc(lam=10)", "model_pareto_share"] > g.loc["sft", "model_pareto_share"]
+    assert g["model_pareto_share"].sum() == pytest.approx(1.0)
+    ids = set(data.points["point_id"])
+    assert all(set(p) <= ids and p for p in t["pareto_point_ids"])
+
+
+def test_dominance_and_model_frontier_from_points():
+    base = dict(model="m", series="base", epochs=0, lr=0.0, L=0.25, R=0.6)
+    rows = [base] + [dict(model="m", series=s, epochs=1, lr=lr, L=L, R=R - shift)
+                     for s, shift in (("sft", 0.1), ("ewc", 0.0))
+                     for lr, L, R in ((1e-5, 0.4, 0.55), (1e-4, 0.6, 0.45), (1e-3, 0.8, 0.3))]
+    pts = pd.DataFrame(rows).assign(point_id=lambda d: d["series"] + d["lr"].astype(str))
+    t = frontiers(pts, n_boot=0).set_index("series")
+    assert t.loc["sft", "dominated_by"] == ["ewc"] and t.loc["ewc", "dominated_by"] == []
+    assert t.loc["ewc", "model_pareto_share"] == 1.0 and t.loc["sft", "model_pareto_point_ids"] == []
+    assert t.loc["ewc", "regime"] == t.loc["sft", "regime"] == "gradual"
+    assert t.loc["ewc", "frontier_area"] > t.loc["sft", "frontier_area"]
+
+
+def _borderline(n):
+    """A cliff whose collapse (42 % of base R) is just past cliff_drop = 40 %."""
+    lrs = [0, 1e-5, 3e-5, 1e-4, 3e-4]
+    return pd.DataFrame({"model": "m", "series": ["base", "sft", "sft", "sft", "sft"], "epochs": [0, 3, 3, 3, 3],
+                         "lr": lrs, "L": [0.25, 0.6, 0.7, 0.72, 0.72], "R": [0.6, 0.6, 0.6, 0.6, 0.348],
+                         "n_L": n, "n_R": n, "point_id": [f"p{i}" for i in range(5)]})
+
+
+def test_noise_lowers_confidence():
+    small = frontiers(_borderline(30), n_boot=300).iloc[0]
+    big = frontiers(_borderline(100_000), n_boot=300).iloc[0]
+    assert small["regime_point_estimate"] == big["regime_point_estimate"] == "cliff"
+    assert small["confidence_method"] == "binomial"
+    assert big["confidence"] > 0.98 and big["regime"] == "cliff"
+    assert small["confidence"] < 0.8
+    assert (small["regime"] == "inconclusive") == (small["confidence"] < 0.6)
+    no_boot = frontiers(_borderline(30), n_boot=0).iloc[0]
+    assert no_boot["confidence_method"] == "none" and np.isnan(no_boot["confidence"])
+    assert no_boot["regime"] == "cliff"
+
+
+def test_samples_fallback_to_binomial(tmp_path):
+    path = str(tmp_path / "s")
+    write_synthetic_store(path, SyntheticSweep(models={"m": "cliff"}, series=(("sft", "sft"),), epochs=(1,),
+                                               lrs=(1e-5, 1e-4, 1e-3), n_learn=40, n_retain=40))
+    t = _frontiers_of(path)
+    assert t["confidence_method"].tolist() == ["bootstrap"]
+    trial = [f for f in os.listdir(f"{path}/samples") if "lr0.001" in f][0]
+    os.remove(f"{path}/samples/{trial}")
+    t = _frontiers_of(path)
+    assert t["confidence_method"].tolist() == ["bootstrap+binomial"]
+
+
+def _frontiers_of(path):
+    d = load_store(path)
+    return frontiers(d.points, d.samples, learn_task=d.learn_task, retain_task=d.retain_task, n_boot=50)
+
+
+def _write(store, trial_id, step, task, role, value, n=100, series="sft", lr=1e-4, version="v1", model="m"):
+    store.write("evals", eval_key(trial_id, step, task), [dict(
+        trial_id=trial_id, model=model, method=series.split("(")[0], series=series, optimizer="adamw", lr=lr,
+        epochs=1, seed=0, step=step, epoch=float(step), task=task, role=role, metric="accuracy", value=value, n=n,
+        scorer_version=version, evaluated_at=pd.Timestamp.now(tz="UTC"), eval_seconds=0.1)])
+
+
+def _tiny(path, lrs=(1e-5, 1e-4, 1e-3), L=(0.5, 0.7, 0.72), R=(0.6, 0.58, 0.05), retain=("gsm8k",)):
+    store = Store(path)
+    for task in retain:
+        _write(store, "m-base", 0, task, "retain", 0.6, series="base", lr=0.0)
+    _write(store, "m-base", 0, "chem", "learn", 0.25, series="base", lr=0.0)
+    for lr, lv, rv in zip(lrs, L, R):
+        tid = f"m-sft-lr{lr:g}"
+        _write(store, tid, 10, "chem", "learn", lv, lr=lr)
+        for task in retain:
+            _write(store, tid, 10, task, "retain", rv, lr=lr)
+    return store
+
+
+def test_mixed_scorer_versions_refused(tmp_path):
+    store = _tiny(str(tmp_path))
+    _write(store, "m-sft-lr0.0001", 10, "gsm8k", "retain", 0.58, lr=1e-4, version="v2")
+    with pytest.raises(AnalysisInputError, match=r"gsm8k.*mixes scorer versions \['v1', 'v2'\]"):
+        load_store(str(tmp_path))
+    out = str(tmp_path / "out")
+    assert analyze_main([str(tmp_path), "--out", out]) == 2
+    assert not os.path.exists(f"{out}/frontiers.parquet")
+
+
+def test_retain_task_choice(tmp_path):
+    store = _tiny(str(tmp_path), retain=("gsm8k", "arc"))
+    with pytest.raises(AnalysisInputError, match="several retain tasks"):
+        load_store(str(tmp_path))
+    assert load_store(str(tmp_path), retain_task="arc").retain_task == "arc"
+    with pytest.raises(AnalysisInputError, match="not in the store"):
+        load_store(str(tmp_path), retain_task="mmlu")
+    store.write_json("spec.json", {"tasks": {"learn": {"name": "chem"}, "retain": [{"name": "gsm8k"}, {"name": "arc"}]}})
+    assert load_store(str(tmp_path)).retain_task == "gsm8k"
+
+
+def test_not_done_trials_and_intermediate_checkpoints(tmp_path):
+    store = _tiny(str(tmp_path))
+    # lr 1e-3 also has an earlier checkpoint that learned well and kept retention: Pareto-optimal.
+    _write(store, "m-sft-lr0.001", 5, "chem", "learn", 0.75, lr=1e-3)
+    _write(store, "m-sft-lr0.001", 5, "gsm8k", "retain", 0.59, lr=1e-3)
+    # lr 1e-4 is still running: its checkpoint is not classified.
+    store.write("trials", "m-sft-lr0.0001", [dict(trial_id="m-sft-lr0.0001", model="m", method="sft", series="sft",
+                                                  lr=1e-4, epochs=1, seed=0, status="running",
+                                                  started_at=pd.Timestamp.now(tz="UTC"),
+                                                  finished_at=pd.Timestamp.now(tz="UTC"))])
+    data = load_store(str(tmp_path))
+    assert any("not done" in n for n in data.notes) and any("no trials row" in n for n in data.notes)
+    t = frontiers(data.points, n_boot=0).iloc[0]
+    assert t["n_points"] == 3 and t["n_checkpoints"] == 4
+    assert "m-sft-lr0.001@5" in t["pareto_point_ids"] and "m-sft-lr0.001@10" not in t["pareto_point_ids"]
+    # With the running lr 1e-4 (L .70, R .58) left out, 1e-5 -> 1e-3 gains 47 % of the learning span:
+    # no cliff can be claimed. Counting it would give a cliff at 1e-4 -> 1e-3.
+    assert t["regime"] == "gradual"
+    assert frontiers(data.points.assign(classified=data.points["final"]), n_boot=0).iloc[0]["critical_lr_low"] == 1e-4
+
+
+def test_half_evaluated_checkpoint_is_noted(tmp_path):
+    store = _tiny(str(tmp_path))
+    _write(store, "m-sft-lr0.003", 10, "chem", "learn", 0.7, lr=3e-3)
+    data = load_store(str(tmp_path))
+    assert any("only one of chem/gsm8k" in n for n in data.notes)
+    assert "m-sft-lr0.003@10" not in set(data.points["point_id"])
+
+
+def test_samples_must_agree_with_evals(tmp_path):
+    store = _tiny(str(tmp_path))
+    store.write("samples", eval_key("m-sft-lr0.0001", 10, "gsm8k"), pd.DataFrame({
+        "trial_id": "m-sft-lr0.0001", "step": 10, "task": "gsm8k", "example_id": [str(i) for i in range(100)],
+        "correct": [True] * 30 + [False] * 70, "prediction": ""}))
+    d = load_store(str(tmp_path))
+    with pytest.raises(AnalysisInputError, match="samples and evals disagree"):
+        frontiers(d.points, d.samples, learn_task=d.learn_task, retain_task=d.retain_task, n_boot=10)
+
+
+def test_empty_store_is_a_clear_error(tmp_path):
+    with pytest.raises(AnalysisInputError, match="no accuracy evals"):
+        load_store(str(tmp_path))
