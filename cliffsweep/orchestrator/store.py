@@ -77,11 +77,12 @@ class Store:
     def write(self, table: str, key: str, rows: list[dict[str, Any]] | pd.DataFrame) -> None:
         """Replace write-unit `key` of `table` with `rows` (idempotent, atomic)."""
         schema = SCHEMAS[table]
-        df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows, columns=schema.names)
-        for col in schema.names:
-            if col not in df.columns:
-                df[col] = None
-        tbl = pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
+        if isinstance(rows, pd.DataFrame):
+            rows = rows.to_dict("records")
+        unknown = {k for r in rows for k in r} - set(schema.names)
+        if unknown:
+            raise ValueError(f"{table}: unknown column(s) {sorted(unknown)}")
+        tbl = pa.Table.from_pylist([{c: _none_if_nan(r.get(c)) for c in schema.names} for r in rows], schema=schema)
         sink = pa.BufferOutputStream()
         pq.write_table(tbl, sink)
         self._put_bytes(f"{table}/{_safe(key)}.parquet", sink.getvalue().to_pybytes())
@@ -116,6 +117,10 @@ class Store:
 
     def exists(self, name: str) -> bool:
         return self.fs.get_file_info(f"{self.root}/{name}").type != pafs.FileType.NotFound
+
+
+def _none_if_nan(v: Any) -> Any:
+    return None if isinstance(v, float) and v != v else v
 
 
 def _abs(path: str) -> str:

@@ -24,7 +24,6 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     import ray.train
     import ray.train.torch
     import torch
-    import torch.distributed as dist
 
     from cliffsweep.evals.tasks import build_task
     from cliffsweep.models import load_model, resolve_model
@@ -76,10 +75,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         for batch in batches(epoch):
             batch = {k: v.to(device) for k, v in batch.items()}
             loss, logs = method.loss(model, batch)
-            bad = torch.tensor([0.0 if torch.isfinite(loss.detach()) else 1.0])
-            if world > 1:
-                dist.all_reduce(bad)  # every worker must stop together
-            if bad.item() > 0:
+            if not all_finite([loss.detach()], world):
                 ray.train.report({"status": "diverged", "step": step, "epoch": step / per_epoch,
                                   "loss": float("nan"), "total_steps": total,
                                   "train_seconds": time.time() - t_loop})
@@ -96,7 +92,26 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
             loss_val = float(loss.detach())
             if step in evals:
                 train_s = time.time() - t_loop
+                # A finite loss can still leave non-finite weights after the step: such a
+                # checkpoint is not a "last good" one, so the run ends here as diverged.
+                if not all_finite(list(unwrap(model).parameters()), world):
+                    ray.train.report({"status": "diverged", "step": step, "epoch": step / per_epoch,
+                                      "loss": loss_val, "total_steps": total, "train_seconds": train_s})
+                    return
                 _report_checkpoint(method, model, tok, step, per_epoch, total, loss_val, train_s, rank, cfg)
+
+
+def all_finite(tensors: list, world: int) -> bool:
+    """True on every worker iff every tensor on every worker is finite (agreed via all-reduce,
+    so all workers stop at the same step)."""
+    import torch
+    import torch.distributed as dist
+
+    ok = all(bool(torch.isfinite(t).all()) for t in tensors)
+    bad = torch.tensor([0.0 if ok else 1.0], device=tensors[0].device)  # NCCL needs it on the GPU
+    if world > 1:
+        dist.all_reduce(bad)
+    return bad.item() == 0
 
 
 def _report_checkpoint(method, model, tok, step, per_epoch, total, loss, train_s, rank, cfg) -> None:
