@@ -24,11 +24,13 @@ TABLE_COLUMNS = [("label", "series"), ("regime", "regime"), ("confidence", "conf
 DEFINITIONS = """\
 A series is one model x method (x epochs) across learning rates, plus the base model (lr = 0).
 Retention R is judged as a share of the base R, learning L against the series' learning span.
+
 - **cliff**: lrs first learn without forgetting, then one lr step loses a large share of base R
   with no learning gain (cliff paper, Fig. 4);
 - **gradual**: R falls progressively as L rises, no single step collapses without learning (Fig. 3);
 - **no_forgetting**: R never falls meaningfully within the swept lrs;
 - **inconclusive**: too few points, or bootstrap replicates disagree (confidence below the minimum).
+
 Confidence = share of bootstrap replicates (examples resampled, re-scored, re-classified) that agree.
 Frontier area: area dominated by the series in (L gain / headroom, R / base R), 1 = full learning, no
 forgetting. Pareto frontiers use every checkpoint (final and intermediate)."""
@@ -49,11 +51,15 @@ def _fmt(value, col: str) -> str:
 
 
 def _definitions_html() -> str:
-    lines = [html.escape(x) for x in DEFINITIONS.replace("\n  ", " ").splitlines()]
-    lines = [re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", x) for x in lines]
-    items = "".join(f"<li>{x[2:]}</li>" for x in lines if x.startswith("- "))
-    rest = [x for x in lines if not x.startswith("- ")]
-    return f"<p>{rest[0]} {rest[1]}</p><ul>{items}</ul><p>{' '.join(rest[2:])}</p>"
+    """DEFINITIONS (markdown paragraphs and one bullet list) as HTML."""
+    out = []
+    for para in DEFINITIONS.split("\n\n"):
+        text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(para.replace("\n  ", " ")))
+        if text.startswith("- "):
+            out.append("<ul>" + "".join(f"<li>{x[2:]}</li>" for x in text.splitlines()) + "</ul>")
+        else:
+            out.append(f"<p>{text}</p>")
+    return "".join(out)
 
 
 def _slug(text: str) -> str:
