@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from cliffsweep.toy import TOY_MODELS
-from cliffsweep.toy.tokenizer import EOS, PAD, save_tokenizer, token_id, vocabulary
+from cliffsweep.toy.tokenizer import EOS, PAD, save_tokenizer, token_id, vocab_size
 
 MAX_SEQ_LEN = 256
 """Context length of the toy models (max_position_embeddings)."""
@@ -46,7 +46,7 @@ def model_config(name: str):
     cls_name, extra = ARCHS[name]
     cls = getattr(transformers, cls_name)
     return cls(
-        vocab_size=len(vocabulary()), pad_token_id=token_id(PAD), eos_token_id=token_id(EOS),
+        vocab_size=vocab_size(), pad_token_id=token_id(PAD), eos_token_id=token_id(EOS),
         bos_token_id=None, dtype="float32", **_COMMON, **extra,
     )
 

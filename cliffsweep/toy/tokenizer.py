@@ -1,11 +1,17 @@
-"""The toy tokenizer: word-level, one token per word and per integer 0..MAX_NUMBER.
+"""The toy tokenizer: a byte-level BPE whose merges make every toy word a single token.
 
-Why word-level: a tiny model learns `7 + 5 = 12` as a lookup over three tokens far more easily
-than as digit carries (a character-level probe reached only ~15 % on two-step chains). Every
-word and number exists with and without its leading space (' apples', 'apples'), so a
-sentence is about one token per word; other whitespace characters are tokens of their own,
-which makes decode(encode(text)) == text exact for any text made of known words. Unknown
-words map to <|unk|> (lossy by design: the toy world only ever writes known words).
+Why this shape: transformers 5 loads the tokenizer of a folder whose config says
+`model_type: qwen2` with its own `Qwen2Tokenizer` class, which rebuilds the pipeline from the
+vocab and merges alone (byte-level BPE, the Qwen2 pre-tokenizer regex, NFC). A word-level
+tokenizer.json is silently turned into characters there (and in vLLM, which loads through
+AutoTokenizer). So the toy tokenizer *is* a Qwen2-style byte-level BPE: tokenizer.json holds
+exactly the pipeline Qwen2Tokenizer builds, and both loading paths (Qwen2Tokenizer for
+qwen2-tiny, the generic TokenizersBackend for llama-tiny) give identical ids.
+
+The merges are learned (tokenizers' BpeTrainer, deterministic) on a corpus of every toy word,
+so each word (' apples', 'Zor', ' Pim', ...) is one token. As in Qwen2, numbers are split into
+single digits. Byte-level means decode(encode(text)) == text for any text, spaces and newlines
+included.
 
 Chat format (Jinja in tokenizer_config.json, used by transformers and vLLM alike):
     <|system|>...<|end|><|user|>...<|end|><|assistant|>...<|end|>
@@ -14,20 +20,24 @@ The end-of-turn token <|end|> is the eos token, so generation stops at the end o
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from cliffsweep.toy.vocab import MAX_NUMBER, PUNCTUATION, all_words
+from cliffsweep.toy.vocab import PUNCTUATION, all_words
 
 PAD, UNK, EOS = "<|pad|>", "<|unk|>", "<|end|>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")
 SPECIAL_TOKENS = (PAD, UNK, EOS, *ROLE_TOKENS)
 
-# A piece is a word or a number with an optional leading space, one other symbol with an
-# optional leading space, or a single whitespace character (so spaces/newlines survive).
-PIECE_PATTERN = r" ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]|\s"
+# Qwen2Tokenizer's pre-tokenizer regex (transformers/models/qwen2/tokenization_qwen2.py),
+# copied so that tokenizer.json and the Qwen2Tokenizer rebuild agree.
+PRETOKENIZE_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -37,24 +47,45 @@ CHAT_TEMPLATE = (
 )
 
 
-def vocabulary() -> list[str]:
-    """Token strings in id order: specials first, then whitespace, symbols, numbers, words."""
-    pieces = ["\n", "\t", " "]
-    bare = [*PUNCTUATION, *(str(n) for n in range(MAX_NUMBER + 1)), *all_words()]
-    for p in bare:
-        pieces += [p, " " + p]
-    seen: dict[str, None] = dict.fromkeys([*SPECIAL_TOKENS, *pieces])
-    return list(seen)
+def _corpus() -> list[str]:
+    """Every toy word with and without a leading space, and the symbol runs the tasks write,
+    each enough times that the trainer merges all of them fully."""
+    pieces = [*all_words(), *PUNCTUATION, ".\n", "?\n", "####", "\n"]
+    return [" ".join(pieces), "\n".join(pieces)] * 2
 
 
-def build_tokenizer() -> Tokenizer:
-    vocab = {tok: i for i, tok in enumerate(vocabulary())}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex(PIECE_PATTERN), behavior="isolated")
-    # Pieces carry their own spaces: decoding is plain concatenation.
-    tok.decoder = decoders.Fuse()
-    tok.add_special_tokens(list(SPECIAL_TOKENS))
+def _empty_tokenizer(vocab: dict[str, int] | None = None, merges: list | None = None) -> Tokenizer:
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, dropout=None, unk_token=None,
+                               continuing_subword_prefix="", end_of_word_suffix="",
+                               fuse_unk=False, byte_fallback=False))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
     return tok
+
+
+@functools.lru_cache(maxsize=1)
+def build_tokenizer() -> Tokenizer:
+    """The toy tokenizer (cached). Specials take ids 0..5, then the 256 byte symbols, then
+    the learned merges."""
+    tok = _empty_tokenizer()
+    trainer = trainers.BpeTrainer(
+        vocab_size=100_000, min_frequency=1, show_progress=False,
+        special_tokens=list(SPECIAL_TOKENS), initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(_corpus(), trainer=trainer)
+    return tok
+
+
+def vocab_size() -> int:
+    return build_tokenizer().get_vocab_size()
+
+
+def token_id(token: str) -> int:
+    return build_tokenizer().token_to_id(token)
 
 
 def save_tokenizer(out_dir: str | Path, model_max_length: int) -> None:
@@ -69,6 +100,7 @@ def save_tokenizer(out_dir: str | Path, model_max_length: int) -> None:
         "unk_token": UNK,
         "eos_token": EOS,
         "bos_token": None,
+        "add_prefix_space": False,
         "additional_special_tokens": list(ROLE_TOKENS),
         "clean_up_tokenization_spaces": False,
         "chat_template": CHAT_TEMPLATE,
@@ -77,7 +109,3 @@ def save_tokenizer(out_dir: str | Path, model_max_length: int) -> None:
     special = {"pad_token": PAD, "unk_token": UNK, "eos_token": EOS,
                "additional_special_tokens": list(ROLE_TOKENS)}
     (out / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n")
-
-
-def token_id(token: str) -> int:
-    return vocabulary().index(token)

@@ -1,14 +1,14 @@
 """Word lists and templates of the toy world, shared by the tasks and the tokenizer.
 
-The tokenizer is word-level: every word that the toy tasks can produce is one token (with and
-without a leading space), and so is every integer 0..MAX_NUMBER. Keeping the lists here, in
-one place, lets a test check that no task text ever maps to the unknown token.
+The tokenizer's merges are learned on these words, so every word the toy tasks can produce is
+one token (numbers are single digits, as in Qwen2). Keeping the lists here, in one place, lets
+a test check that task texts tokenize word by word.
 """
 
 from __future__ import annotations
 
 MAX_NUMBER = 999
-"""Largest integer with its own token; toy arithmetic keeps every value below it."""
+"""Toy arithmetic keeps every value at or below it (at most three digit tokens)."""
 
 # --- toy_arith (GSM8K-like retain task) ----------------------------------------------------
 NAMES_SHE = ("Ann", "Cara", "Eva", "Hana", "Ivy", "Mia", "Olga", "Pia", "Rosa", "Tia")
