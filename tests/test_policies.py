@@ -1,0 +1,49 @@
+"""Pure policies: lr schedule, eval points, resume rule, trial lifecycle."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from cliffsweep.orchestrator.policies import TrialStatus, default_concurrency, final_status, trials_to_run
+from cliffsweep.trainables.schedule import eval_steps, fit_phases, lr_multiplier
+
+
+def test_schedule_follows_the_paper_recipe_on_a_long_run():
+    total, m = 1000, lambda s: lr_multiplier(s, total, 20, 50, 0.1)
+    assert m(0) == pytest.approx(1 / 20) and m(19) == pytest.approx(1.0)   # linear warmup
+    assert m(20) == pytest.approx(1.0)                                    # cosine starts at peak
+    assert m(949) == pytest.approx(0.1, abs=1e-3)                         # decays to 0.1x
+    assert m(950) == pytest.approx(0.1) and m(999) == pytest.approx(0.1 / 50)  # linear cool-down to ~0
+    vals = [m(s) for s in range(20, 1000)]
+    assert all(a >= b - 1e-12 for a, b in zip(vals, vals[1:]))            # monotone after warmup
+
+
+def test_short_runs_scale_warmup_and_cooldown():
+    assert fit_phases(1000, 20, 50) == (20, 50)
+    w, c = fit_phases(40, 20, 50)
+    assert w + c <= 20 and w > 0 and c > 0
+    assert all(0 < lr_multiplier(s, 40, 20, 50, 0.1) <= 1 for s in range(40))
+
+
+def test_eval_steps():
+    assert eval_steps(30, 10, 3, False) == [10, 20, 30]
+    assert eval_steps(30, 10, 1, True) == [10, 20, 30]
+    assert eval_steps(7, 7, 3, False) == [2, 5, 7]
+    assert eval_steps(2, 2, 5, False) == [1, 2]
+
+
+def test_resume_rule():
+    stored = {"a": "done", "b": "failed", "c": "running", "d": "diverged"}
+    assert trials_to_run(["a", "b", "c", "d", "e"], stored, retry_failed=False) == ["c", "e"]
+    assert trials_to_run(["a", "b", "c", "d", "e"], stored, retry_failed=True) == ["b", "c", "e"]
+
+
+def test_lifecycle():
+    assert final_status({"status": "diverged"}) is TrialStatus.DIVERGED
+    assert final_status({"status": "running"}) is TrialStatus.DONE
+    assert TrialStatus.FAILED.terminal and not TrialStatus.RUNNING.terminal
+    assert default_concurrency(2, 1, 1.0) == 1 and default_concurrency(16, 2, 2) == 7
+    assert default_concurrency(1, 4, 0) == 1
+    assert math.isclose(lr_multiplier(0, 1, 0, 0, 0.1), 1.0)

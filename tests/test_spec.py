@@ -1,0 +1,96 @@
+"""Sweep-file validation: every problem at once, named by field; nothing started."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cliffsweep.orchestrator.grid import expand_grid, expand_params, series_label
+from cliffsweep.orchestrator.spec import SpecError, default_spec_path, load_spec, parse_spec
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "cliffsweep" / "configs").glob("*.yaml"))
+
+
+def minimal(**over):
+    data = {"name": "t", "models": [{"name": "m", "path": "toy:qwen2-tiny"}], "methods": [{"name": "sft"}],
+            "lrs": [1e-3], "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]}}
+    data.update(over)
+    return data
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_every_shipped_config_validates_and_says_how_to_run_it(path):
+    spec = load_spec(path)
+    assert expand_grid(spec)
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# cliffsweep run"), f"{path.name} must open with the command that runs it"
+
+
+def test_default_spec_is_the_toy_world():
+    spec = load_spec(default_spec_path())
+    assert all(m.path.startswith("toy:") for m in spec.models) and len(spec.models) >= 2
+    assert {m.name for m in spec.methods} >= {"sft", "lora"} and len(spec.lrs) >= 5
+
+
+def test_all_problems_reported_at_once():
+    bad = minimal(
+        name="has space", extra=1, lrs=[0.0], epochs=[0],
+        models=[{"name": "m", "path": "toy:nope"}, {"name": "m", "path": "x", "colour": 1}],
+        methods=[{"name": "sftt"}, {"name": "lora", "params": {"rank": 0, "bogus": 2}}],
+        optimizers=["adam"],
+        tasks={"learn": {"name": "toy_facts", "params": {"n_eval": 0}}, "retain": [{"name": "gsm9k"}]},
+        resources={"strategy": "fsdp"},
+    )
+    with pytest.raises(SpecError) as e:
+        parse_spec(bad, "bad.yaml")
+    text = "\n".join(e.value.problems)
+    for needle in ["name:", "extra: Extra inputs", "lrs:", "epochs:", "models.1.colour", "duplicate model name 'm'",
+                   "models.0.path: unknown toy model 'nope'", "methods.0.name: unknown method 'sftt'",
+                   "methods.1.params.rank", "methods.1.params.bogus", "optimizers.0: unknown optimizer 'adam'",
+                   "tasks.learn.params.n_eval", "tasks.retain.0.name: unknown task 'gsm9k'", "resources.strategy"]:
+        assert needle in text, f"missing problem {needle!r} in:\n{text}"
+    assert len(e.value.problems) >= 14
+    assert "bad.yaml" in str(e.value)
+
+
+def test_validate_cli_lists_problems_and_starts_nothing(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(minimal(methods=[{"name": "nope"}], store=str(tmp_path / "store"))))
+    r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "validate", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown method 'nope'" in r.stderr
+    assert not (tmp_path / "store").exists()
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(minimal(lrs=[1e-3, 1e-2], store=str(tmp_path / "store"))))
+    r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "validate", str(good)], capture_output=True, text=True)
+    assert r.returncode == 0 and "2 trials" in r.stdout
+    assert not (tmp_path / "store").exists()
+
+
+def test_not_yaml_and_missing_file(tmp_path):
+    p = tmp_path / "x.yaml"
+    p.write_text("name: [unclosed")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        load_spec(p)
+    with pytest.raises(SpecError, match="file not found"):
+        load_spec(tmp_path / "absent.yaml")
+
+
+def test_grid_is_the_cross_product_with_stable_ids():
+    spec = parse_spec(minimal(methods=[{"name": "sft"}, {"name": "lora", "params": {"rank": [8, 16]}}],
+                              optimizers=["adamw", "sgd"], lrs=[1e-4, 1e-3], epochs=[1, 3], seeds=[0, 1]))
+    grid = expand_grid(spec)
+    assert len(grid) == 1 * 3 * 2 * 2 * 2 * 2
+    assert len({t.trial_id for t in grid}) == len(grid)
+    assert [t.trial_id for t in expand_grid(spec)] == [t.trial_id for t in grid]
+    assert {t.series for t in grid} == {"sft", "sft[sgd]", "lora(rank=8)", "lora(rank=16)",
+                                         "lora(rank=8)[sgd]", "lora(rank=16)[sgd]"}
+
+
+def test_expand_params_and_labels():
+    assert expand_params({"a": [1, 2], "b": 3}) == [{"a": 1, "b": 3}, {"a": 2, "b": 3}]
+    assert expand_params({}) == [{}]
+    assert series_label("ewc", {"lam": 10.0}, "muon") == "ewc(lam=10)[muon]"
