@@ -179,3 +179,12 @@ def test_samples_must_agree_with_evals(tmp_path):
 def test_empty_store_is_a_clear_error(tmp_path):
     with pytest.raises(AnalysisInputError, match="no accuracy evals"):
         load_store(str(tmp_path))
+
+
+def test_cli_threshold_flags(tmp_path):
+    _tiny(str(tmp_path / "s"))
+    for flags, regime in (([], "cliff"), (["--cliff-drop", "0.95"], "gradual")):
+        out = str(tmp_path / f"out{len(flags)}")
+        assert analyze_main([str(tmp_path / "s"), "--out", out, "--n-boot", "0", "--no-report", *flags]) == 0
+        t = pd.read_parquet(f"{out}/frontiers.parquet")
+        assert t["regime"].tolist() == [regime] and not os.path.exists(f"{out}/report.html")

@@ -21,7 +21,8 @@ __all__ = ["REGIMES", "AnalysisInputError", "Classification", "Thresholds", "ana
 
 def analyze_store(store_uri: str, out_dir: str, **options):
     """Analyse the store at ``store_uri`` and write frontiers + report to ``out_dir``; returns
-    the frontiers table. Options: see :func:`cliffsweep.analysis.run.analyze_store`."""
+    the frontiers table. Options: see :func:`cliffsweep.analysis.run.analyze_store`.
+    (Imported on call so that ``import cliffsweep.analysis`` does not pull in matplotlib.)"""
     from cliffsweep.analysis.run import analyze_store as _analyze
 
     return _analyze(store_uri, out_dir, **options)
