@@ -87,12 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("store")
     s.set_defaults(fn=cmd_status)
 
-    try:
-        from cliffsweep.analysis.cli import add_parser as add_analyze
-    except ImportError:
-        add_analyze = None
-    if add_analyze is not None:
-        add_analyze(sub)
+    from cliffsweep.analysis.cli import add_parser as add_analyze
+
+    add_analyze(sub).set_defaults(fn=lambda args: args.func(args))
     return p
 
 

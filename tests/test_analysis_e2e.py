@@ -26,7 +26,7 @@ CHROMIUM = "/usr/bin/chromium"
 
 def analyze_and_check(store: str, out: str, n_boot: int = 100) -> pd.DataFrame:
     """Run the analyze command on ``store`` and check every output file; returns the table."""
-    cmd = [sys.executable, "-m", "cliffsweep.analysis.cli", store, "--out", out, "--n-boot", str(n_boot)]
+    cmd = [sys.executable, "-m", "cliffsweep.cli", "analyze", store, "--out", out, "--n-boot", str(n_boot)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     table = pd.read_parquet(f"{out}/frontiers.parquet")
