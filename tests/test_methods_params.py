@@ -174,7 +174,7 @@ def closed_form_grad(name: str, method, model) -> dict[str, torch.Tensor]:
         return {n: 2 * lam * (p.detach() - method.anchor[n]) for n, p in model.named_parameters()}
     out = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
     for n, w0 in method.anchor.items():  # lambda ||U^T D V||^2 -> 2 lambda U U^T D V V^T
-        u, v = method.bases[n]
+        u, v = method.u[n], method.v[n]
         out[n] = 2 * lam * u @ (u.T @ (dict(model.named_parameters())[n].detach() - w0) @ v) @ v.T
     return out
 
@@ -291,7 +291,7 @@ def test_rpsft_full_rank_is_l2sp_on_square_weights_and_ignores_complement():
 
     # Rectangular weight (up_proj 64 x 32): full rank only sees drift inside span(U) x span(V).
     name = "model.layers.0.mlp.up_proj.weight"
-    u, v = rp.bases[name]
+    u, v = rp.u[name], rp.v[name]
     w = dict(full.named_parameters())[name]
     g = torch.Generator().manual_seed(0)
     inside = 0.01 * u @ torch.randn(u.shape[1], v.shape[1], generator=g) @ v.T
@@ -306,7 +306,7 @@ def test_rpsft_full_rank_is_l2sp_on_square_weights_and_ignores_complement():
 
     # Small k: drift outside the protected top-k block is free.
     small, rpk = prepared("rpsft", {"k": 3})
-    u, v = rpk.bases[name]
+    u, v = rpk.u[name], rpk.v[name]
     w = dict(small.named_parameters())[name]
     u_perp = torch.linalg.svd(w.detach(), full_matrices=True)[0][:, 3:]
     with torch.no_grad():
@@ -349,3 +349,11 @@ def test_wise_ft_interpolates_at_export_only():
     assert any(not torch.equal(ref_base[k], ref_tuned[k]) for k in ref_base)
     for k in ref_base:
         assert torch.allclose(exports[0.5][k], (ref_base[k] + ref_tuned[k]) / 2, atol=1e-6)
+
+
+def test_held_tensors_follow_the_model_device():
+    """prepare() runs before the trainer moves the model; anchors must follow it there."""
+    params = {"w": torch.empty(3, device="meta")}
+    held = {"w": torch.zeros(3)}
+    penalties.follow(held, params)
+    assert held["w"].device.type == "meta"

@@ -28,6 +28,15 @@ def snapshot(params: dict[str, torch.Tensor], device: torch.device | str | None 
     return {n: p.detach().to(device if device is not None else p.device, copy=True) for n, p in params.items()}
 
 
+def follow(tensors: dict[str, torch.Tensor], params: dict[str, torch.Tensor]) -> None:
+    """Move method-held tensors (theta*, importances, bases) onto their parameter's device, in
+    place: prepare() runs before the trainer moves the model to the accelerator."""
+    for name, t in tensors.items():
+        device = params[name].device
+        if t.device != device:
+            tensors[name] = t.to(device)
+
+
 def to_device(batch: Batch, device: torch.device) -> Batch:
     return {k: v.to(device) for k, v in batch.items()}
 

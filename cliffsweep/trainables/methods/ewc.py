@@ -45,5 +45,8 @@ class EWC(Method):
 
     def loss(self, model, batch):
         ce, logs = super().loss(model, batch)
-        pen = penalties.quadratic_penalty(penalties.trainable(model), self.anchor, self.importance)
+        params = penalties.trainable(model)
+        penalties.follow(self.anchor, params)
+        penalties.follow(self.importance, params)
+        pen = penalties.quadratic_penalty(params, self.anchor, self.importance)
         return ce + 0.5 * self.params.lam * pen, {**logs, "penalty": float(pen.detach())}

@@ -30,5 +30,7 @@ class L2SP(Method):
 
     def loss(self, model, batch):
         ce, logs = super().loss(model, batch)
-        pen = penalties.quadratic_penalty(penalties.trainable(model), self.anchor)
+        params = penalties.trainable(model)
+        penalties.follow(self.anchor, params)
+        pen = penalties.quadratic_penalty(params, self.anchor)
         return ce + self.params.lam * pen, {**logs, "penalty": float(pen.detach())}

@@ -79,15 +79,15 @@ class RPSFT(Method):
         weights = covered_weights(model)
         penalties.require(stats, [f"{n}.{s}" for n in weights for s in ("U", "V")], self.name)
         self.anchor = penalties.snapshot(weights)
-        self.bases = {
-            n: (stats[f"{n}.U"].to(w.device, w.dtype), stats[f"{n}.V"].to(w.device, w.dtype))
-            for n, w in weights.items()
-        }
+        self.u = {n: stats[f"{n}.U"].to(w.device, w.dtype) for n, w in weights.items()}
+        self.v = {n: stats[f"{n}.V"].to(w.device, w.dtype) for n, w in weights.items()}
         return model
 
     def penalty(self, model: nn.Module) -> torch.Tensor:
         weights = covered_weights(model)
-        terms = [projected_drift(weights[n], w0, *self.bases[n]) for n, w0 in self.anchor.items()]
+        for held in (self.anchor, self.u, self.v):
+            penalties.follow(held, weights)
+        terms = [projected_drift(weights[n], w0, self.u[n], self.v[n]) for n, w0 in self.anchor.items()]
         return torch.stack(terms).sum()
 
     def loss(self, model, batch):
