@@ -352,8 +352,11 @@ def test_wise_ft_interpolates_at_export_only():
 
 
 def test_held_tensors_follow_the_model_device():
-    """prepare() runs before the trainer moves the model; anchors must follow it there."""
-    params = {"w": torch.empty(3, device="meta")}
-    held = {"w": torch.zeros(3)}
-    penalties.follow(held, params)
-    assert held["w"].device.type == "meta"
+    """prepare() runs before the trainer moves the model: theta*, Omega and the RPSFT bases
+    must follow it there (meta device stands in for the accelerator)."""
+    ewc_model, ewc = prepared("ewc")
+    rp_model, rp = prepared("rpsft", {"k": 4})
+    penalties.anchor_penalty(ewc_model.to("meta"), ewc.anchor, ewc.importance)
+    rp.penalty(rp_model.to("meta"))
+    held = [*ewc.anchor.values(), *ewc.importance.values(), *rp.anchor.values(), *rp.u.values(), *rp.v.values()]
+    assert held and all(t.device.type == "meta" for t in held)

@@ -97,6 +97,27 @@ def quadratic_penalty(
     return total
 
 
+def importance_anchor(
+    model: nn.Module, stats: dict[str, torch.Tensor], method: str
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(theta*, Omega) for Eq. (3) over every trainable parameter; Omega read from `stats`."""
+    params = trainable(model)
+    require(stats, list(params), method)
+    return snapshot(params), {n: stats[n].to(p.device, p.dtype) for n, p in params.items()}
+
+
+def anchor_penalty(
+    model: nn.Module, anchor: dict[str, torch.Tensor], importance: dict[str, torch.Tensor] | None = None
+) -> torch.Tensor:
+    """quadratic_penalty on the (unwrapped) model's current parameters, after moving the held
+    tensors to wherever the trainer has put the model."""
+    params = trainable(model)
+    follow(anchor, params)
+    if importance is not None:
+        follow(importance, params)
+    return quadratic_penalty(params, anchor, importance)
+
+
 def mean_grad_stat(
     model: nn.Module,
     batches: list[Batch],

@@ -37,16 +37,10 @@ class EWC(Method):
         return penalties.normalize_mean(fisher)
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:
-        params = penalties.trainable(model)
-        penalties.require(stats, list(params), self.name)
-        self.anchor = penalties.snapshot(params)
-        self.importance = {n: stats[n].to(p.device, p.dtype) for n, p in params.items()}
+        self.anchor, self.importance = penalties.importance_anchor(model, stats, self.name)
         return model
 
     def loss(self, model, batch):
         ce, logs = super().loss(model, batch)
-        params = penalties.trainable(model)
-        penalties.follow(self.anchor, params)
-        penalties.follow(self.importance, params)
-        pen = penalties.quadratic_penalty(params, self.anchor, self.importance)
+        pen = penalties.anchor_penalty(model, self.anchor, self.importance)
         return ce + 0.5 * self.params.lam * pen, {**logs, "penalty": float(pen.detach())}

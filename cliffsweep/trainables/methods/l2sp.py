@@ -30,7 +30,5 @@ class L2SP(Method):
 
     def loss(self, model, batch):
         ce, logs = super().loss(model, batch)
-        params = penalties.trainable(model)
-        penalties.follow(self.anchor, params)
-        pen = penalties.quadratic_penalty(params, self.anchor)
+        pen = penalties.anchor_penalty(model, self.anchor)
         return ce + self.params.lam * pen, {**logs, "penalty": float(pen.detach())}
