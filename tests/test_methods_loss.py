@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import statistics
 
+from dataclasses import dataclass
+
 import pytest
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 import torch.nn.functional as F
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from cliffsweep.trainables.data import Encoded, epoch_batches
 from cliffsweep.trainables.losses import token_ce, token_kl
@@ -21,7 +26,10 @@ from cliffsweep.trainables.methods.talr import talr_weights
 VOCAB = 101
 
 
-def tiny_model(seed: int = 0) -> Qwen2ForCausalLM:
+def tiny_model(seed: int = 0):
+    # imported here: the DDP test's spawned workers import this module and need only torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
     torch.manual_seed(seed)
     cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -332,3 +340,88 @@ def test_flow_stats_on_learn_split_and_loss_weights():
 
     with pytest.raises(ValueError, match="example_idx"):
         method.compute_stats(model, [], learn_batches[1:])
+
+
+# --- under DDP --------------------------------------------------------------------------------
+WORLD = 2
+DDP_CASES = {"migu": {}, "kl": {"beta": 0.5}, "iw": {}}
+
+
+@dataclass
+class Out:
+    logits: torch.Tensor
+
+
+class TinyLM(nn.Module):
+    """A pure-torch causal LM with Linear layers (spawned workers skip importing transformers)."""
+
+    def __init__(self, dim: int = 16):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, dim)
+        self.mix = nn.Linear(dim, dim)
+        self.up = nn.Linear(dim, 4 * dim)
+        self.down = nn.Linear(4 * dim, dim)
+        self.head = nn.Linear(dim, VOCAB, bias=False)
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.head
+
+    def forward(self, input_ids, attention_mask):
+        h = self.embed(input_ids)
+        h = h + torch.tanh(self.mix(h)).cumsum(1) / torch.arange(1, h.shape[1] + 1)[:, None]
+        h = h + self.down(torch.relu(self.up(h)))
+        return Out(self.head(h))
+
+
+def ddp_setup(name: str):
+    """Seeded model, prepare(), then a drift so the base-relative terms (kl, iw) are live."""
+    torch.manual_seed(0)
+    model = TinyLM()
+    method = build_method(name, DDP_CASES[name])
+    model = method.prepare(model, {})
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn(p.shape, generator=g))
+    return model, method
+
+
+def ddp_batch(rank: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(50 + rank)
+    ids = torch.randint(0, VOCAB, (3, 10), generator=g)
+    labels = ids.clone()
+    labels[:, :4] = -100  # equal token counts per rank: DDP's mean of means = the global mean
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
+            "example_idx": torch.arange(3), "is_retain": torch.zeros(3, dtype=torch.bool)}
+
+
+def _ddp_worker(rank: int, rendezvous: str, out_dir: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=WORLD)
+    out = {}
+    for name in DDP_CASES:
+        model, method = ddp_setup(name)
+        ddp = DDP(model)  # kept alive through backward: its reducer does the all-reduce
+        loss, _ = method.loss(ddp, ddp_batch(rank))  # each rank its half of the global batch
+        loss.backward()
+        method.before_step(model, 0)
+        out[name] = {n: p.grad.clone() for n, p in model.named_parameters()}
+    torch.save(out, f"{out_dir}/rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_migu_kl_iw_under_ddp_match_single_process(tmp_path):
+    mp.spawn(_ddp_worker, args=(str(tmp_path / "rendezvous"), str(tmp_path)), nprocs=WORLD, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
+    for name in DDP_CASES:
+        model, method = ddp_setup(name)
+        # one process, both halves: MIGU's hooks accumulate over both forwards (the global mean)
+        loss = sum(method.loss(model, ddp_batch(r))[0] for r in range(WORLD)) / WORLD
+        loss.backward()
+        method.before_step(model, 0)
+        for n, p in model.named_parameters():
+            for r in ranks:
+                assert torch.allclose(r[name][n], p.grad, atol=1e-6, rtol=1e-5), (name, n)
+        if name == "migu":
+            assert 0.4 < method.last_masked_fraction < 0.6
+            assert (model.up.weight.grad.abs().sum(1) == 0).sum() >= 16  # half the 64 rows masked
