@@ -194,8 +194,9 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
     progress.status.update({"done": sum(status.get(t) == "done" for t in finished),
                             "diverged": sum(status.get(t) == "diverged" for t in finished),
                             "failed": sum(status.get(t) == "failed" for t in finished)})
-    pool = start_pool({m.name: (m.path, m.dtype) for m in spec.models}, spec, store.uri, run.backend)
-    tracker = EvalTracker(store, pool, run.task_names)
+    tracker = EvalTracker(
+        store, lambda: start_pool({m.name: (m.path, m.dtype) for m in spec.models}, spec, store.uri, run.backend),
+        run.task_names)
 
     def tick() -> None:
         for _req, _res in tracker.poll():

@@ -10,18 +10,19 @@ from __future__ import annotations
 import itertools
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from cliffsweep.orchestrator.pool import EvalRequest
 from cliffsweep.orchestrator.store import Store, eval_key
 
 
 class EvalTracker:
-    def __init__(self, store: Store, pool: dict[str, list], task_names: list[str]):
+    def __init__(self, store: Store, start_pool: Callable[[], dict[str, list]], task_names: list[str]):
         self.store = store
-        self.pool = pool
+        self._start_pool = start_pool  # engines start only when there is something to evaluate
+        self.pool: dict[str, list] | None = None
         self.task_names = task_names
-        self._rr = {m: itertools.cycle(actors) for m, actors in pool.items()}
+        self._rr: dict[str, Any] = {}
         self.pending: dict[Any, EvalRequest] = {}
         self.done = 0
         self.failed = 0
@@ -35,6 +36,9 @@ class EvalTracker:
         """Queue `req` unless its results are already in the store (resume / idempotence)."""
         if not force and self.already_done(req.trial_id, req.step):
             return False
+        if self.pool is None:
+            self.pool = self._start_pool()
+            self._rr = {m: itertools.cycle(actors) for m, actors in self.pool.items()}
         actor = next(self._rr[req.model])
         ref = actor.evaluate.remote(req.to_dict())
         self.pending[ref] = req

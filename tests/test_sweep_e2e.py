@@ -1,0 +1,110 @@
+"""One real sweep end to end: local Ray cluster, Ray Tune trials running Ray Train, the vLLM CPU
+engine in evaluator actors, the Parquet store; then resume, status and analyze on that store.
+
+Grid: toy qwen2-tiny x {sft, lora} x {1e-3, 1e30}. lr = 1e30 makes the weights overflow after
+the first steps: those trials must end as 'diverged' while the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cliffsweep.orchestrator.grid import base_trial_id, expand_grid
+from cliffsweep.orchestrator.spec import parse_spec
+
+pytestmark = [pytest.mark.ray, pytest.mark.vllm]
+
+
+def spec_for(store: str):
+    return parse_spec({
+        "name": "e2e",
+        "models": [{"name": "qwen2-tiny", "path": "toy:qwen2-tiny"}],
+        "methods": [{"name": "sft"}, {"name": "lora", "params": {"rank": 8}}],
+        "lrs": [1e-3, 1e30],
+        "epochs": [1],
+        "tasks": {"learn": {"name": "toy_facts", "params": {"n_eval": 40, "n_train": 96}},
+                  "retain": [{"name": "toy_arith", "params": {"n_eval": 40}}]},
+        "recipe": {"batch_size": 16, "max_seq_len": 128},
+        "eval": {"points_per_trial": 2, "backend": "vllm", "cpus_per_evaluator": 0.5, "kv_cache_mb": 32,
+                 "max_model_len": 256},
+        "resources": {"workers_per_trial": 1, "cpus_per_worker": 1, "max_concurrent_trials": 2},
+        "store": store,
+    })
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    import ray
+
+    from cliffsweep.orchestrator.driver import run_sweep
+
+    spec = spec_for(str(tmp_path_factory.mktemp("e2e") / "store"))
+    store = run_sweep(spec, num_cpus=2)
+    yield spec, store
+    ray.shutdown()
+
+
+def test_every_grid_point_recorded_with_its_evaluations(swept):
+    spec, store = swept
+    grid = expand_grid(spec)
+    trials = store.read("trials").set_index("trial_id")
+    assert set(trials.index) == {t.trial_id for t in grid}
+    evals = store.read("evals")
+    acc = evals[evals["metric"] == "accuracy"]
+    for t in grid:
+        status = trials.loc[t.trial_id, "status"]
+        if t.lr == 1e-3:
+            assert status == "done", trials.loc[t.trial_id, "error"]
+            mine = acc[acc["trial_id"] == t.trial_id]
+            # 2 eval points x 2 tasks (learn + retain), each scored on n_eval examples
+            assert sorted(mine["step"].unique()) == sorted({int(trials.loc[t.trial_id, "steps"]) // 2, int(trials.loc[t.trial_id, "steps"])})
+            assert set(mine["role"]) == {"learn", "retain"} and len(mine) == 4
+            assert (mine["n"] == 40).all()
+    base = acc[acc["trial_id"] == base_trial_id("qwen2-tiny")]
+    assert set(base["role"]) == {"learn", "retain"} and (base["lr"] == 0).all() and (base["step"] == 0).all()
+    samples = store.read("samples")
+    assert len(samples) == 40 * len(acc)  # per-example rows behind every accuracy
+
+
+def test_diverged_trials_recorded_without_stopping_the_sweep(swept):
+    spec, store = swept
+    trials = store.read("trials")
+    big = trials[trials["lr"] == 1e30]
+    assert len(big) == 2 and (big["status"] == "diverged").all(), big[["trial_id", "status", "error"]]
+    assert (trials[trials["lr"] == 1e-3]["status"] == "done").all()
+
+
+def test_trained_checkpoint_scores_differ_from_base(swept):
+    _, store = swept
+    samples = store.read("samples")
+    base = samples[samples["trial_id"] == base_trial_id("qwen2-tiny")]
+    sft = samples[samples["trial_id"].str.contains("-sft-lr0.001-")]
+    last = sft[sft["step"] == sft["step"].max()]
+    merged = base.merge(last, on=["task", "example_id"], suffixes=("_b", "_t"))
+    assert (merged["prediction_b"] != merged["prediction_t"]).any(), "checkpoint served the base weights"
+
+
+def test_resume_runs_nothing_and_duplicates_nothing(swept):
+    spec, store = swept
+    from cliffsweep.orchestrator.driver import run_sweep
+
+    before_t, before_e = store.read("trials"), store.read("evals")
+    run_sweep(spec)
+    after_t, after_e = store.read("trials"), store.read("evals")
+    assert len(after_e) == len(before_e)
+    assert (after_e.sort_values(["trial_id", "step", "task", "metric"])["evaluated_at"].values
+            == before_e.sort_values(["trial_id", "step", "task", "metric"])["evaluated_at"].values).all()
+    assert after_t.set_index("trial_id")["status"].to_dict() == before_t.set_index("trial_id")["status"].to_dict()
+
+
+def test_status_and_analyze_on_the_real_store(swept, tmp_path):
+    _, store = swept
+    r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "status", store.uri], capture_output=True, text=True)
+    assert r.returncode == 0 and "done 2" in r.stdout and "diverged 2" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "analyze", store.uri, "--out", str(tmp_path / "rep"),
+                        "--n-boot", "20"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "rep" / "frontiers.parquet").exists() and (tmp_path / "rep" / "report.html").exists()
