@@ -1,0 +1,51 @@
+"""Once-per-model statistics: a 20-trial EWC sweep computes the Fisher once, and a resume
+computes nothing."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from safetensors.torch import load_file
+
+from cliffsweep.orchestrator.driver import SweepRun, ensure_stats
+from cliffsweep.orchestrator.grid import expand_grid
+from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.orchestrator.store import Store
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_twenty_ewc_trials_share_one_fisher(ray_local, tmp_path):
+    spec = parse_spec({
+        "name": "stats", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],
+        "methods": [{"name": "ewc", "params": {"lam": [1.0, 10.0]}}, {"name": "sft"}],
+        "lrs": [1e-5 * (i + 1) for i in range(10)],
+        "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]},
+        "recipe": {"stats_examples": 32, "max_seq_len": 96}, "store": str(tmp_path / "store"),
+    })
+    store = Store(spec.store_uri)
+    run = SweepRun(spec, store, "hf")
+    grid = expand_grid(spec)
+    ewc = [t for t in grid if t.method == "ewc"]
+    assert len(ewc) == 20
+    uris = ensure_stats(run, grid)
+    files = os.listdir(tmp_path / "store" / "stats" / "q")
+    # lam does not change the Fisher (EWC.stats_inputs), so both lam values share one file
+    assert len(files) == 1, files
+    assert {uris[t.trial_id] for t in ewc} == {str(tmp_path / "store" / "stats" / "q" / files[0])}
+    assert all(uris[t.trial_id] is None for t in grid if t.method == "sft")
+    fisher = load_file(uris[ewc[0].trial_id])
+    assert fisher and all((v >= 0).all() for v in fisher.values())
+    mtime = os.path.getmtime(uris[ewc[0].trial_id])
+    again = ensure_stats(run, grid)  # resume: cache hit, nothing recomputed
+    assert again == uris and os.path.getmtime(uris[ewc[0].trial_id]) == mtime
