@@ -92,7 +92,9 @@ class HFBackend:
                                       pad_token_id=self.tokenizer.pad_token_id)
             new = ids[:, batch["input_ids"].shape[1]:]
             for row in self.tokenizer.batch_decode(new, skip_special_tokens=True):
-                out.append(cut_at_stop(row, sampling.stop))
+                # A max_tokens cut can split a multi-byte character; vLLM's incremental
+                # detokenizer drops the partial character, so we drop its U+FFFD too.
+                out.append(cut_at_stop(row.rstrip("\ufffd"), sampling.stop))
         return out
 
     def close(self) -> None:

@@ -1,0 +1,173 @@
+"""Eval backends on tiny random toy models: one real vLLM engine serves several checkpoints in
+turn (in-place reload, LoRARequest) and must give exactly what transformers (+ peft) gives for
+each; the canary must catch an engine that serves the wrong weights.
+
+Random weights produce garbage text; that is fine: greedy garbage is deterministic, differs
+between checkpoints, and must be identical between backends.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from cliffsweep.evals.backends import CANARY_FILE, CheckpointRef, StaleWeightsError, build_backend
+from cliffsweep.evals.canary import canary_distance, read_canary, write_canary
+from cliffsweep.evals.runner import evaluate_task
+from cliffsweep.evals.tasks import build_task
+from cliffsweep.evals.tasks.base import Sampling
+
+PROMPTS = ["What is 3 + 4 ?", "Tom has 5 apples and eats 2 .", "How many legs does a cat have ?"]
+SAMPLING = Sampling(max_tokens=24, stop=())
+
+
+def _perturbed(base: str, out: str, seed: int | None, scale: float = 0.5) -> str:
+    """A different full checkpoint: base weights + relative Gaussian noise (none if seed is
+    None), saved with its canary. The special tokens' rows of the tied embedding are zeroed so
+    that their logits are 0 and random greedy text runs to max_tokens instead of ending at once
+    or emitting only skipped specials (every checkpoint's output would be the same '')."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(base)
+    with torch.no_grad():
+        if seed is not None:
+            gen = torch.Generator().manual_seed(seed)
+            for p in model.parameters():
+                p.add_(torch.randn(p.shape, generator=gen) * scale * p.abs().mean())
+        model.get_input_embeddings().weight[list(tok.added_tokens_decoder)] = 0.0
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    if seed is not None:
+        write_canary(model, tok, out)
+    return out
+
+
+def _lora(base: str, out: str, seed: int) -> str:
+    """A peft adapter with random A and B (peft's default B = 0 would be the identity)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(seed)
+    cfg = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), cfg)
+    model.save_pretrained(out)
+    write_canary(model, AutoTokenizer.from_pretrained(base), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory):
+    from cliffsweep.toy.models import random_model
+
+    root = tmp_path_factory.mktemp("ckpts")
+    base = _perturbed(random_model("qwen2-tiny", str(root / "random"), seed=0), str(root / "base"), None)
+    a = _perturbed(base, str(root / "a"), seed=1)
+    b = _perturbed(base, str(root / "b"), seed=2)
+    # Weights of `a` with the canary of `b`: what an engine serving stale weights looks like.
+    mismatched = str(root / "mismatched")
+    shutil.copytree(a, mismatched)
+    shutil.copy(f"{b}/{CANARY_FILE}", f"{mismatched}/{CANARY_FILE}")
+    return {"base": base, "a": a, "b": b, "lora": _lora(base, str(root / "lora"), seed=3),
+            "mismatched": mismatched}
+
+
+@pytest.fixture(scope="module")
+def vllm_backend(ckpts):
+    # In-process engine core and eager mode: engine start ~10 s instead of ~90 s here (no
+    # spawned processes re-importing torch/vLLM, no torch.compile); same reload code paths.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        backend = build_backend("vllm", ckpts["base"], max_model_len=256, kv_cache_mb=64, enforce_eager=True)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="module")
+def hf_backend(ckpts):
+    backend = build_backend("hf", ckpts["base"], batch_size=2)  # 2 < len(PROMPTS): padding is exercised
+    yield backend
+    backend.close()
+
+
+@pytest.mark.vllm
+def test_full_reloads_serve_each_checkpoint(vllm_backend, hf_backend, ckpts):
+    outputs = {}
+    for name in ["a", "b", "a", "base"]:  # back and forth, then the base weights again
+        ref = CheckpointRef(ckpts[name] if name != "base" else None)
+        vllm_backend.load(ref)
+        hf_backend.load(ref)
+        got = vllm_backend.generate(PROMPTS, SAMPLING)
+        assert got == hf_backend.generate(PROMPTS, SAMPLING), name
+        assert outputs.setdefault(name, got) == got, f"{name} changed between loads"
+        assert vllm_backend.last_load_seconds < 30
+    assert len({tuple(v) for v in outputs.values()}) == 3  # the checkpoints really differ
+
+
+@pytest.mark.vllm
+def test_lora_request_matches_hf_peft(vllm_backend, hf_backend, ckpts):
+    vllm_backend.load(CheckpointRef(ckpts["a"]))  # a full finetune first: LoRA must apply to the base
+    hf_backend.load(CheckpointRef(None))
+    base_out = hf_backend.generate(PROMPTS, SAMPLING)
+    ref = CheckpointRef(ckpts["lora"], "lora")
+    vllm_backend.load(ref)
+    hf_backend.load(ref)
+    got = vllm_backend.generate(PROMPTS, SAMPLING)
+    assert got == hf_backend.generate(PROMPTS, SAMPLING)
+    assert got != base_out  # the adapter changes the output
+    vllm_backend.load(CheckpointRef(None))
+    assert vllm_backend.generate(PROMPTS, SAMPLING) == base_out
+
+
+@pytest.mark.vllm
+def test_canary_catches_mismatched_weights(vllm_backend, ckpts):
+    vllm_backend.load(CheckpointRef(ckpts["b"]))
+    with pytest.raises(StaleWeightsError, match="canary"):
+        vllm_backend.load(CheckpointRef(ckpts["mismatched"]))
+    vllm_backend.load(CheckpointRef(ckpts["a"]))  # a good checkpoint still loads afterwards
+
+
+@pytest.mark.vllm
+def test_canary_catches_a_skipped_reload(vllm_backend, ckpts, monkeypatch):
+    vllm_backend.load(CheckpointRef(ckpts["a"]))
+    monkeypatch.setattr(vllm_backend, "_reload", lambda path: None)  # the engine ignores the reload
+    with pytest.raises(StaleWeightsError) as err:
+        vllm_backend.load(CheckpointRef(ckpts["b"]))
+    # The message shows that the engine still serves the previous checkpoint.
+    assert float(str(err.value).rsplit(": ", 1)[1]) < vllm_backend.canary_tolerance
+
+
+@pytest.mark.vllm
+def test_canary_noise_is_far_below_tolerance(vllm_backend, ckpts):
+    """The tolerance must separate engine numerics (vLLM vs the HF canary, same weights) from
+    a real checkpoint change."""
+    a, b = read_canary(ckpts["a"]), read_canary(ckpts["b"])
+    vllm_backend.load(CheckpointRef(ckpts["a"]))
+    noise = canary_distance(a.logprobs, vllm_backend.served_logprobs(a.token_ids))
+    assert noise < vllm_backend.canary_tolerance / 100
+    assert canary_distance(a.logprobs, b.logprobs) > 10 * vllm_backend.canary_tolerance
+
+
+def test_hf_backend_canary_catches_mismatched_weights(hf_backend, ckpts):
+    with pytest.raises(StaleWeightsError):
+        hf_backend.load(CheckpointRef(ckpts["mismatched"]))
+    with pytest.raises(FileNotFoundError, match="no canary"):
+        hf_backend.load(CheckpointRef(ckpts["base"]))  # a full checkpoint must carry a canary
+
+
+@pytest.mark.vllm
+def test_runner_same_result_on_both_backends(vllm_backend, hf_backend, ckpts):
+    # GSM8K questions fit the toy models' 256 positions (ChemL3 prompts do not).
+    task = build_task("gsm8k", {"path": "/work/shared/data/gsm8k", "n_eval": 4, "max_tokens": 16})
+    results = []
+    for backend in (vllm_backend, hf_backend):
+        backend.load(CheckpointRef(ckpts["b"]))
+        results.append(evaluate_task(backend, task))
+    v, h = results
+    assert v.samples == h.samples and v.n == 4 and v.task == "gsm8k"
+    assert [sid for sid, _, _ in v.samples] == [ex.id for ex in task.eval_examples()]
+    assert v.accuracy == sum(c for _, c, _ in v.samples) / 4
+    assert set(v.extra) == {"strict_match", "flexible_match"}
+    assert v.scorer_version == task.scorer_version and v.seconds > 0
