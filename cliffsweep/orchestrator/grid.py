@@ -68,7 +68,7 @@ def expand_grid(spec: SweepSpec) -> list[Trial]:
     for m in spec.models:
         for meth in spec.methods:
             for params in expand_params(meth.params):
-                for opt in spec.optimizers:
+                for opt in meth.optimizers or spec.optimizers:
                     for lr in spec.lrs:
                         for ep in spec.epochs:
                             for seed in spec.seeds:

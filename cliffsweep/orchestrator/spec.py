@@ -41,6 +41,8 @@ class MethodSpec(_Strict):
     name: str
     params: dict[str, Any] = {}
     """Method hyperparameters. A list value is a grid axis (wrap a list-valued param in a list)."""
+    optimizers: list[str] | None = None
+    """This method's optimizer axis; None = the sweep's `optimizers`."""
 
 
 class TaskSpec(_Strict):
@@ -192,6 +194,10 @@ def _semantic_problems(data: dict) -> list[str]:
             problems.append(f"methods.{i}.name: unknown method {name!r}; valid: {sorted(METHODS)}")
         elif isinstance(name, str):
             problems += _params_problems(f"methods.{i}", method_class(name), m.get("params"), f"method {name}")
+        mopts = m.get("optimizers")
+        for j, o in enumerate(mopts if isinstance(mopts, list) else []):
+            if isinstance(o, str) and o not in OPTIMIZERS:
+                problems.append(f"methods.{i}.optimizers.{j}: unknown optimizer {o!r}; valid: {sorted(OPTIMIZERS)}")
     opts = data.get("optimizers")
     for i, o in enumerate(opts if isinstance(opts, list) else []):
         if isinstance(o, str) and o not in OPTIMIZERS:
