@@ -21,14 +21,14 @@ WEIGHTS_DIR = Path(__file__).parent / "weights"
 CACHE_DIR = Path(os.environ.get("CLIFFSWEEP_TOY_CACHE", Path.home() / ".cache" / "cliffsweep" / "toy"))
 
 _COMMON = dict(
-    hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4,
+    hidden_size=64, intermediate_size=256, num_hidden_layers=3, num_attention_heads=2,
     max_position_embeddings=MAX_SEQ_LEN, rms_norm_eps=1e-6, tie_word_embeddings=True,
     hidden_act="silu", initializer_range=0.02,
 )
 # name -> (config class name, its kwargs beyond _COMMON)
 ARCHS: dict[str, tuple[str, dict]] = {
-    "qwen2-tiny": ("Qwen2Config", dict(num_key_value_heads=2, rope_theta=10000.0)),  # GQA
-    "llama-tiny": ("LlamaConfig", dict(num_key_value_heads=4, rope_theta=10000.0)),  # MHA
+    "qwen2-tiny": ("Qwen2Config", dict(num_key_value_heads=1, rope_theta=10000.0)),  # GQA
+    "llama-tiny": ("LlamaConfig", dict(num_key_value_heads=2, rope_theta=10000.0)),  # MHA
 }
 assert set(ARCHS) == set(TOY_MODELS), "TOY_MODELS and ARCHS disagree"
 

@@ -1,0 +1,119 @@
+"""The toy world: tokenizer, tasks, packaged base models (fingerprint, vLLM scores, rebuild)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from transformers import AutoTokenizer
+
+from cliffsweep.chat import encode_pair
+from cliffsweep.toy import TOY_MODELS, ensure_model
+from cliffsweep.toy import vocab as V
+from cliffsweep.toy.build import fingerprint
+from cliffsweep.toy.models import WEIGHTS_DIR, random_model
+from cliffsweep.toy.tasks import ToyArith, ToyFacts, world
+from cliffsweep.toy.tokenizer import EOS, build_tokenizer
+
+
+@pytest.fixture(scope="module")
+def hf_tokenizers(tmp_path_factory):
+    """The tokenizer as transformers loads it from each architecture's folder (qwen2 folders
+    go through Qwen2Tokenizer, llama folders through the generic backend)."""
+    root = tmp_path_factory.mktemp("toy")
+    return {n: AutoTokenizer.from_pretrained(random_model(n, str(root / n))) for n in TOY_MODELS}
+
+
+def _task_texts() -> list[str]:
+    arith, facts = ToyArith(), ToyFacts()
+    texts = [t for e in arith.train_examples()[:200] for t in (e.prompt, e.response)]
+    texts += [e.prompt for e in arith.eval_examples()[:50]]
+    texts += [t for e in facts.train_examples() for t in (e.prompt, e.response)]
+    texts += [e.prompt for e in facts.eval_examples()]
+    return texts
+
+
+def test_tokenizer_round_trip_keeps_spaces_and_newlines(hf_tokenizers):
+    texts = _task_texts() + ["two  spaces\n\nblank line\tand tab, unknown wörds 1234 ok?"]
+    for name, tok in hf_tokenizers.items():
+        for text in texts:
+            ids = tok(text, add_special_tokens=False)["input_ids"]
+            assert tok.decode(ids) == text, (name, text)
+            # Both loading paths must agree with the tokenizer we built.
+            assert ids == build_tokenizer().encode(text).ids, (name, text)
+
+
+def test_every_toy_word_is_one_token():
+    tok = build_tokenizer()
+    for word in V.all_words():
+        assert len(tok.encode(word).ids) == 1, word
+        assert len(tok.encode(" " + word).ids) == 1, word
+
+
+def test_chat_template_masks_prompt_and_ends_with_eos(hf_tokenizers):
+    for tok in hf_tokenizers.values():
+        assert tok.eos_token == EOS and tok.pad_token_id is not None
+        ids, labels = encode_pair(tok, "Ann has 3 apples.", "#### 3", 256)
+        response = [i for i, lab in zip(ids, labels) if lab != -100]
+        assert tok.decode(response) == "#### 3" + EOS
+        assert ids[-1] == tok.eos_token_id
+
+
+def test_tasks_are_deterministic_and_seeded():
+    for cls in (ToyArith, ToyFacts):
+        a, b, c = cls(), cls(), cls(cls.Params(seed=1))
+        assert a.train_examples() == b.train_examples() and a.eval_examples() == b.eval_examples()
+        assert a.eval_examples() != c.eval_examples()
+        assert len(a.eval_examples()) == 200
+
+
+def test_learn_eval_asks_the_trained_facts_with_another_phrasing():
+    pretrain, learn = world()
+    assert not {f.entity for f in pretrain} & {f.entity for f in learn}
+    facts = ToyFacts()
+    train_prompts = {e.prompt for e in facts.train_examples()}
+    for e in facts.eval_examples():
+        assert e.prompt not in train_prompts
+        entity = next(f.entity for f in learn if f.entity in e.prompt)
+        assert any(entity in p for p in train_prompts)
+    letters = [e.reference for e in facts.eval_examples()]
+    assert {letters.count(x) for x in "ABCD"} and max(letters.count(x) for x in "ABCD") < 80
+
+
+def test_scorers_on_known_answers():
+    arith = ToyArith()
+    for ex, ev in zip(arith.train_examples()[:20], arith.eval_examples()[:20]):
+        answer = ex.response.rsplit("#### ", 1)[1]
+        assert arith.score(ex.response, answer).correct
+        assert arith.score(ex.response, answer).extra["strict_match"]
+        assert not arith.score(ex.response, str(int(answer) + 1)).correct
+        assert arith.score(f"so #### {ev.reference}", ev.reference).correct
+    facts = ToyFacts()
+    assert facts.score("B", "B").correct and facts.score("B.", "B").correct
+    assert not facts.score("C", "B").correct and not facts.score("", "B").correct
+
+
+def test_packaged_weights_match_manifest():
+    manifest = json.loads((WEIGHTS_DIR / "manifest.json").read_text())
+    assert set(manifest) == set(TOY_MODELS)
+    for name in TOY_MODELS:
+        folder = ensure_model(name)
+        assert folder == str(WEIGHTS_DIR / name)
+        assert fingerprint(folder) == manifest[name]["sha256"], name
+
+
+@pytest.mark.slow
+def test_rebuild_reproduces_packaged_weights(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from cliffsweep.toy.build import build_model
+
+    manifest = json.loads((WEIGHTS_DIR / "manifest.json").read_text())
+    name = "qwen2-tiny"
+    out = build_model(name, str(tmp_path / name), manifest[name]["seed"], manifest[name]["steps"])
+    new, old = load_file(f"{out}/model.safetensors"), load_file(f"{WEIGHTS_DIR / name}/model.safetensors")
+    assert new.keys() == old.keys()
+    diff = max((new[k] - old[k]).abs().max().item() for k in new)
+    assert diff < 1e-4, diff
+    assert not torch.equal(new[next(iter(new))], torch.zeros_like(new[next(iter(new))]))
