@@ -95,8 +95,9 @@ def test_resume_runs_nothing_and_duplicates_nothing(swept):
     run_sweep(spec)
     after_t, after_e = store.read("trials"), store.read("evals")
     assert len(after_e) == len(before_e)
-    assert (after_e.sort_values(["trial_id", "step", "task", "metric"])["evaluated_at"].values
-            == before_e.sort_values(["trial_id", "step", "task", "metric"])["evaluated_at"].values).all()
+    order = ["trial_id", "step", "task", "metric"]
+    assert (after_e.sort_values(order)["evaluated_at"].tolist()
+            == before_e.sort_values(order)["evaluated_at"].tolist())
     assert after_t.set_index("trial_id")["status"].to_dict() == before_t.set_index("trial_id")["status"].to_dict()
 
 

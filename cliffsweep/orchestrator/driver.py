@@ -250,11 +250,22 @@ def _error_text(trial) -> str:
     return str(getattr(trial, "error_msg", None) or "trial failed (no error text captured)")
 
 
+# Tune pickles its callbacks with the experiment state; the live objects (store, Ray refs,
+# the terminal) stay here and the callback carries only its key.
+_LIVE: dict[int, tuple] = {}
+
+
 def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
     from ray import tune
 
+    key = id(run)
+    _LIVE[key] = (run, tracker, progress, tick)
+
     class SweepCallback(tune.Callback):
         """Tune events -> trial rows, eval dispatch, progress."""
+
+        def __reduce__(self):
+            return (_callback_from_key, (key,))
 
         def on_step_begin(self, iteration, trials, **info):
             tick()
@@ -300,3 +311,7 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
             self._finish(tid, TrialStatus.FAILED, error=_error_text(trial))
 
     return SweepCallback()
+
+
+def _callback_from_key(key: int):
+    return _callback(*_LIVE[key])
