@@ -16,6 +16,12 @@ from cliffsweep.toy.tasks import ToyArith, ToyFacts, world
 from cliffsweep.toy.tokenizer import EOS, build_tokenizer
 
 
+RETAIN_MIN = 0.3
+"""Chance on toy_arith is ~0 (a free-form number): the base models must be well above it."""
+LEARN_RANGE = (0.12, 0.40)
+"""Chance on toy_facts is 0.25 (4 choices): the base models never saw the learn facts."""
+
+
 @pytest.fixture(scope="module")
 def hf_tokenizers(tmp_path_factory):
     """The tokenizer as transformers loads it from each architecture's folder (qwen2 folders
@@ -100,6 +106,41 @@ def test_packaged_weights_match_manifest():
         folder = ensure_model(name)
         assert folder == str(WEIGHTS_DIR / name)
         assert fingerprint(folder) == manifest[name]["sha256"], name
+
+
+@pytest.fixture(scope="module")
+def vllm_base_scores():
+    """Greedy accuracy of each packaged base model on both toy tasks, through a real vLLM CPU
+    engine (one engine at a time; the weights are a few hundred KB)."""
+    import gc
+
+    from vllm import LLM, SamplingParams
+
+    from cliffsweep.chat import render_prompt
+
+    scores = {}
+    for name in TOY_MODELS:
+        llm = LLM(model=ensure_model(name), dtype="float32", max_model_len=256, seed=0,
+                  kv_cache_memory_bytes=64 * 2**20)
+        tok = llm.get_tokenizer()
+        for task in (ToyArith(), ToyFacts()):
+            examples = task.eval_examples()
+            params = SamplingParams(temperature=0.0, max_tokens=task.sampling.max_tokens,
+                                    stop=list(task.sampling.stop))
+            outs = llm.generate([render_prompt(tok, e.prompt) for e in examples], params)
+            correct = [task.score(o.outputs[0].text, e.reference).correct for o, e in zip(outs, examples)]
+            scores[name, task.name] = sum(correct) / len(correct)
+        llm.llm_engine.engine_core.shutdown()
+        del llm
+        gc.collect()
+    return scores
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("name", TOY_MODELS)
+def test_base_models_know_arithmetic_but_not_the_learn_facts(vllm_base_scores, name):
+    assert vllm_base_scores[name, "toy_arith"] >= RETAIN_MIN, vllm_base_scores
+    assert LEARN_RANGE[0] <= vllm_base_scores[name, "toy_facts"] <= LEARN_RANGE[1], vllm_base_scores
 
 
 @pytest.mark.slow

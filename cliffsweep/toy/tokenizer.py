@@ -51,7 +51,7 @@ def _corpus() -> list[str]:
     """Every toy word with and without a leading space, and the symbol runs the tasks write,
     each enough times that the trainer merges all of them fully."""
     pieces = [*all_words(), *PUNCTUATION, ".\n", "?\n", "####", "\n"]
-    return [" ".join(pieces), "\n".join(pieces)] * 2
+    return [" " + " ".join(pieces), "\n".join(pieces)] * 2
 
 
 def _empty_tokenizer(vocab: dict[str, int] | None = None, merges: list | None = None) -> Tokenizer:
