@@ -110,8 +110,38 @@ def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool) -> None:
     if spec.ray_address:
         ray.init(address=spec.ray_address, runtime_env=env, log_to_driver=verbose)
     else:
-        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+        ray.init(num_cpus=num_cpus or local_cpus(spec), include_dashboard=False,
                  runtime_env=env, log_to_driver=verbose)
+
+
+def local_cpus(spec: SweepSpec) -> int:
+    """Logical CPUs of a local cluster: the machine's cores for training, plus the evaluators'
+    reservation on top. Evaluators sit idle between checkpoints, so reserving whole cores for
+    them would leave a small machine no room to train."""
+    import math
+
+    e = spec.eval
+    return (os.cpu_count() or 1) + math.ceil(e.cpus_per_evaluator * e.evaluators_per_model * len(spec.models))
+
+
+def check_capacity(spec: SweepSpec, total_cpus: float, total_gpus: float) -> None:
+    """Fail fast, with numbers, when a trial can never be scheduled (Ray would wait forever)."""
+    e, r = spec.eval, spec.resources
+    eval_cpus = e.cpus_per_evaluator * e.evaluators_per_model * len(spec.models)
+    eval_gpus = e.gpus_per_evaluator * e.evaluators_per_model * len(spec.models)
+    need_cpus = r.cpus_per_worker * r.workers_per_trial + 0.01
+    need_gpus = r.gpus_per_worker * r.workers_per_trial
+    problems = []
+    if eval_cpus + need_cpus > total_cpus:
+        problems.append(f"CPU: evaluators take {eval_cpus:g} and one trial needs {need_cpus:g}, "
+                        f"but the cluster has {total_cpus:g}")
+    if eval_gpus + need_gpus > total_gpus:
+        problems.append(f"GPU: evaluators take {eval_gpus:g} and one trial needs {need_gpus:g}, "
+                        f"but the cluster has {total_gpus:g}")
+    if problems:
+        raise RuntimeError("the sweep cannot be scheduled on this cluster: " + "; ".join(problems)
+                           + " (lower resources.* / eval.*, or add nodes: an autoscaling cluster "
+                           "grows only up to its max_workers)")
 
 
 def ensure_stats(run: SweepRun, todo: list[Trial]) -> dict[str, str | None]:
@@ -185,6 +215,8 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
 
     init_ray(spec, num_cpus, verbose)
     total_cpus = ray.cluster_resources().get("CPU", 1)
+    if not spec.ray_address:  # an autoscaling cluster grows on demand; a local one cannot
+        check_capacity(spec, total_cpus, ray.cluster_resources().get("GPU", 0))
     n_eval_cpus = spec.eval.cpus_per_evaluator * spec.eval.evaluators_per_model * len(spec.models)
     r = spec.resources
     concurrency = r.max_concurrent_trials or default_concurrency(

@@ -129,7 +129,8 @@ def start_pool(models: dict[str, tuple[str, str]], spec, store_uri: str, backend
 
         ranks = [p.get("rank", 16) for m in spec.methods if m.name == "lora" for p in expand_params(m.params)]
         options = {"kv_cache_mb": e.kv_cache_mb, "max_model_len": e.max_model_len,
-                   "enable_lora": bool(ranks), "max_lora_rank": max(ranks, default=16)}
+                   "enable_lora": bool(ranks), "max_lora_rank": max(ranks, default=16),
+                   "enforce_eager": e.enforce_eager if e.enforce_eager is not None else e.gpus_per_evaluator == 0}
     env = {"OMP_NUM_THREADS": str(max(1, int(e.cpus_per_evaluator) or 1)),
            "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "nobind")}
     actor_cls = ray.remote(Evaluator).options(

@@ -87,6 +87,10 @@ class EvalSpec(_Strict):
     kv_cache_mb: int = Field(64, ge=1)
     """vLLM KV-cache size per engine (CPU needs it set, or vLLM claims most of the RAM)."""
     max_model_len: int = Field(1024, ge=16)
+    """Context of the engine; at most the model's own (the toy models: 256)."""
+    enforce_eager: bool | None = None
+    """vLLM without compilation/graph capture. None = on when evaluators have no GPU (on CPU
+    it cuts engine start several-fold, see docs/evals.md)."""
 
 
 class ResourcesSpec(_Strict):
