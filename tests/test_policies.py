@@ -47,3 +47,16 @@ def test_lifecycle():
     assert default_concurrency(2, 1, 1.0) == 1 and default_concurrency(16, 2, 2) == 7
     assert default_concurrency(1, 4, 0) == 1
     assert math.isclose(lr_multiplier(0, 1, 0, 0, 0.1), 1.0)
+
+
+def test_capacity_check_names_the_shortfall():
+    from cliffsweep.orchestrator.driver import check_capacity, local_cpus
+    from cliffsweep.orchestrator.spec import default_spec_path, load_spec
+
+    spec = load_spec(default_spec_path())
+    check_capacity(spec, local_cpus(spec), 0)  # the default sweep fits any local machine
+    with pytest.raises(RuntimeError, match="CPU: evaluators take 1 and one trial needs 1.01, but the cluster has 2"):
+        check_capacity(spec, 2, 0)
+    gpu = spec.model_copy(update={"resources": spec.resources.model_copy(update={"gpus_per_worker": 1.0})})
+    with pytest.raises(RuntimeError, match="GPU: .* the cluster has 0"):
+        check_capacity(gpu, 8, 0)
