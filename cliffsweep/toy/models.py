@@ -66,8 +66,7 @@ def save_folder(model, out_dir: str | Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     save_tokenizer(out, MAX_SEQ_LEN)
-    gen = {"eos_token_id": token_id(EOS), "pad_token_id": token_id(PAD), "do_sample": False,
-           "max_length": MAX_SEQ_LEN}
+    gen = {"eos_token_id": token_id(EOS), "pad_token_id": token_id(PAD), "do_sample": False}
     (out / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
     return str(out)
 
