@@ -28,9 +28,18 @@ from cliffsweep.orchestrator.spec import SweepSpec
 from cliffsweep.orchestrator.stats import compute_stats, stats_key, stats_relpath
 from cliffsweep.orchestrator.store import Store
 
-# Ray Train V2 polls its workers every 2 s by default; on short toy trials that alone adds
-# seconds per report and per trial end.
-RAY_ENV = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2", "TOKENIZERS_PARALLELISM": "false"}
+# Per-trial overhead is a first-class cost (docs/benchmarks.md). Ray Train V2 polls its workers
+# every 2 s by default, which adds seconds per report and per trial end on short trials; its
+# metrics and structured-logging callbacks cost CPU in every controller and worker.
+RAY_ENV = {
+    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
+    "RAY_TRAIN_METRICS_ENABLED": "0",
+    "RAY_TRAIN_ENABLE_CONTROLLER_STRUCTURED_LOGGING": "0",
+    "RAY_TRAIN_ENABLE_WORKER_STRUCTURED_LOGGING": "0",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+# A local cluster has no preemptible nodes: skip the per-trial preemption-watcher actor.
+LOCAL_RAY_ENV = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
 
 
 def _now() -> datetime:
@@ -110,6 +119,7 @@ def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool) -> None:
     if spec.ray_address:
         ray.init(address=spec.ray_address, runtime_env=env, log_to_driver=verbose)
     else:
+        env["env_vars"].update(LOCAL_RAY_ENV)
         ray.init(num_cpus=num_cpus or local_cpus(spec), include_dashboard=False,
                  runtime_env=env, log_to_driver=verbose)
 
@@ -249,7 +259,7 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
             tuner = tune.Tuner(
                 tune.with_resources(_trial_fn(), {"CPU": 0.01}),
                 param_space={"cfg": tune.grid_search([run.trial_config(t, stats[t.trial_id]) for t in todo])},
-                tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=False),
+                tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=True),
                 run_config=tune.RunConfig(
                     storage_path=_abs_uri(store.uri).rstrip("/") + "/_tune",
                     name=f"run-{int(time.time())}",
