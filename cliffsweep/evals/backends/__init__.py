@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-
+from cliffsweep.registry import lookup
 from cliffsweep.evals.backends.base import Backend, CheckpointRef, StaleWeightsError, CANARY_FILE
 
 BACKENDS: dict[str, str] = {
@@ -13,10 +12,7 @@ BACKENDS: dict[str, str] = {
 
 
 def build_backend(name: str, base_path: str, **options) -> Backend:
-    if name not in BACKENDS:
-        raise KeyError(f"unknown eval backend {name!r}; valid: {sorted(BACKENDS)}")
-    module, cls = BACKENDS[name].split(":")
-    return getattr(importlib.import_module(module), cls)(base_path, **options)
+    return lookup(BACKENDS, name, "eval backend")(base_path, **options)
 
 
 __all__ = ["BACKENDS", "build_backend", "Backend", "CheckpointRef", "StaleWeightsError", "CANARY_FILE"]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-
+from cliffsweep.registry import lookup
 from cliffsweep.evals.tasks.base import EvalExample, Example, Sampling, Score, Task, TaskParams
 
 # name -> "module:Class"; imported lazily so that listing names costs nothing.
@@ -16,10 +15,7 @@ TASKS: dict[str, str] = {
 
 
 def task_class(name: str) -> type[Task]:
-    if name not in TASKS:
-        raise KeyError(f"unknown task {name!r}; valid: {sorted(TASKS)}")
-    module, cls = TASKS[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return lookup(TASKS, name, "task")
 
 
 def build_task(name: str, params: dict | None = None) -> Task:

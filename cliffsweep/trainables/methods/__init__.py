@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+from cliffsweep.registry import lookup
 
 from cliffsweep.trainables.methods.base import Method, MethodParams
 
@@ -27,10 +27,7 @@ METHODS: dict[str, str] = {
 
 
 def method_class(name: str) -> type[Method]:
-    if name not in METHODS:
-        raise KeyError(f"unknown method {name!r}; valid: {sorted(METHODS)}")
-    module, cls = METHODS[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return lookup(METHODS, name, "method")
 
 
 def build_method(name: str, params: dict | None = None) -> Method:

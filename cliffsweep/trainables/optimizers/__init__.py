@@ -5,10 +5,11 @@ Every builder returns a torch optimizer whose param groups all follow the recipe
 
 from __future__ import annotations
 
-import importlib
 from typing import Callable
 
 import torch
+
+from cliffsweep.registry import lookup
 
 OPTIMIZERS: dict[str, str] = {
     "adamw": "cliffsweep.trainables.optimizers.adamw:build",
@@ -18,8 +19,5 @@ OPTIMIZERS: dict[str, str] = {
 
 
 def build_optimizer(name: str, model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    if name not in OPTIMIZERS:
-        raise KeyError(f"unknown optimizer {name!r}; valid: {sorted(OPTIMIZERS)}")
-    module, fn = OPTIMIZERS[name].split(":")
-    builder: Callable = getattr(importlib.import_module(module), fn)
+    builder: Callable = lookup(OPTIMIZERS, name, "optimizer")
     return builder(model, lr=lr, weight_decay=weight_decay)
