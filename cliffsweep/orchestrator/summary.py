@@ -18,10 +18,13 @@ def final_points(store: Store) -> pd.DataFrame:
     # first task of each role = primary (the learn task; the first retain task)
     primary = ev.groupby("role")["task"].first()
     ev = ev[ev.apply(lambda r: r["task"] == primary[r["role"]], axis=1)]
-    last = ev.loc[ev.groupby(["trial_id", "role"])["step"].idxmax()]
-    wide = last.pivot_table(index=["model", "series", "epochs", "lr", "trial_id", "step"],
-                            columns="role", values="value").reset_index()
+    wide = ev.pivot_table(index=["model", "series", "epochs", "lr", "trial_id", "step"],
+                          columns="role", values="value").reset_index()
     wide.columns.name = None
+    # the last step of each trial with every role evaluated (a checkpoint still being scored
+    # has only some of its tasks in the store)
+    complete = wide.dropna(subset=[c for c in ("learn", "retain") if c in wide.columns])
+    wide = complete.loc[complete.groupby("trial_id")["step"].idxmax()]
     base = wide[wide["series"] == "base"]
     rest = wide[wide["series"] != "base"]
     rows = [rest]
