@@ -81,7 +81,8 @@ def test_learn_eval_asks_the_trained_facts_with_another_phrasing():
     for e in facts.eval_examples():
         assert e.prompt not in train_prompts
         entity = next(f.entity for f in learn if f.entity in e.prompt)
-        assert any(entity in p for p in train_prompts)
+        # ' Zorpim' and 'Zorpim' are different tokens: eval must use the one SFT trains.
+        assert f" {entity}" in e.prompt and any(f" {entity}" in p for p in train_prompts)
     letters = [e.reference for e in facts.eval_examples()]
     assert {letters.count(x) for x in "ABCD"} and max(letters.count(x) for x in "ABCD") < 80
 

@@ -31,7 +31,7 @@ STEPS = 1000
 BATCH = 32
 PEAK_LR = 5e-3
 WARMUP = 50
-FACT_FRACTION = 0.25
+FACT_FRACTION = 0.3
 """Share of pretraining rows that are MCQs on pretrain facts (the rest: arithmetic)."""
 THREADS = 1
 """One thread: on 2 shared cores, two threads spin against each other (4x the CPU per step)."""
@@ -51,7 +51,7 @@ def pretrain_rows(tokenizer, seed: int, n: int) -> list[tuple[list[int], list[in
     rows = []
     for _ in range(n):
         if rng.random() < FACT_FRACTION:
-            prompt, answer = mcq(rng, rng.choice(facts), rng.randrange(3))
+            prompt, answer = mcq(rng.choice(facts), rng.randrange(3))
         else:
             prompt, answer, _ = arith_problem(rng)
         rows.append(encode_pair(tokenizer, prompt, answer, MAX_SEQ_LEN))
@@ -136,11 +136,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=STEPS)
     args = ap.parse_args(argv)
     manifest_path = Path(args.out) / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     for name in args.model or TOY_MODELS:
         folder = build_model(name, str(Path(args.out) / name), args.seed, args.steps)
+        # Re-read just before writing: builds of other models may run beside this one.
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
         manifest[name] = {"sha256": fingerprint(folder), "seed": args.seed, "steps": args.steps}
-    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,10 @@
 Both toy models use SwiGLU MLPs (gate/up/down) and multi-head attention with q/k/v/o
 projections, exactly like the real backbones, so SIB, LoRA and every other method apply
 unchanged. head_dim = 32 is one of the head sizes vLLM's CPU attention supports.
+
+Embeddings are untied (our choice): with tied embeddings, pretraining pushed every token that
+never occurs in it (the learn entities) to one shared direction (cosine 0.998), so SFT could
+not tell the learn facts apart. Untied, an unseen token keeps its distinct random embedding.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ CACHE_DIR = Path(os.environ.get("CLIFFSWEEP_TOY_CACHE", Path.home() / ".cache" /
 
 _COMMON = dict(
     hidden_size=64, intermediate_size=256, num_hidden_layers=3, num_attention_heads=2,
-    max_position_embeddings=MAX_SEQ_LEN, rms_norm_eps=1e-6, tie_word_embeddings=True,
+    max_position_embeddings=MAX_SEQ_LEN, rms_norm_eps=1e-6, tie_word_embeddings=False,
     hidden_act="silu", initializer_range=0.02,
 )
 # name -> (config class name, its kwargs beyond _COMMON)

@@ -3,14 +3,13 @@
 toy_arith: multi-step arithmetic word problems; the reference solution writes one equation per
 line and ends with '#### N', scored exactly like GSM8K (`gsm8k_score`).
 
-toy_facts: 4-choice questions (letters A-D) about fictional entities ('Zor Pim') and four
+toy_facts: 4-choice questions (letters A-D) about fictional entities ('Zorpim') and four
 relations (hat color, food, pet, job). The *world* (which entity has which value, and which
 entities are pretraining facts vs learn facts) is fixed by WORLD_SEED, because the packaged
 base models were pretrained on it: the base models saw the MCQ format only on PRETRAIN
 entities, so on LEARN entities they answer with a letter but at chance. The learn train split
-asks each learn fact with phrasings 0 and 1; the eval split asks the same facts with phrasing 2,
-other distractors and another choice order, so SFT on the train split really has to learn the
-fact (not a letter position) to raise eval accuracy.
+asks each learn fact with phrasings 0 and 1; the eval split asks the same facts with phrasing 2
+(a question form SFT never shows for learn entities), so SFT has to learn the fact.
 """
 
 from __future__ import annotations
@@ -110,7 +109,7 @@ class Fact:
 def world() -> tuple[list[Fact], list[Fact]]:
     """(pretrain facts, learn facts): disjoint entities, fixed by WORLD_SEED."""
     rng = random.Random(WORLD_SEED)
-    entities = [f"{a} {b}" for a in V.SYLLABLES for b in V.SYLLABLES if a != b]
+    entities = list(V.ENTITIES)
     rng.shuffle(entities)
     facts = [[Fact(e, r, rng.choice(vals)) for r, vals in V.RELATIONS.items()] for e in entities]
     learn = [f for fs in facts[:N_LEARN_ENTITIES] for f in fs]
@@ -118,11 +117,13 @@ def world() -> tuple[list[Fact], list[Fact]]:
     return pretrain, learn
 
 
-def mcq(rng: random.Random, fact: Fact, phrasing: int) -> tuple[str, str]:
-    """(prompt, correct letter): the question, 3 random distractors, shuffled choices."""
-    others = [v for v in V.RELATIONS[fact.relation] if v != fact.value]
-    choices = [fact.value, *rng.sample(others, 3)]
-    rng.shuffle(choices)
+def mcq(fact: Fact, phrasing: int) -> tuple[str, str]:
+    """(prompt, correct letter). The choices are the relation's four values in a fixed order:
+    our choice, because the 0.25 M toy models never learned an in-context look-up of a
+    shuffled choice list (letter-only answers, 'C. owl', 'owl (C)' and 'owl C' layouts with
+    random distractors all stayed at chance after SFT). With a fixed order the letter *is*
+    the fact, so SFT must learn the fact; the eval split still asks it with another phrasing."""
+    choices = V.RELATIONS[fact.relation]
     question = V.QUESTIONS[fact.relation][phrasing].format(e=fact.entity)
     lines = [question] + [f"{L}. {c}" for L, c in zip(V.MCQ_LETTERS, choices)] + [V.MCQ_INSTRUCTION]
     return "\n".join(lines), V.MCQ_LETTERS[choices.index(fact.value)]
@@ -145,7 +146,7 @@ class ToyFacts(Task):
         rows = []
         for i, fact in enumerate(world()[1]):
             for p in TRAIN_PHRASINGS:
-                prompt, letter = mcq(rng, fact, p)
+                prompt, letter = mcq(fact, p)
                 rows.append(Example(f"toy_facts-train-{i}-{p}", prompt, letter))
         rng.shuffle(rows)
         return rows[: self.params.n_train] if self.params.n_train else rows
@@ -157,7 +158,7 @@ class ToyFacts(Task):
         rng.shuffle(order)
         rows = []
         for i in order[: self.params.n_eval]:
-            prompt, letter = mcq(rng, facts[i], EVAL_PHRASING)
+            prompt, letter = mcq(facts[i], EVAL_PHRASING)
             rows.append(EvalExample(f"toy_facts-eval-{i}", prompt, letter))
         return rows
 

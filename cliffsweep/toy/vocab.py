@@ -44,24 +44,28 @@ ARITH_WORDS = ("Then", "then", "After", "that", "Next", "he", "she", "He", "She"
 # --- toy_facts (ChemL3-like learn task) and the MCQ pretraining facts ----------------------
 SYLLABLES = ("Zor", "Pim", "Kel", "Vax", "Dru", "Mol", "Tez", "Quin", "Rab", "Fen", "Lox",
              "Gri", "Yun", "Sab", "Wex", "Hol")
-"""A fictional entity is a pair of syllables ('Zor Pim'): every token is seen in pretraining,
-the pairs of the learn split never are."""
+ENTITIES = tuple(a + b.lower() for a in SYLLABLES for b in SYLLABLES if a != b)
+"""Fictional entities ('Zorpim'), one token each: the learn entities' tokens never occur in
+pretraining, so SFT can store a fact in an entity's embedding quickly (a two-token name made
+the 0.25 M models learn nothing in 100 SFT steps)."""
 
 RELATIONS: dict[str, tuple[str, ...]] = {
-    "color": ("red", "blue", "green", "yellow", "purple", "orange", "white", "black"),
-    "food": ("bread", "rice", "soup", "fish", "cheese", "beans", "honey", "plums"),
-    "pet": ("cat", "dog", "owl", "goat", "frog", "horse", "snake", "duck"),
-    "job": ("baker", "farmer", "singer", "pilot", "doctor", "tailor", "miner", "painter"),
+    "color": ("red", "blue", "green", "yellow"),
+    "food": ("bread", "rice", "soup", "fish"),
+    "pet": ("cat", "dog", "owl", "goat"),
+    "job": ("baker", "farmer", "singer", "pilot"),
 }
+"""Four values per relation, listed as choices A-D in this order in every question."""
+# The entity never opens a question: ' Zorpim' and 'Zorpim' are different tokens.
 QUESTIONS: dict[str, tuple[str, ...]] = {
     "color": ("What color is the hat of {e}?", "Which color does {e} always wear?",
               "The hat of {e} has which color?"),
     "food": ("What does {e} like to eat?", "Which food is the favorite of {e}?",
-             "{e} eats which food every day?"),
+             "Every day, {e} eats which food?"),
     "pet": ("Which animal does {e} keep as a pet?", "What pet does {e} have?",
-            "{e} lives with which animal?"),
+            "At home, {e} lives with which animal?"),
     "job": ("What is the job of {e}?", "What does {e} work as?",
-            "{e} earns money as which worker?"),
+            "For money, {e} works as which worker?"),
 }
 MCQ_LETTERS = ("A", "B", "C", "D")
 MCQ_INSTRUCTION = "Answer with a single letter."
@@ -74,7 +78,7 @@ def all_words() -> list[str]:
     import re
 
     texts = [*NAMES_SHE, *NAMES_HE, *OBJECTS, *CONTAINERS, ARITH_START, *ARITH_ADD, *ARITH_SUB,
-             *ARITH_MUL, *ARITH_QUESTION, *ARITH_WORDS, *SYLLABLES, MCQ_INSTRUCTION,
+             *ARITH_MUL, *ARITH_QUESTION, *ARITH_WORDS, *ENTITIES, MCQ_INSTRUCTION,
              *MCQ_LETTERS]
     for values in RELATIONS.values():
         texts += values
