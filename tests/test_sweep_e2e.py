@@ -105,7 +105,11 @@ def test_status_and_analyze_on_the_real_store(swept, tmp_path):
     _, store = swept
     r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "status", store.uri], capture_output=True, text=True)
     assert r.returncode == 0 and "done 2" in r.stdout and "diverged 2" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "analyze", store.uri, "--out", str(tmp_path / "rep"),
-                        "--n-boot", "20"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert (tmp_path / "rep" / "frontiers.parquet").exists() and (tmp_path / "rep" / "report.html").exists()
+    from test_analysis_e2e import analyze_and_check, colored_pixels, screenshot
+
+    out = str(tmp_path / "rep")
+    table = analyze_and_check(store.uri, out, n_boot=20)
+    assert {"sft", "lora(rank=8)"} <= set(table["series"])
+    shot = str(tmp_path / "report.png")
+    screenshot(f"{out}/report.html", shot)  # the real store's report, rendered in Chromium
+    assert colored_pixels(shot) > 2000
