@@ -134,6 +134,7 @@ def vllm_base_scores():
         llm.llm_engine.engine_core.shutdown()
         del llm
         gc.collect()
+    print("vLLM base scores:", scores)
     return scores
 
 

@@ -1,4 +1,4 @@
-"""Trade-off check of a toy model: `python -m cliffsweep.toy.check --model qwen2-tiny --lr 1e-3 3e-3`.
+"""Trade-off check of a toy model: `python -m cliffsweep.toy.check --model qwen2-tiny [--lr 3e-4 1e-3]`.
 
 Base accuracy on toy_arith (retain) and toy_facts (learn), then plain SFT on the learn train
 split at each lr (AdamW, weight decay 0.01, response-only loss, batch 16, linear warmup then
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", choices=TOY_MODELS, default="qwen2-tiny")
     ap.add_argument("--folder", help="model folder (default: the packaged toy model)")
-    ap.add_argument("--lr", type=float, nargs="*", default=[1e-3, 3e-3, 1e-2])
+    ap.add_argument("--lr", type=float, nargs="*", default=[3e-4, 1e-3, 3e-3, 1e-2])
     ap.add_argument("--epochs", type=int, default=4)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
