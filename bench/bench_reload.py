@@ -1,6 +1,6 @@
 """Evaluator weight reload (+ canary check) vs a full vLLM engine restart, for one checkpoint.
 
-    .venv/bin/python bench/bench_reload.py [--model qwen2-tiny] [--reps 5] [--enforce-eager]
+    .venv/bin/python bench/bench_reload.py [--model qwen2-tiny] [--reps 5] [--enforce-eager] [--in-process]
 
 The checkpoint is the toy model's random weights plus noise, saved with its canary. "reload"
 = VLLMBackend.load(): in-place weight reload, prefix-cache reset, canary check. "restart" =
@@ -40,7 +40,13 @@ def main() -> None:
     ap.add_argument("--model", default="qwen2-tiny")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--enforce-eager", action="store_true", help="skip torch.compile in the engine")
+    ap.add_argument("--in-process", action="store_true",
+                    help="engine core in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0), as CPU evaluators run it")
     args = ap.parse_args()
+    if args.in_process:
+        import os
+
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 
     from cliffsweep.evals.backends.base import CheckpointRef
     from cliffsweep.evals.backends.vllm_backend import VLLMBackend
@@ -72,7 +78,8 @@ def main() -> None:
     fresh.close()
 
     reload = statistics.median(reloads)
-    print(f"model {args.model}, enforce_eager={args.enforce_eager}, first engine start {first_start:.1f} s")
+    print(f"model {args.model}, enforce_eager={args.enforce_eager}, in_process={args.in_process}, "
+          f"first engine start {first_start:.1f} s")
     print(f"{'weight reload + canary (median of ' + str(args.reps) + ')':<42}{reload:10.3f} s")
     print(f"{'full engine restart + canary':<42}{restart:10.3f} s")
     print(f"{'ratio restart / reload':<42}{restart / reload:10.0f} x")

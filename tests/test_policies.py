@@ -60,3 +60,17 @@ def test_capacity_check_names_the_shortfall():
     gpu = spec.model_copy(update={"resources": spec.resources.model_copy(update={"gpus_per_worker": 1.0})})
     with pytest.raises(RuntimeError, match="GPU: .* the cluster has 0"):
         check_capacity(gpu, 8, 0)
+
+
+def test_cpu_evaluators_run_the_vllm_engine_in_process():
+    """On CPU the engine core and its worker spin-wait on each other (docs/benchmarks.md), so a
+    CPU evaluator keeps vLLM in its own process; a GPU evaluator keeps vLLM's default."""
+    from cliffsweep.orchestrator.pool import evaluator_env
+    from cliffsweep.orchestrator.spec import EvalSpec
+
+    assert evaluator_env(EvalSpec(), "vllm")["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in evaluator_env(EvalSpec(gpus_per_evaluator=1), "vllm")
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in evaluator_env(EvalSpec(engine_in_process=False), "vllm")
+    assert evaluator_env(EvalSpec(gpus_per_evaluator=1, engine_in_process=True), "vllm")[
+        "VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in evaluator_env(EvalSpec(), "hf")

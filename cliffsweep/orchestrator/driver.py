@@ -29,10 +29,11 @@ from cliffsweep.orchestrator.stats import compute_stats, stats_key, stats_relpat
 from cliffsweep.orchestrator.store import Store
 
 # Per-trial overhead is a first-class cost (docs/benchmarks.md). Ray Train V2 polls its workers
-# every 2 s by default, which adds seconds per report and per trial end on short trials; its
-# metrics and structured-logging callbacks cost CPU in every controller and worker.
+# every 2 s by default, which adds up to 2 s per report and per trial end; 1 s halves that (0.2 s
+# was tried: controller CPU per trial was the same within noise, ~7 s, dominated by imports).
+# Its metrics and structured-logging callbacks cost CPU in every controller and worker.
 RAY_ENV = {
-    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.2",
+    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1.0",
     "RAY_TRAIN_METRICS_ENABLED": "0",
     "RAY_TRAIN_ENABLE_CONTROLLER_STRUCTURED_LOGGING": "0",
     "RAY_TRAIN_ENABLE_WORKER_STRUCTURED_LOGGING": "0",
@@ -70,13 +71,20 @@ class SweepRun:
         self.attempts: dict[str, int] = {}
         self.started: dict[str, datetime] = {}
         self.last: dict[str, dict] = {}
+        self.last_at: dict[str, datetime] = {}
 
     # --- trial rows ---------------------------------------------------------------------------
     def record(self, tid: str, status: TrialStatus, **extra: Any) -> None:
         t = self.by_id[tid]
         last = self.last.get(tid, {})
+        started = self.started.get(tid)
+        timing: dict[str, Any] = {}
+        if started and last.get("loop_started_at"):
+            timing["setup_seconds"] = last["loop_started_at"] - started.timestamp()
+        if extra.get("finished_at") and tid in self.last_at:
+            timing["teardown_seconds"] = (extra["finished_at"] - self.last_at[tid]).total_seconds()
         self.store.write("trials", tid, [trial_row(
-            t, status, attempt=self.attempts.get(tid, 0), started_at=self.started.get(tid),
+            t, status, attempt=self.attempts.get(tid, 0), started_at=started, **timing,
             steps=last.get("step"), final_loss=last.get("loss"), train_seconds=last.get("train_seconds"),
             config=json.dumps(self.trial_config(t, None)["train"], sort_keys=True, default=str), **extra)])
 
@@ -120,8 +128,11 @@ def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool) -> None:
         ray.init(address=spec.ray_address, runtime_env=env, log_to_driver=verbose)
     else:
         env["env_vars"].update(LOCAL_RAY_ENV)
+        # No metrics collection: every Ray process records and exports metrics that nothing
+        # reads on a local cluster (the store holds the sweep's own timings).
         ray.init(num_cpus=num_cpus or local_cpus(spec), include_dashboard=False,
-                 runtime_env=env, log_to_driver=verbose)
+                 runtime_env=env, log_to_driver=verbose,
+                 _system_config={"enable_metrics_collection": False})
 
 
 def local_cpus(spec: SweepSpec) -> int:
@@ -322,6 +333,7 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
         def on_trial_result(self, iteration, trials, trial, result, **info):
             tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
             run.last[tid] = result
+            run.last_at[tid] = _now()
             if result.get("checkpoint_path"):
                 t = run.by_id[tid]
                 tracker.submit(run.eval_request(t, int(result["step"]), float(result["epoch"]),

@@ -115,6 +115,16 @@ class Evaluator:
         self.backend.close()
 
 
+def evaluator_env(e, backend: str) -> dict[str, str]:
+    """Environment of an evaluator actor (e: the spec's EvalSpec)."""
+    env = {"OMP_NUM_THREADS": str(max(1, int(e.cpus_per_evaluator) or 1)),
+           "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "nobind")}
+    in_process = e.engine_in_process if e.engine_in_process is not None else e.gpus_per_evaluator == 0
+    if backend == "vllm" and in_process:
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    return env
+
+
 def start_pool(models: dict[str, tuple[str, str]], spec, store_uri: str, backend: str) -> dict[str, list]:
     """One or more evaluator actors per model label: {label: [actor, ...]}. Creation is
     asynchronous; call `ready()` on them to wait for engine start."""
@@ -131,8 +141,7 @@ def start_pool(models: dict[str, tuple[str, str]], spec, store_uri: str, backend
         options = {"kv_cache_mb": e.kv_cache_mb, "max_model_len": e.max_model_len,
                    "enable_lora": bool(ranks), "max_lora_rank": max(ranks, default=16),
                    "enforce_eager": e.enforce_eager if e.enforce_eager is not None else e.gpus_per_evaluator == 0}
-    env = {"OMP_NUM_THREADS": str(max(1, int(e.cpus_per_evaluator) or 1)),
-           "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "nobind")}
+    env = evaluator_env(e, backend)
     actor_cls = ray.remote(Evaluator).options(
         num_cpus=e.cpus_per_evaluator, num_gpus=e.gpus_per_evaluator, max_restarts=2,
         max_task_retries=2, runtime_env={"env_vars": env})

@@ -70,6 +70,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
 
     step, train_s = 0, 0.0
     t_loop = time.time()
+    cfg["loop_started_at"] = t_loop  # reported: the driver derives the trial's setup time
     model.train()
     for epoch in range(trial["epochs"]):
         for batch in batches(epoch):
@@ -123,7 +124,8 @@ def _report_checkpoint(method, model, tok, step, per_epoch, total, loss, train_s
     from cliffsweep.trainables.losses import unwrap
 
     metrics = {"status": "running", "step": step, "epoch": step / per_epoch, "loss": loss,
-               "total_steps": total, "train_seconds": train_s, "checkpoint_kind": method.checkpoint_kind}
+               "total_steps": total, "train_seconds": train_s, "checkpoint_kind": method.checkpoint_kind,
+               "loop_started_at": cfg["loop_started_at"]}
     if rank != 0:
         ray.train.report(metrics)
         return

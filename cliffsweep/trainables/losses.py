@@ -72,3 +72,10 @@ def follow_device(module: torch.nn.Module, device: torch.device) -> None:
     differs: methods build such copies in prepare(), before the trainer moves the model."""
     if next(module.parameters()).device != device:
         module.to(device)
+
+
+def frozen_logits(base: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Logits of a frozen copy (frozen_copy) on a training batch, without autograd."""
+    follow_device(base, batch["input_ids"].device)
+    with torch.no_grad():
+        return base(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits

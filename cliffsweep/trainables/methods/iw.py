@@ -16,7 +16,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from cliffsweep.trainables.losses import follow_device, frozen_copy, token_ce, weighted_token_mean
+from cliffsweep.trainables.losses import frozen_copy, frozen_logits, token_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method, MethodParams
 
 
@@ -44,9 +44,7 @@ class IW(Method):
     def loss(self, model, batch):
         ids, attn, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
         logits = model(input_ids=ids, attention_mask=attn).logits
-        follow_device(self.base, ids.device)
-        with torch.no_grad():
-            base_ce, _ = token_ce(self.base(input_ids=ids, attention_mask=attn).logits, labels)
+        base_ce, _ = token_ce(frozen_logits(self.base, batch), labels)
         ce, mask = token_ce(logits, labels)
         w = iw_weights(ce, base_ce, mask, self.params.clip)
         loss = weighted_token_mean(ce, mask, w)

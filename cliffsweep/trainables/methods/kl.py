@@ -9,11 +9,10 @@ Cost: one extra no-grad forward of the frozen base per step and a second copy of
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 from torch import nn
 
-from cliffsweep.trainables.losses import follow_device, frozen_copy, masked_token_ce, token_kl
+from cliffsweep.trainables.losses import frozen_copy, frozen_logits, masked_token_ce, token_kl
 from cliffsweep.trainables.methods.base import Method, MethodParams
 
 
@@ -34,9 +33,7 @@ class KL(Method):
     def loss(self, model, batch):
         ids, attn, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
         logits = model(input_ids=ids, attention_mask=attn).logits
-        follow_device(self.base, ids.device)
-        with torch.no_grad():
-            base_logits = self.base(input_ids=ids, attention_mask=attn).logits
+        base_logits = frozen_logits(self.base, batch)
         ce = masked_token_ce(logits, labels)
         kl_tok = token_kl(logits, base_logits, labels)
         kl = kl_tok.sum() / (labels[:, 1:] != -100).sum().clamp_min(1)
