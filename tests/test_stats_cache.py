@@ -38,7 +38,8 @@ def test_twenty_ewc_trials_share_one_fisher(ray_local, tmp_path):
     grid = expand_grid(spec)
     ewc = [t for t in grid if t.method == "ewc"]
     assert len(ewc) == 20
-    uris = ensure_stats(run, grid)
+    uris, failed = ensure_stats(run, grid)
+    assert failed == {}
     files = os.listdir(tmp_path / "store" / "stats" / "q")
     # lam does not change the Fisher (EWC.stats_inputs), so both lam values share one file
     assert len(files) == 1, files
@@ -47,5 +48,28 @@ def test_twenty_ewc_trials_share_one_fisher(ray_local, tmp_path):
     fisher = load_file(uris[ewc[0].trial_id])
     assert fisher and all((v >= 0).all() for v in fisher.values())
     mtime = os.path.getmtime(uris[ewc[0].trial_id])
-    again = ensure_stats(run, grid)  # resume: cache hit, nothing recomputed
+    again, _ = ensure_stats(run, grid)  # resume: cache hit, nothing recomputed
     assert again == uris and os.path.getmtime(uris[ewc[0].trial_id]) == mtime
+
+
+def test_failed_statistics_fail_only_their_trials(ray_local, tmp_path):
+    """A model whose statistics cannot be computed (here: an empty model folder) costs its own
+    trials, recorded with the error; the other model's statistics are still computed."""
+    (tmp_path / "empty").mkdir()
+    spec = parse_spec({
+        "name": "stats", "models": [{"name": "q", "path": "toy:qwen2-tiny"},
+                                    {"name": "broken", "path": str(tmp_path / "empty")}],
+        "methods": [{"name": "ewc"}], "lrs": [1e-4, 1e-3],
+        "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]},
+        "recipe": {"stats_examples": 16, "max_seq_len": 96}, "store": str(tmp_path / "store"),
+    })
+    store = Store(spec.store_uri)
+    run = SweepRun(spec, store, "hf")
+    grid = expand_grid(spec)
+    uris, failed = ensure_stats(run, grid)
+    assert set(failed) == {t.trial_id for t in grid if t.model == "broken"}
+    assert all("statistics" in msg for msg in failed.values())
+    good = [t for t in grid if t.model == "q"]
+    assert all(os.path.exists(uris[t.trial_id]) for t in good)
+    errors = store.read("errors")
+    assert list(errors["kind"]) == ["stats"] and "broken" in errors["message"][0]

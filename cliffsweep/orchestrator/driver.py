@@ -165,9 +165,10 @@ def check_capacity(spec: SweepSpec, total_cpus: float, total_gpus: float) -> Non
                            "grows only up to its max_workers)")
 
 
-def ensure_stats(run: SweepRun, todo: list[Trial]) -> dict[str, str | None]:
+def ensure_stats(run: SweepRun, todo: list[Trial]) -> tuple[dict[str, str | None], dict[str, str]]:
     """Compute each distinct (model, method stats inputs) once, in parallel Ray tasks, unless
-    the store already holds it. Returns trial_id -> stats URI (None: method needs none)."""
+    the store already holds it. Returns (trial_id -> stats URI or None when the method needs
+    none, trial_id -> error for trials whose statistics could not be computed)."""
     import ray
 
     from cliffsweep.trainables.methods import build_method
@@ -176,7 +177,8 @@ def ensure_stats(run: SweepRun, todo: list[Trial]) -> dict[str, str | None]:
     r = spec.recipe
     learn, retain = spec.tasks.learn.model_dump(), spec.tasks.retain[0].model_dump()
     out: dict[str, str | None] = {}
-    jobs: dict[str, tuple[Trial, str]] = {}
+    needs: dict[str, list[str]] = {}  # stats relpath -> trial ids
+    jobs: dict[str, Trial] = {}
     for t in todo:
         inputs = build_method(t.method, t.method_params).stats_inputs()
         if inputs is None:
@@ -186,14 +188,22 @@ def ensure_stats(run: SweepRun, todo: list[Trial]) -> dict[str, str | None]:
                         r.max_seq_len, r.batch_size)
         rel = stats_relpath(t.model, t.method, key)
         out[t.trial_id] = f"{_abs_uri(store.uri).rstrip('/')}/{rel}"
+        needs.setdefault(rel, []).append(t.trial_id)
         if not store.exists(rel):
-            jobs.setdefault(rel, (t, rel))
-    task = ray.remote(num_cpus=1)(compute_stats)
+            jobs.setdefault(rel, t)
+    task = ray.remote(num_cpus=1, max_retries=1)(compute_stats)
     refs = {task.remote(t.model_path, t.dtype, t.method, t.method_params, learn, retain,
-                        r.stats_examples, r.max_seq_len, r.batch_size): rel for rel, (t, _) in jobs.items()}
+                        r.stats_examples, r.max_seq_len, r.batch_size): rel for rel, t in jobs.items()}
+    failed: dict[str, str] = {}
     for ref, rel in refs.items():
-        store._put_bytes(rel, ray.get(ref))
-    return out
+        try:
+            store._put_bytes(rel, ray.get(ref))
+        except Exception as exc:  # one method's statistics must not stop the other trials
+            msg = f"statistics {rel} could not be computed: {exc}"[-4000:]
+            store.write("errors", f"stats__{rel.replace('/', '__')}", [{
+                "trial_id": needs[rel][0], "step": -1, "kind": "stats", "message": msg, "at": _now()}])
+            failed.update({tid: msg for tid in needs[rel]})
+    return out, failed
 
 
 def _resubmit_unevaluated(run: SweepRun, tracker: EvalTracker, finished: list[str]) -> None:
@@ -264,7 +274,11 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
         _resubmit_unevaluated(run, tracker, finished)
         progress.phase = "statistics"
         progress.refresh(force=True)
-        stats = ensure_stats(run, todo)
+        stats, stats_failed = ensure_stats(run, todo)
+        for tid, msg in stats_failed.items():
+            run.record(tid, TrialStatus.FAILED, error=msg, finished_at=_now())
+            progress.status["failed"] += 1
+        todo = [t for t in todo if t.trial_id not in stats_failed]
         if todo:
             progress.phase = "training"
             tuner = tune.Tuner(
