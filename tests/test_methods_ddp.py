@@ -3,48 +3,22 @@ wrap, penalties are computed on the unwrapped parameters, and one DDP step gives
 gradient and update of a single process on the same global batch. WiSE-FT exports from the
 wrapped model.
 
-A tiny pure-torch LM stands in for a transformer so that the two spawned processes only import
-torch (each would spend ~20 s importing transformers on a loaded machine)."""
+A tiny pure-torch LM (tests/tinylm.py) stands in for a transformer so that the two spawned
+processes only import torch."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from cliffsweep.trainables.methods import build_method
+from tinylm import TinyLM
 
 VOCAB, WORLD, LR = 50, 2, 0.1
 CASES = {"ewc": {"lam": 0.5}, "mas": {"lam": 0.5}, "l2sp": {"lam": 0.5}, "rpsft": {"k": 4, "lam": 0.5}}
-
-
-@dataclass
-class Out:
-    logits: torch.Tensor
-
-
-class TinyLM(nn.Module):
-    def __init__(self, dim: int = 16):
-        super().__init__()
-        self.embed = nn.Embedding(VOCAB, dim)
-        self.mix = nn.Linear(dim, dim)
-        self.up = nn.Linear(dim, 2 * dim)
-        self.down = nn.Linear(2 * dim, dim)
-        self.head = nn.Linear(dim, VOCAB, bias=False)
-
-    def get_output_embeddings(self) -> nn.Module:
-        return self.head
-
-    def forward(self, input_ids, attention_mask):
-        h = self.embed(input_ids)
-        h = h + torch.tanh(self.mix(h)).cumsum(1) / torch.arange(1, h.shape[1] + 1)[:, None]  # causal mixing
-        h = h + self.down(torch.relu(self.up(h)))
-        return Out(self.head(h))
 
 
 def make_batch(seed: int, rows: int = 3, width: int = 8) -> dict[str, torch.Tensor]:
@@ -59,7 +33,7 @@ def make_batch(seed: int, rows: int = 3, width: int = 8) -> dict[str, torch.Tens
 def prepared(name: str, params: dict):
     """Seeded model, stats on retain batches, prepare(), then a drift so the penalty is live."""
     torch.manual_seed(0)
-    model = TinyLM()
+    model = TinyLM(VOCAB, mlp_mult=2)
     method = build_method(name, params)
     stats = method.compute_stats(model, [make_batch(100), make_batch(101)], [])
     method.prepare(model, stats)

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import statistics
 
-from dataclasses import dataclass
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from cliffsweep.trainables.data import Encoded, epoch_batches
@@ -22,6 +20,7 @@ from cliffsweep.trainables.methods.flow import flow_weights
 from cliffsweep.trainables.methods.iw import iw_weights
 from cliffsweep.trainables.methods.migu import MIGU
 from cliffsweep.trainables.methods.talr import talr_weights
+from tinylm import TinyLM
 
 VOCAB = 101
 
@@ -347,36 +346,10 @@ WORLD = 2
 DDP_CASES = {"migu": {}, "kl": {"beta": 0.5}, "iw": {}}
 
 
-@dataclass
-class Out:
-    logits: torch.Tensor
-
-
-class TinyLM(nn.Module):
-    """A pure-torch causal LM with Linear layers (spawned workers skip importing transformers)."""
-
-    def __init__(self, dim: int = 16):
-        super().__init__()
-        self.embed = nn.Embedding(VOCAB, dim)
-        self.mix = nn.Linear(dim, dim)
-        self.up = nn.Linear(dim, 4 * dim)
-        self.down = nn.Linear(4 * dim, dim)
-        self.head = nn.Linear(dim, VOCAB, bias=False)
-
-    def get_output_embeddings(self) -> nn.Module:
-        return self.head
-
-    def forward(self, input_ids, attention_mask):
-        h = self.embed(input_ids)
-        h = h + torch.tanh(self.mix(h)).cumsum(1) / torch.arange(1, h.shape[1] + 1)[:, None]
-        h = h + self.down(torch.relu(self.up(h)))
-        return Out(self.head(h))
-
-
 def ddp_setup(name: str):
     """Seeded model, prepare(), then a drift so the base-relative terms (kl, iw) are live."""
     torch.manual_seed(0)
-    model = TinyLM()
+    model = TinyLM(VOCAB, mlp_mult=4)
     method = build_method(name, DDP_CASES[name])
     model = method.prepare(model, {})
     g = torch.Generator().manual_seed(1)
