@@ -63,6 +63,10 @@ def test_every_grid_point_recorded_with_its_evaluations(swept):
             assert sorted(mine["step"].unique()) == sorted({int(trials.loc[t.trial_id, "steps"]) // 2, int(trials.loc[t.trial_id, "steps"])})
             assert set(mine["role"]) == {"learn", "retain"} and len(mine) == 4
             assert (mine["n"] == 40).all()
+            # the per-trial overhead split (bench/bench_overhead.py reads these)
+            row = trials.loc[t.trial_id]
+            assert 0 < row["setup_seconds"] < row["finished_at"].timestamp() - row["started_at"].timestamp()
+            assert 0 <= row["teardown_seconds"] < 120 and 0 < row["train_seconds"]
     base = acc[acc["trial_id"] == base_trial_id("qwen2-tiny")]
     assert set(base["role"]) == {"learn", "retain"} and (base["lr"] == 0).all() and (base["step"] == 0).all()
     samples = store.read("samples")

@@ -70,7 +70,6 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
 
     step, train_s = 0, 0.0
     t_loop = time.time()
-    cfg["loop_started_at"] = t_loop  # reported: the driver derives the trial's setup time
     model.train()
     for epoch in range(trial["epochs"]):
         for batch in batches(epoch):
@@ -99,7 +98,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                     ray.train.report({"status": "diverged", "step": step, "epoch": step / per_epoch,
                                       "loss": loss_val, "total_steps": total, "train_seconds": train_s})
                     return
-                _report_checkpoint(method, model, tok, step, per_epoch, total, loss_val, train_s, rank, cfg)
+                _report_checkpoint(method, model, tok, step, per_epoch, total, loss_val, t_loop, rank)
 
 
 def all_finite(tensors: list, world: int) -> bool:
@@ -115,8 +114,9 @@ def all_finite(tensors: list, world: int) -> bool:
     return bad.item() == 0
 
 
-def _report_checkpoint(method, model, tok, step, per_epoch, total, loss, train_s, rank, cfg) -> None:
-    """Rank 0 writes the checkpoint folder; every rank reports (report is a barrier)."""
+def _report_checkpoint(method, model, tok, step, per_epoch, total, loss, t_loop, rank) -> None:
+    """Rank 0 writes the checkpoint folder; every rank reports (report is a barrier). `t_loop`:
+    when the training loop began (the driver derives the trial's setup time from it)."""
     import ray.train
     from ray.train import Checkpoint
 
@@ -124,8 +124,8 @@ def _report_checkpoint(method, model, tok, step, per_epoch, total, loss, train_s
     from cliffsweep.trainables.losses import unwrap
 
     metrics = {"status": "running", "step": step, "epoch": step / per_epoch, "loss": loss,
-               "total_steps": total, "train_seconds": train_s, "checkpoint_kind": method.checkpoint_kind,
-               "loop_started_at": cfg["loop_started_at"]}
+               "total_steps": total, "train_seconds": time.time() - t_loop,
+               "checkpoint_kind": method.checkpoint_kind, "loop_started_at": t_loop}
     if rank != 0:
         ray.train.report(metrics)
         return
