@@ -13,6 +13,7 @@ report -> trial finished).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -63,8 +64,6 @@ def main() -> None:
           f"({len(per_eval)} task evals) | wall / (train+eval) = {wall / max(train.sum() + eval_s, 1e-9):.2f}")
 
     if cpu0 and cpu1:
-        import os
-
         hz = os.sysconf("SC_CLK_TCK")
         d = [(b - a) / hz for a, b in zip(cpu0, cpu1)]
         busy = sum(d[:3])

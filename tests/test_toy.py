@@ -84,7 +84,7 @@ def test_learn_eval_asks_the_trained_facts_with_another_phrasing():
         # ' Zorpim' and 'Zorpim' are different tokens: eval must use the one SFT trains.
         assert f" {entity}" in e.prompt and any(f" {entity}" in p for p in train_prompts)
     letters = [e.reference for e in facts.eval_examples()]
-    assert {letters.count(x) for x in "ABCD"} and max(letters.count(x) for x in "ABCD") < 80
+    assert all(letters.count(x) > 0 for x in "ABCD") and max(letters.count(x) for x in "ABCD") < 80
 
 
 def test_scorers_on_known_answers():
