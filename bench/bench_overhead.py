@@ -8,6 +8,10 @@ wall time next to the sum of train and eval compute. Overhead per trial = trial 
 minus its training loop time, split into setup (trial start -> first training step: Ray
 Train's controller and worker group, imports, model and data loading) and teardown (last
 report -> trial finished).
+
+    --by-process   also sample every process's CPU time (psutil, every 0.5 s) and print it
+                   grouped by Ray process title (TrainController, RayTrainWorker, evaluator, ...):
+                   where the machine's CPU went, per trial.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import argparse
 import os
 import shutil
 import tempfile
+import threading
 import time
+from collections import defaultdict
 
 
 def cpu_jiffies() -> list[int] | None:
@@ -28,6 +34,61 @@ def cpu_jiffies() -> list[int] | None:
         return None
 
 
+class ProcessSampler:
+    """CPU seconds per process kind, sampled with psutil: each sample's CPU delta of a process
+    goes to the title it has at that moment (Ray retitles a worker process when an actor or
+    task starts in it). A process that exits between two samples loses at most its last
+    interval, so the totals are slight under-counts."""
+
+    def __init__(self, interval: float = 0.5):
+        self.interval, self._stop = interval, threading.Event()
+        self.last: dict[int, float] = {}
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.pids: dict[str, set] = defaultdict(set)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def label(cmdline: list[str], name: str) -> str:
+        first = " ".join(cmdline) if cmdline else name
+        if first.startswith("ray::"):  # Ray's process titles: ray::<Actor>.<method> or ray::IDLE
+            return first.split(" ")[0].split(".")[0]
+        return os.path.basename(first.split(" ")[0]) or name
+
+    def _sample(self, first: bool) -> None:
+        import psutil
+
+        me = os.getpid()
+        for p in psutil.process_iter(["pid", "name", "cmdline", "cpu_times"]):
+            try:
+                info = p.info
+                t = info["cpu_times"].user + info["cpu_times"].system
+            except (psutil.NoSuchProcess, psutil.AccessDenied, AttributeError):
+                continue
+            pid = info["pid"]
+            label = "driver (cliffsweep)" if pid == me else self.label(info["cmdline"] or [], info["name"] or "?")
+            # processes already running when sampling starts count from then on only
+            delta = t - self.last.get(pid, t if first else 0.0)
+            self.last[pid] = t
+            self.cpu[label] += delta
+            self.pids[label].add(pid)
+
+    def _run(self) -> None:
+        self._sample(first=True)
+        while not self._stop.wait(self.interval):
+            self._sample(first=False)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def totals(self) -> dict[str, tuple[float, int]]:
+        return {k: (c, len(self.pids[k])) for k, c in self.cpu.items()}
+
+
 def main() -> None:
     from cliffsweep.orchestrator.driver import run_sweep
     from cliffsweep.orchestrator.spec import default_spec_path, load_spec, parse_spec
@@ -35,6 +96,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("spec", nargs="?", default=str(default_spec_path()))
     ap.add_argument("--store", default=None)
+    ap.add_argument("--by-process", action="store_true", help="CPU per Ray process kind (psutil)")
     args = ap.parse_args()
     store_dir = args.store or tempfile.mkdtemp(prefix="cliffsweep-bench-")
     shutil.rmtree(store_dir, ignore_errors=True)
@@ -42,8 +104,13 @@ def main() -> None:
     data["store"] = store_dir
     spec = parse_spec(data)
 
+    sampler = ProcessSampler() if args.by_process else None
     t0, cpu0 = time.time(), cpu_jiffies()
-    store = run_sweep(spec)
+    if sampler:
+        with sampler:
+            store = run_sweep(spec)
+    else:
+        store = run_sweep(spec)
     wall, cpu1 = time.time() - t0, cpu_jiffies()
 
     trials = store.read("trials")
@@ -69,6 +136,13 @@ def main() -> None:
         busy = sum(d[:3])
         print(f"machine CPU over the sweep: busy {busy:.0f} core-s of {sum(d):.0f} ({busy / max(sum(d), 1e-9):.0%}; "
               f"user {d[0]:.0f}, nice {d[1]:.0f} (Ray workers), system {d[2]:.0f}, idle {d[3]:.0f})")
+    if sampler:
+        n = max(len(trials), 1)
+        print("\nCPU by process kind (psutil, every 0.5 s):")
+        print(f"{'process':40} {'core-s':>8} {'procs':>6} {'per trial':>10}")
+        for k, (c, procs) in sorted(sampler.totals().items(), key=lambda kv: -kv[1][0]):
+            if c >= 1.0:
+                print(f"{k:40} {c:8.1f} {procs:6d} {c / n:10.2f}")
 
 
 if __name__ == "__main__":

@@ -93,6 +93,7 @@ class SweepRun:
         s = self.spec
         return {
             "checkpoint_root": self.checkpoint_root,
+            "local_cluster": not s.ray_address,
             "resources": s.resources.model_dump(),
             "train": {
                 "trial": t.to_dict(),
@@ -129,10 +130,12 @@ def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool) -> None:
     else:
         env["env_vars"].update(LOCAL_RAY_ENV)
         # No metrics collection: every Ray process records and exports metrics that nothing
-        # reads on a local cluster (the store holds the sweep's own timings).
+        # reads on a local cluster (the store holds the sweep's own timings). No worker
+        # prestart: every actor of a sweep carries its own runtime env, so prestarted idle
+        # workers are rarely the ones used, and each costs a Python start with `import ray`.
         ray.init(num_cpus=num_cpus or local_cpus(spec), include_dashboard=False,
                  runtime_env=env, log_to_driver=verbose,
-                 _system_config={"enable_metrics_collection": False})
+                 _system_config={"enable_metrics_collection": False, "enable_worker_prestart": False})
 
 
 def local_cpus(spec: SweepSpec) -> int:

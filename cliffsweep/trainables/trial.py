@@ -8,18 +8,43 @@ the evaluator pool.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
+
+# Ray Train V2 starts these helper actors on every fit(); each is a fresh Python process that
+# imports Ray Train (~2-3 core-s on this 2-core machine, docs/benchmarks.md). A sweep trial
+# needs neither: it passes no Ray Datasets (DatasetManager serves only those), and on a local
+# cluster the detached placement-group cleaner guards against a controller dying without
+# removing its placement group, which ray.shutdown() does anyway when the sweep ends.
+UNUSED_WITHOUT_DATASETS = "DatasetsCallback"
+UNUSED_ON_LOCAL_CLUSTER = "PlacementGroupCleanerCallback"
+
+
+@lru_cache(maxsize=1)
+def lean_trainer_cls():
+    """TorchTrainer minus the per-fit helper actors a sweep trial does not use (above)."""
+    from ray.train.torch import TorchTrainer
+
+    class LeanTorchTrainer(TorchTrainer):
+        local_cluster = False
+
+        def _create_default_callbacks(self):
+            drop = {UNUSED_WITHOUT_DATASETS} if not self.datasets else set()
+            if self.local_cluster:
+                drop.add(UNUSED_ON_LOCAL_CLUSTER)
+            return [cb for cb in super()._create_default_callbacks() if type(cb).__name__ not in drop]
+
+    return LeanTorchTrainer
 
 
 def run_trial(config: dict[str, Any]) -> None:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
 
     from cliffsweep.trainables.loop import train_loop_per_worker
 
     res = config["resources"]
-    trainer = TorchTrainer(
+    trainer = lean_trainer_cls()(
         train_loop_per_worker,
         train_loop_config=config["train"],
         scaling_config=ScalingConfig(
@@ -38,4 +63,5 @@ def run_trial(config: dict[str, Any]) -> None:
             checkpoint_config=CheckpointConfig(num_to_keep=None),
         ),
     )
+    trainer.local_cluster = config.get("local_cluster", False)
     trainer.fit()
