@@ -21,6 +21,7 @@ import yaml
 
 from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.grid import Trial, base_trial_id, expand_grid
+from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
 from cliffsweep.orchestrator.policies import TrialStatus, default_concurrency, final_status, trials_to_run
 from cliffsweep.orchestrator.pool import EvalRequest, start_pool
 from cliffsweep.orchestrator.progress import Progress
@@ -72,6 +73,8 @@ class SweepRun:
         self.started: dict[str, datetime] = {}
         self.last: dict[str, dict] = {}
         self.last_at: dict[str, datetime] = {}
+        self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
+        self.inbox: InboxReader | None = None  # set once Ray is up
 
     # --- trial rows ---------------------------------------------------------------------------
     def record(self, tid: str, status: TrialStatus, **extra: Any) -> None:
@@ -94,6 +97,7 @@ class SweepRun:
         return {
             "checkpoint_root": self.checkpoint_root,
             "local_cluster": not s.ray_address,
+            "inbox": self.inbox_name,
             "resources": s.resources.model_dump(),
             "train": {
                 "trial": t.to_dict(),
@@ -107,6 +111,15 @@ class SweepRun:
                 "torch_threads": max(1, int(s.resources.cpus_per_worker)),
             },
         }
+
+    def on_report(self, tid: str, metrics: dict[str, Any], tracker: EvalTracker) -> None:
+        """A trial's report, from the inbox: keep it as the trial's latest; evaluate its checkpoint."""
+        self.last[tid] = metrics
+        self.last_at[tid] = datetime.fromtimestamp(metrics["reported_at"], timezone.utc)
+        if metrics.get("checkpoint_path"):
+            tracker.submit(self.eval_request(self.by_id[tid], int(metrics["step"]), float(metrics["epoch"]),
+                                             metrics["checkpoint_path"], metrics["checkpoint_kind"]),
+                           force=True)
 
     def eval_request(self, t: Trial, step: int, epoch: float, checkpoint: str, kind: str) -> EvalRequest:
         return EvalRequest(trial_id=t.trial_id, model=t.model, method=t.method, series=t.series,
@@ -264,7 +277,11 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
         store, lambda: start_pool({m.name: (m.path, m.dtype) for m in spec.models}, spec, store.uri, run.backend),
         run.task_names)
 
+    run.inbox = InboxReader(start_inbox(run.inbox_name))
+
     def tick() -> None:
+        for tid, metrics in run.inbox.poll():
+            run.on_report(tid, metrics, tracker)
         for _req, _res in tracker.poll():
             pass
         progress.evals_done, progress.evals_failed = tracker.done, tracker.failed
@@ -332,7 +349,7 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
     _LIVE[key] = (run, tracker, progress, tick)
 
     class SweepCallback(tune.Callback):
-        """Tune events -> trial rows, eval dispatch, progress."""
+        """Tune events -> trial rows and progress (reports and checkpoints come through the inbox)."""
 
         def __reduce__(self):
             return (_callback_from_key, (key,))
@@ -347,15 +364,10 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
             run.record(tid, TrialStatus.RUNNING)
             progress.status["running"] += 1
 
-        def on_trial_result(self, iteration, trials, trial, result, **info):
-            tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
-            run.last[tid] = result
-            run.last_at[tid] = _now()
-            if result.get("checkpoint_path"):
-                t = run.by_id[tid]
-                tracker.submit(run.eval_request(t, int(result["step"]), float(result["epoch"]),
-                                                result["checkpoint_path"], result["checkpoint_kind"]),
-                               force=True)
+        def _flush_reports(self):
+            """Every report a trial made is in the inbox before Tune sees it end (inbox.py)."""
+            for tid, metrics in run.inbox.flush():
+                run.on_report(tid, metrics, tracker)
 
         def _finish(self, tid: str, status: TrialStatus, **extra):
             progress.status["running"] -= 1
@@ -366,12 +378,14 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
+            self._flush_reports()
             status = final_status(run.last.get(tid))
             err = "non-finite training loss" if status is TrialStatus.DIVERGED else None
             self._finish(tid, status, error=err)
 
         def on_trial_recover(self, iteration, trials, trial, **info):
             tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
+            self._flush_reports()
             progress.status["running"] -= 1
             run.store.write("errors", f"trial__{tid}__attempt{run.attempts.get(tid, 0)}", [{
                 "trial_id": tid, "step": -1, "kind": "trial_retry", "message": _error_text(trial),
@@ -379,6 +393,7 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
 
         def on_trial_error(self, iteration, trials, trial, **info):
             tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
+            self._flush_reports()
             self._finish(tid, TrialStatus.FAILED, error=_error_text(trial))
 
     return SweepCallback()

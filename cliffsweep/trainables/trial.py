@@ -1,9 +1,10 @@
 """The Ray Tune function trainable: one grid point = one Ray Train TorchTrainer run.
 
 Ray 2.60 (Train V2) no longer accepts a TorchTrainer as a Tune trainable; the documented way is
-a Tune function that builds the trainer and calls fit(), with TuneReportCallback forwarding
-each report (metrics + checkpoint path) to Tune, where the sweep driver hands checkpoints to
-the evaluator pool.
+a Tune function that builds the trainer and calls fit(). Each report (metrics + checkpoint
+path) goes from the Train controller to the sweep's inbox actor (orchestrator/inbox.py), where
+the driver picks it up and hands checkpoints to the evaluator pool; Tune's own route
+(TuneReportCallback) would start one more queue actor per trial.
 """
 
 from __future__ import annotations
@@ -39,8 +40,7 @@ def lean_trainer_cls():
 
 def run_trial(config: dict[str, Any]) -> None:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.tune.integration.ray_train import TuneReportCallback
-
+    from cliffsweep.orchestrator.inbox import report_callback
     from cliffsweep.trainables.loop import train_loop_per_worker
 
     res = config["resources"]
@@ -56,7 +56,7 @@ def run_trial(config: dict[str, Any]) -> None:
         run_config=RunConfig(
             storage_path=config["checkpoint_root"],
             name=config["train"]["trial"]["trial_id"],
-            callbacks=[TuneReportCallback()],
+            callbacks=[report_callback(config["inbox"], config["train"]["trial"]["trial_id"])],
             # Retries happen one level up (Tune re-runs this function), so that a retried
             # trial restarts cleanly and the driver can count attempts.
             failure_config=FailureConfig(max_failures=0),

@@ -1,0 +1,93 @@
+"""Trial reports -> the driver, through one small actor that lives as long as the sweep.
+
+Each Ray Train report (metrics, and the checkpoint path when there is one) is pushed by the
+trial's Train controller into the inbox; the driver drains it on every tick and hands
+checkpoints to the evaluator pool. Why not Tune's own route (`TuneReportCallback`): it creates
+a fresh queue actor for every trial, one more Python process importing Ray per trial (about
+2 core-s each on a 2-core machine, docs/benchmarks.md), and its queue holds one item, so a
+trial's report waits until Tune's loop takes the previous one.
+
+The push is synchronous (the controller waits for the inbox to hold the item), so everything a
+trial reported is in the inbox before its Tune trial can finish: `flush()` after a trial ends
+sees all of its reports.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+class Inbox:
+    """Body of the inbox actor: a list of (trial_id, metrics) in arrival order."""
+
+    def __init__(self):
+        self._items: list[tuple[str, dict[str, Any]]] = []
+
+    def put(self, trial_id: str, metrics: dict[str, Any]) -> None:
+        self._items.append((trial_id, metrics))
+
+    def drain(self) -> list[tuple[str, dict[str, Any]]]:
+        items, self._items = self._items, []
+        return items
+
+
+def start_inbox(name: str):
+    """The inbox actor, named so that trials find it (`ray.get_actor(name)`) without an actor
+    handle in their Tune config (Tune writes configs to disk)."""
+    import ray
+
+    return ray.remote(num_cpus=0, max_restarts=0)(Inbox).options(name=name).remote()
+
+
+class InboxReader:
+    """Driver side: non-blocking polls, and a flush that returns everything put so far."""
+
+    def __init__(self, actor):
+        self.actor = actor
+        self._ref = None  # the drain call in flight, if any
+
+    def poll(self) -> list[tuple[str, dict[str, Any]]]:
+        import ray
+
+        if self._ref is None:
+            self._ref = self.actor.drain.remote()
+        ready, _ = ray.wait([self._ref], timeout=0)
+        if not ready:
+            return []
+        items, self._ref = ray.get(self._ref), None
+        return items
+
+    def flush(self) -> list[tuple[str, dict[str, Any]]]:
+        """All items put before this call: finish the drain in flight (it may have been sent
+        before the latest puts), then drain once more."""
+        import ray
+
+        items = ray.get(self._ref) if self._ref is not None else []
+        self._ref = None
+        return items + ray.get(self.actor.drain.remote())
+
+
+def report_callback(inbox_name: str, trial_id: str):
+    """A Ray Train callback (runs in the trial's Train controller) that pushes every report to
+    the inbox: rank 0's metrics, plus `checkpoint_path` and `reported_at`."""
+    from ray.train.v2.api.callback import UserCallback
+
+    class InboxReportCallback(UserCallback):
+        def __init__(self):
+            self._inbox = None  # resolved in the controller: handles are looked up, not pickled
+
+        def __getstate__(self):
+            return {"_inbox": None}
+
+        def after_report(self, run_context, metrics, checkpoint):
+            import ray
+
+            if self._inbox is None:
+                self._inbox = ray.get_actor(inbox_name)
+            item = dict(metrics[0], reported_at=time.time())
+            if checkpoint is not None:
+                item["checkpoint_path"] = checkpoint.path
+            ray.get(self._inbox.put.remote(trial_id, item))
+
+    return InboxReportCallback()

@@ -1,0 +1,72 @@
+"""The per-trial plumbing that keeps Ray's overhead down (docs/design.md): the lean TorchTrainer
+drops exactly the helper actors a sweep trial does not use, and trial reports reach the driver
+through the inbox, all of them, in order, before the trial is seen to end."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _callback_names(trainer, parent: bool = False) -> list[str]:
+    from ray.train.torch import TorchTrainer
+
+    cbs = TorchTrainer._create_default_callbacks(trainer) if parent else trainer._create_default_callbacks()
+    return [type(cb).__name__ for cb in cbs]
+
+
+def test_lean_trainer_drops_only_the_unused_helper_actors(tmp_path):
+    from ray.train import RunConfig, ScalingConfig
+
+    from cliffsweep.trainables.trial import UNUSED_ON_LOCAL_CLUSTER, UNUSED_WITHOUT_DATASETS, lean_trainer_cls
+
+    trainer = lean_trainer_cls()(lambda cfg: None, scaling_config=ScalingConfig(num_workers=1),
+                                 run_config=RunConfig(storage_path=str(tmp_path), name="t"))
+    full = _callback_names(trainer, parent=True)
+    # If Ray renames these, the lean trainer would silently drop nothing: fail here instead.
+    assert UNUSED_WITHOUT_DATASETS in full and UNUSED_ON_LOCAL_CLUSTER in full, full
+
+    remote = _callback_names(trainer)
+    assert remote == [n for n in full if n != UNUSED_WITHOUT_DATASETS]
+
+    trainer.local_cluster = True
+    local = _callback_names(trainer)
+    assert local == [n for n in full if n not in (UNUSED_WITHOUT_DATASETS, UNUSED_ON_LOCAL_CLUSTER)]
+    # what actually runs the trial is untouched
+    for needed in ("BackendSetupCallback", "AcceleratorSetupCallback", "UserCallbackHandler"):
+        assert needed in local
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    import ray
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.ray
+def test_inbox_delivers_every_report_through_the_real_callback(ray_local, tmp_path):
+    import ray
+    from ray.train import Checkpoint
+
+    from cliffsweep.orchestrator.inbox import InboxReader, report_callback, start_inbox
+
+    reader = InboxReader(start_inbox("inbox-test"))
+    reader.poll()  # leaves a drain in flight, sent before any put
+    ckpt_dir = tmp_path / "step-000002"
+    ckpt_dir.mkdir()
+
+    @ray.remote(num_cpus=0)
+    def controller_side(cb, steps):
+        # The callback is pickled into another process, as into a Train controller.
+        for step in steps:
+            ckpt = Checkpoint.from_directory(str(ckpt_dir)) if step == 2 else None
+            cb.after_report(None, [{"step": step, "loss": 1.0 / step}, {"step": step, "rank": 1}], ckpt)
+
+    ray.get(controller_side.remote(report_callback("inbox-test", "trial-a"), [1, 2, 3]))
+    items = reader.flush()  # must include puts made after the in-flight drain was sent
+    assert [(tid, m["step"]) for tid, m in items] == [("trial-a", 1), ("trial-a", 2), ("trial-a", 3)]
+    assert all("rank" not in m and m["reported_at"] > 0 for _, m in items)  # rank 0's metrics
+    assert [m.get("checkpoint_path") for _, m in items] == [None, str(ckpt_dir), None]
+    assert reader.flush() == [] and reader.poll() == []
