@@ -74,3 +74,12 @@ def test_cpu_evaluators_run_the_vllm_engine_in_process():
     assert evaluator_env(EvalSpec(gpus_per_evaluator=1, engine_in_process=True), "vllm")[
         "VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in evaluator_env(EvalSpec(), "hf")
+
+
+def test_statistics_task_asks_for_a_gpu_only_when_trials_train_on_gpus():
+    from cliffsweep.orchestrator.stats import stats_task_resources
+
+    assert stats_task_resources(1.0, 0.0, 1) == {"num_cpus": 1.0, "num_gpus": 0.0}
+    assert stats_task_resources(4.0, 1.0, 4) == {"num_cpus": 1.0, "num_gpus": 1.0}
+    # never more than one trial asks for, so it fits wherever a trial fits
+    assert stats_task_resources(0.5, 0.5, 1) == {"num_cpus": 0.5, "num_gpus": 0.5}

@@ -26,7 +26,7 @@ from cliffsweep.orchestrator.policies import TrialStatus, default_concurrency, f
 from cliffsweep.orchestrator.pool import EvalRequest, start_pool
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.spec import SweepSpec
-from cliffsweep.orchestrator.stats import compute_stats, stats_key, stats_relpath
+from cliffsweep.orchestrator.stats import compute_stats, stats_key, stats_relpath, stats_task_resources
 from cliffsweep.orchestrator.store import Store
 
 # Per-trial overhead is a first-class cost (docs/benchmarks.md). Ray Train V2 polls its workers
@@ -207,7 +207,9 @@ def ensure_stats(run: SweepRun, todo: list[Trial]) -> tuple[dict[str, str | None
         needs.setdefault(rel, []).append(t.trial_id)
         if not store.exists(rel):
             jobs.setdefault(rel, t)
-    task = ray.remote(num_cpus=1, max_retries=1)(compute_stats)
+    res = spec.resources
+    task = ray.remote(max_retries=1, **stats_task_resources(
+        res.cpus_per_worker, res.gpus_per_worker, res.workers_per_trial))(compute_stats)
     refs = {task.remote(t.model_path, t.dtype, t.method, t.method_params, learn, retain,
                         r.stats_examples, r.max_seq_len, r.batch_size): rel for rel, t in jobs.items()}
     failed: dict[str, str] = {}

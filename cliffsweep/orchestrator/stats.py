@@ -23,6 +23,14 @@ def stats_relpath(model: str, method: str, key: str) -> str:
     return f"stats/{model}/{method}-{key}.safetensors"
 
 
+def stats_task_resources(cpus_per_worker: float, gpus_per_worker: float, workers_per_trial: int) -> dict[str, float]:
+    """Ray resources of one statistics task: a GPU when trials train on GPUs (the Fisher of an
+    8B backbone over 256 GSM8K examples is minutes on a GPU and hours on a CPU), never more
+    than one trial asks for, so that it fits wherever a trial fits."""
+    return {"num_cpus": min(1.0, cpus_per_worker * workers_per_trial),
+            "num_gpus": min(1.0, gpus_per_worker * workers_per_trial)}
+
+
 def compute_stats(model_path: str, dtype: str, method_name: str, method_params: dict,
                   learn: dict, retain: dict, n_examples: int, max_seq_len: int, batch_size: int) -> bytes:
     """Run the method's compute_stats on the base model; returns safetensors bytes."""
@@ -36,6 +44,8 @@ def compute_stats(model_path: str, dtype: str, method_name: str, method_params: 
 
     torch.manual_seed(0)
     model, tok = load_model(resolve_model(model_path), dtype)
+    if torch.cuda.is_available():  # the task was given a GPU (stats_task_resources)
+        model = model.cuda()
     method = build_method(method_name, method_params)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     retain_ex = build_task(retain["name"], retain["params"]).train_examples()[:n_examples]
