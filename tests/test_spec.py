@@ -51,10 +51,27 @@ def test_all_problems_reported_at_once():
     for needle in ["name:", "extra: Extra inputs", "lrs:", "epochs:", "models.1.colour", "duplicate model name 'm'",
                    "models.0.path: unknown toy model 'nope'", "methods.0.name: unknown method 'sftt'",
                    "methods.1.params.rank", "methods.1.params.bogus", "optimizers.0: unknown optimizer 'adam'",
-                   "tasks.learn.params.n_eval", "tasks.retain.0.name: unknown task 'gsm9k'", "resources.strategy"]:
+                   "tasks.learn.params.n_eval", "tasks.retain.0.name: unknown task 'gsm9k'",
+                   "methods.1.name: lora does not run under resources.strategy fsdp"]:
         assert needle in text, f"missing problem {needle!r} in:\n{text}"
     assert len(e.value.problems) >= 14
     assert "bad.yaml" in str(e.value)
+
+
+def test_fsdp_accepts_only_shard_safe_methods_and_optimizers():
+    ok = minimal(methods=[{"name": "sft"}, {"name": "kl"}, {"name": "sib"}],
+                 resources={"strategy": "fsdp", "workers_per_trial": 2})
+    assert parse_spec(ok).resources.strategy == "fsdp"  # CPU too: FSDP2 runs over gloo
+    bad = minimal(methods=[{"name": "sft", "optimizers": ["muon"]}, {"name": "ewc"}, {"name": "kl"}],
+                  resources={"strategy": "fsdp", "workers_per_trial": 2})
+    with pytest.raises(SpecError) as e:
+        parse_spec(bad)
+    assert len(e.value.problems) == 2, e.value.problems
+    assert "methods.0: optimizer 'muon' does not run under resources.strategy fsdp" in e.value.problems[0]
+    assert "methods.1.name: ewc does not run under resources.strategy fsdp" in e.value.problems[1]
+    # the same methods are fine under DDP
+    bad["resources"]["strategy"] = "ddp"
+    assert parse_spec(bad).resources.strategy == "ddp"
 
 
 def test_validate_cli_lists_problems_and_starts_nothing(tmp_path):
@@ -94,3 +111,10 @@ def test_expand_params_and_labels():
     assert expand_params({"a": [1, 2], "b": 3}) == [{"a": 1, "b": 3}, {"a": 2, "b": 3}]
     assert expand_params({}) == [{}]
     assert series_label("ewc", {"lam": 10.0}, "muon") == "ewc(lam=10)[muon]"
+
+
+def test_readme_sweep_example_validates():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    spec = parse_spec(yaml.safe_load(block), "README.md")
+    assert spec.name == "qwen-chem" and len(spec.methods) == 3

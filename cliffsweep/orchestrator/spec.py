@@ -103,7 +103,10 @@ class ResourcesSpec(_Strict):
     cpus_per_worker: float = Field(1.0, gt=0)
     gpus_per_worker: float = Field(0.0, ge=0)
     strategy: Literal["ddp", "fsdp"] = "ddp"
-    """FSDP needs GPUs; on CPU, DDP over gloo."""
+    """ddp: every worker holds the whole model. fsdp: torch FSDP2, weights sharded over the
+    workers (for backbones whose weights and optimizer state do not fit one GPU); runs over
+    gloo on CPU too, where it saves memory, not time. Only methods with `fsdp_safe` and the
+    optimizers in trainables/parallel.py FSDP_OPTIMIZERS run under it."""
     max_concurrent_trials: int | None = Field(None, ge=1)
     max_retries: int = Field(1, ge=0)
     """Retries of a crashed trial before it is recorded as failed."""
@@ -223,8 +226,29 @@ def _semantic_problems(data: dict) -> list[str]:
         else:
             problems += _params_problems(where, task_class(t["name"]), t.get("params"), f"task {t['name']}")
     res = data.get("resources") if isinstance(data.get("resources"), dict) else {}
-    if res.get("strategy") == "fsdp" and not res.get("gpus_per_worker"):
-        problems.append("resources.strategy: fsdp needs gpus_per_worker > 0; use ddp on CPU")
+    if res.get("strategy") == "fsdp":
+        problems += _fsdp_problems(data)
+    return problems
+
+
+def _fsdp_problems(data: dict) -> list[str]:
+    """Methods and optimizers that cannot run on FSDP shards (trainables/parallel.py)."""
+    from cliffsweep.trainables.methods import METHODS, method_class
+    from cliffsweep.trainables.parallel import FSDP_OPTIMIZERS
+
+    problems = []
+    sweep_opts = data.get("optimizers") if isinstance(data.get("optimizers"), list) else ["adamw"]
+    for i, m in _items(data, "methods"):
+        name = m.get("name")
+        if isinstance(name, str) and name in METHODS and not method_class(name).fsdp_safe:
+            safe = sorted(n for n in METHODS if method_class(n).fsdp_safe)
+            problems.append(f"methods.{i}.name: {name} does not run under resources.strategy fsdp "
+                            f"(it works on whole parameters); use ddp, or one of {safe}")
+        opts = m.get("optimizers") if isinstance(m.get("optimizers"), list) else sweep_opts
+        for o in opts:
+            if isinstance(o, str) and o not in FSDP_OPTIMIZERS:
+                problems.append(f"methods.{i}: optimizer {o!r} does not run under resources.strategy "
+                                f"fsdp; valid there: {sorted(FSDP_OPTIMIZERS)}")
     return problems
 
 

@@ -28,7 +28,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     from cliffsweep.evals.tasks import build_task
     from cliffsweep.models import load_model, resolve_model
     from cliffsweep.orchestrator.stats import load_stats
-    from cliffsweep.trainables import data
+    from cliffsweep.trainables import data, parallel
     from cliffsweep.trainables.losses import unwrap
     from cliffsweep.trainables.methods import build_method
     from cliffsweep.trainables.optimizers import build_optimizer
@@ -46,7 +46,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     method = build_method(trial["method"], trial["method_params"])
     stats = load_stats(cfg["stats_uri"]) if cfg.get("stats_uri") else {}
     model = method.prepare(model, stats)
-    model = ray.train.torch.prepare_model(model, parallel_strategy=cfg.get("strategy", "ddp"))
+    model = parallel.prepare(model, cfg.get("strategy", "ddp"))
     device = next(unwrap(model).parameters()).device
 
     learn_task = build_task(cfg["learn"]["name"], cfg["learn"]["params"])
@@ -107,7 +107,10 @@ def all_finite(tensors: list, world: int) -> bool:
     import torch
     import torch.distributed as dist
 
-    ok = all(bool(torch.isfinite(t).all()) for t in tensors)
+    from cliffsweep.trainables.parallel import local
+
+    # each worker checks its own shard (FSDP); the all-reduce below makes it global
+    ok = all(bool(torch.isfinite(local(t)).all()) for t in tensors)
     bad = torch.tensor([0.0 if ok else 1.0], device=tensors[0].device)  # NCCL needs it on the GPU
     if world > 1:
         dist.all_reduce(bad)
@@ -115,22 +118,27 @@ def all_finite(tensors: list, world: int) -> bool:
 
 
 def _report_checkpoint(method, model, tok, step, per_epoch, total, loss, t_loop, rank) -> None:
-    """Rank 0 writes the checkpoint folder; every rank reports (report is a barrier). `t_loop`:
-    when the training loop began (the driver derives the trial's setup time from it)."""
+    """Rank 0 writes the checkpoint folder; every rank reports (report is a barrier). A sharded
+    (FSDP) model is first gathered by every rank (parallel.py). `t_loop`: when the training
+    loop began (the driver derives the trial's setup time from it)."""
     import ray.train
     from ray.train import Checkpoint
 
     from cliffsweep.evals.canary import write_canary
+    from cliffsweep.trainables import parallel
     from cliffsweep.trainables.losses import unwrap
 
     metrics = {"status": "running", "step": step, "epoch": step / per_epoch, "loss": loss,
                "total_steps": total, "train_seconds": time.time() - t_loop,
                "checkpoint_kind": method.checkpoint_kind, "loop_started_at": t_loop}
+    sharded = parallel.is_sharded(unwrap(model))
+    state = parallel.full_state(unwrap(model)) if sharded else None
     if rank != 0:
         ray.train.report(metrics)
         return
     with tempfile.TemporaryDirectory(prefix="cliffsweep-ckpt-") as tmp:
-        to_save = method.export(unwrap(model))
+        trained = parallel.plain_model(unwrap(model), state) if sharded else unwrap(model)
+        to_save = method.export(trained)
         to_save.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         write_canary(to_save, tok, tmp)

@@ -40,6 +40,12 @@ class Method:
     Params: ClassVar[type[MethodParams]] = MethodParams
     checkpoint_kind: ClassVar[Literal["full", "lora"]] = "full"
     """'lora': checkpoints are peft adapter folders, served with a LoRARequest."""
+    fsdp_safe: ClassVar[bool] = False
+    """Runs under FSDP (`resources.strategy: fsdp`), where parameters are DTensor shards:
+    declared only by methods whose hooks leave parameters alone and that pass the FSDP-vs-one-
+    process check of tests/test_fsdp.py. Penalties on theta - theta*, gradient or update masks
+    and weight-space exports (ewc, mas, l2sp, rpsft, migu, nanoadam, wise_ft) and peft's LoRA
+    wrapping would need shard-aware code: validation refuses them under FSDP."""
     retain_fraction: float = 0.0
     """Share of every training batch drawn from the retain task's train split (replay)."""
 

@@ -18,6 +18,7 @@ def dft_weights(ce):
 
 class DFT(Method):
     name = "dft"
+    fsdp_safe = True  # changes the loss only
 
     def loss(self, model, batch):
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits

@@ -29,6 +29,7 @@ def flow_weights(seq_losses: torch.Tensor) -> torch.Tensor:
 
 class Flow(Method):
     name = "flow"
+    fsdp_safe = True  # sequence weights change the loss only
 
     def stats_inputs(self):
         # No params; the stats depend on the model and the learn split (see compute_stats).

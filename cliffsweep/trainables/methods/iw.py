@@ -35,6 +35,7 @@ def iw_weights(ce: torch.Tensor, base_ce: torch.Tensor, mask: torch.Tensor, clip
 
 class IW(Method):
     name = "iw"
+    fsdp_safe = True  # each worker keeps a whole frozen base copy; changes the loss only
     Params = IWParams
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:

@@ -23,6 +23,7 @@ class KLParams(MethodParams):
 
 class KL(Method):
     name = "kl"
+    fsdp_safe = True  # each worker keeps a whole frozen base copy; changes the loss only
     Params = KLParams
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:

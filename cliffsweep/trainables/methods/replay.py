@@ -19,6 +19,7 @@ class ReplayParams(MethodParams):
 
 class Replay(Method):
     name = "replay"
+    fsdp_safe = True  # changes the batches only
     Params = ReplayParams
 
     def __init__(self, params: ReplayParams | None = None):

@@ -7,3 +7,4 @@ from cliffsweep.trainables.methods.base import Method
 
 class SFT(Method):
     name = "sft"
+    fsdp_safe = True  # the empty method

@@ -132,6 +132,7 @@ class SIBParams(MethodParams):
 
 class SIB(Method):
     name = "sib"
+    fsdp_safe = True  # rescales before the model is sharded, then trains as sft
     Params = SIBParams
 
     def stats_inputs(self):

@@ -39,6 +39,7 @@ def talr_weights(ce: torch.Tensor, mask: torch.Tensor, min_weight: float) -> tup
 
 class TALR(Method):
     name = "talr"
+    fsdp_safe = True  # token weights change the loss only
     Params = TALRParams
 
     def loss(self, model, batch):

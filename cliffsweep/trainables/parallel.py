@@ -1,0 +1,99 @@
+"""How a trial's model is spread over its Ray Train workers (DDP or FSDP), and how a checkpoint
+is taken from it.
+
+- `ddp`: Ray's `prepare_model`; every worker holds the whole model, rank 0 saves it.
+- `fsdp`: torch FSDP2 (`fully_shard`) on each decoder layer, then on the root. Parameters keep
+  their names and shapes (they become DTensors holding one shard each), so methods that only
+  change the loss run unchanged. Taking a checkpoint is a collective: every rank joins the
+  full-state-dict gather, rank 0 receives the weights on CPU and rebuilds an ordinary model
+  (`plain_model`), which the usual export, `save_pretrained` and canary then see.
+
+Why not Ray's `prepare_model(parallel_strategy="fsdp")`: it wraps with FSDP1, which flattens the
+parameters (names and shapes vanish, so a rank-0 `save_pretrained` writes one shard of a flat
+buffer, and methods that look parameters up by name find nothing) and refuses CPU workers, so
+none of it could be tested here. FSDP2 runs over gloo on CPU too (tests/test_fsdp.py).
+
+Methods declare whether they run under FSDP (`Method.fsdp_safe`); optimizers, here.
+"""
+
+from __future__ import annotations
+
+import torch
+
+FSDP_OPTIMIZERS = frozenset({"adamw"})
+"""Optimizers checked to step DTensor shards as they step whole tensors (tests/test_fsdp.py).
+Muon orthogonalises whole matrices and sgd normalises by a whole matrix's RMS: unchecked."""
+
+
+def prepare(model: torch.nn.Module, strategy: str) -> torch.nn.Module:
+    """Place `model` on this worker's device and wrap it for data-parallel training."""
+    import ray.train.torch
+
+    if strategy == "ddp":
+        return ray.train.torch.prepare_model(model, parallel_strategy="ddp")
+    if strategy != "fsdp":
+        raise ValueError(f"unknown strategy {strategy!r}; valid: ['ddp', 'fsdp']")
+    model = model.to(ray.train.torch.get_device())
+    # One worker has nothing to shard with (Ray's DDP does not wrap a single worker either).
+    return shard(model) if ray.train.get_context().get_world_size() > 1 else model
+
+
+def shard(model: torch.nn.Module) -> torch.nn.Module:
+    """FSDP2 over the default process group: each decoder layer is one unit (its weights are
+    gathered for its forward and freed after), the root holds the rest (embeddings, norm, head).
+    The layer classes are the model's own `_no_split_modules` (transformers names its decoder
+    layers there)."""
+    from torch.distributed.fsdp import fully_shard
+
+    layer_classes = set(model._no_split_modules or ())
+    if not layer_classes:
+        raise ValueError(f"{type(model).__name__} names no decoder layer class (_no_split_modules)")
+    for module in model.modules():
+        if type(module).__name__ in layer_classes:
+            fully_shard(module)
+    fully_shard(model)
+    return model
+
+
+def is_sharded(model: torch.nn.Module) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(p, DTensor) for p in model.parameters())
+
+
+def local(t: torch.Tensor) -> torch.Tensor:
+    """This worker's shard of a DTensor, or the tensor itself."""
+    from torch.distributed.tensor import DTensor
+
+    return t.to_local() if isinstance(t, DTensor) else t
+
+
+def full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The whole model's weights on CPU, on rank 0 ({} on the others). A collective when the
+    model is sharded: every rank must call it at the same point."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def plain_model(sharded: torch.nn.Module, state: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """An ordinary CPU copy of a sharded transformers model, with weights `state` (from
+    `full_state`). Built on the meta device, so no memory or time goes to a random init."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        plain = AutoModelForCausalLM.from_config(sharded.config, dtype=sharded.dtype)
+    missing, unexpected = plain.load_state_dict(state, strict=False, assign=True)
+    if unexpected:
+        raise RuntimeError(f"full state has weights the model does not: {unexpected[:5]}")
+    plain.tie_weights()  # a tied head is stored once
+    # Buffers outside the state dict (rotary inverse frequencies) are not sharded: copy them.
+    buffers = dict(sharded.named_buffers())
+    for name, buf in plain.named_buffers():
+        if buf.is_meta:
+            owner, _, leaf = name.rpartition(".")
+            plain.get_submodule(owner).register_buffer(leaf, buffers[name].detach().cpu(), persistent=False)
+    left = [n for n, t in [*plain.named_parameters(), *plain.named_buffers()] if t.is_meta]
+    if left:
+        raise RuntimeError(f"the full state misses {left[:5]} (missing keys: {missing[:5]})")
+    return plain
