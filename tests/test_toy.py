@@ -145,18 +145,33 @@ def test_base_models_know_arithmetic_but_not_the_learn_facts(vllm_base_scores, n
     assert LEARN_RANGE[0] <= vllm_base_scores[name, "toy_facts"] <= LEARN_RANGE[1], vllm_base_scores
 
 
-@pytest.mark.slow
-def test_rebuild_reproduces_packaged_weights(tmp_path):
+def test_build_is_deterministic_on_one_machine():
     import torch
-    from safetensors.torch import load_file
 
-    from cliffsweep.toy.build import build_model
+    from cliffsweep.toy.build import pretrain
+
+    a, _ = pretrain("qwen2-tiny", 0, 12, log_every=0)
+    b, _ = pretrain("qwen2-tiny", 0, 12, log_every=0)
+    c, _ = pretrain("qwen2-tiny", 1, 12, log_every=0)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert not all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values()))
+
+
+@pytest.mark.slow
+def test_rebuild_gives_a_base_model_like_the_packaged_one(tmp_path):
+    """The build script still makes the toy world's base model: retain well above chance, learn
+    near chance, as the packaged weights do. Not bit-for-bit: the same seed gives the same
+    weights on one machine (test above), but CPU kernels differ between machines (AVX2 vs
+    AVX-512 reductions), and 1000 steps amplify the last-bit differences (max |diff| 0.5 seen
+    between the packaged weights and a rebuild on another machine)."""
+    from cliffsweep.toy.build import build_model, greedy_accuracy
+    from cliffsweep.models import load_model
 
     manifest = json.loads((WEIGHTS_DIR / "manifest.json").read_text())
     name = "qwen2-tiny"
     out = build_model(name, str(tmp_path / name), manifest[name]["seed"], manifest[name]["steps"])
-    new, old = load_file(f"{out}/model.safetensors"), load_file(f"{WEIGHTS_DIR / name}/model.safetensors")
-    assert new.keys() == old.keys()
-    diff = max((new[k] - old[k]).abs().max().item() for k in new)
-    assert diff < 1e-4, diff
-    assert not torch.equal(new[next(iter(new))], torch.zeros_like(new[next(iter(new))]))
+    model, tok = load_model(out)
+    arith = greedy_accuracy(model, tok, ToyArith(ToyArith.Params(n_eval=100)))
+    facts = greedy_accuracy(model, tok, ToyFacts(ToyFacts.Params(n_eval=200)))
+    assert arith >= RETAIN_MIN, arith
+    assert LEARN_RANGE[0] <= facts <= LEARN_RANGE[1], facts
