@@ -83,3 +83,11 @@ def test_statistics_task_asks_for_a_gpu_only_when_trials_train_on_gpus():
     assert stats_task_resources(4.0, 1.0, 4) == {"num_cpus": 1.0, "num_gpus": 1.0}
     # never more than one trial asks for, so it fits wherever a trial fits
     assert stats_task_resources(0.5, 0.5, 1) == {"num_cpus": 0.5, "num_gpus": 0.5}
+
+
+@pytest.mark.parametrize("total", [1, 2, 3, 4, 7])
+def test_schedule_is_defined_for_tiny_runs(total):
+    # LambdaLR evaluates the multiplier once more after the last step (step == total)
+    values = [lr_multiplier(s, total, 20, 50, 0.1) for s in range(total + 1)]
+    assert all(0 <= v <= 1 for v in values), values
+    assert values[0] > 0  # the first update is not lost

@@ -30,6 +30,8 @@ def lr_multiplier(step: int, total: int, warmup: int, cooldown: int, min_ratio: 
     if step < decay_end:
         progress = (step - warmup) / max(1, decay_end - warmup)
         return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    if cooldown == 0:  # a run too short for one (step == total: the scheduler looks one past the end)
+        return min_ratio
     k = step - decay_end
     return min_ratio * (cooldown - k) / cooldown
 
