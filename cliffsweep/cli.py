@@ -54,6 +54,11 @@ def cmd_run(args) -> int:
 
     print("\n" + status_text(store))
     print(f"\nResults: {store.uri}  (cliffsweep status {store.uri}; cliffsweep analyze {store.uri} --out report/)")
+    unfinished = int(store.read("trials")["status"].isin(["pending", "running"]).sum())
+    if unfinished:
+        print(f"\nInterrupted: {unfinished} trial(s) not finished. Run the same command again to resume "
+              "(finished trials and evaluations are kept; Tune's 'Tuner.restore' hint does not apply).")
+        return 1
     return 0
 
 

@@ -67,3 +67,57 @@ def test_crashing_evaluator_is_recorded_and_the_rest_evaluated(swept):
     assert {base_trial_id("ok"), ids["ok"]} <= set(evals["trial_id"])
     assert set(evals.loc[evals["trial_id"] == ids["ok"], "role"]) == {"learn", "retain"}
     assert not (evals["model"] == "broken").any()
+
+
+def test_interrupted_run_leaves_pending_trials_and_resumes(tmp_path):
+    """Ctrl-C during `cliffsweep run`: trials Tune stopped go back to pending (none is left
+    'running'), the command says how to resume and exits 1; running it again finishes the grid
+    without duplicating a row."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from cliffsweep.orchestrator.store import Store
+
+    store_dir = tmp_path / "store"
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "name": "interrupt", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],
+        "methods": [{"name": "sft"}], "lrs": [1e-3, 3e-3, 1e-2], "epochs": [1],
+        "tasks": {"learn": {"name": "toy_facts", "params": {"n_eval": 20, "n_train": 64}},
+                  "retain": [{"name": "toy_arith", "params": {"n_eval": 20}}]},
+        "recipe": {"batch_size": 16, "max_seq_len": 128},
+        "eval": {"points_per_trial": 1, "backend": "hf", "cpus_per_evaluator": 0.5},
+        "resources": {"max_concurrent_trials": 1},
+        "store": str(store_dir),
+    }))
+    cmd = [sys.executable, "-m", "cliffsweep.cli", "run", str(sweep)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline:  # interrupt once a trial runs (Tune's loop is live)
+        trials = Store(str(store_dir)).read("trials")
+        if not trials.empty and (trials["status"] == "running").any():
+            break
+        time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("no trial started within 240 s")
+    os.kill(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=240)
+    trials = Store(str(store_dir)).read("trials")
+    assert proc.returncode == 1, out[-3000:]
+    assert "Interrupted:" in out and "Run the same command again to resume" in out
+    assert not (trials["status"] == "running").any(), trials[["trial_id", "status"]]
+    assert (trials["status"] == "pending").any()
+
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    store = Store(str(store_dir))
+    trials, evals = store.read("trials"), store.read("evals")
+    assert len(trials) == 3 and (trials["status"] == "done").all()
+    assert not evals.duplicated(["trial_id", "step", "task", "metric"]).any()
+    assert set(evals["trial_id"]) == set(trials["trial_id"]) | {"q-base"}

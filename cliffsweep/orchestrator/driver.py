@@ -73,6 +73,7 @@ class SweepRun:
         self.started: dict[str, datetime] = {}
         self.last: dict[str, dict] = {}
         self.last_at: dict[str, datetime] = {}
+        self.finished: set[str] = set()  # trials that reached a terminal status in this run
         self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
         self.inbox: InboxReader | None = None  # set once Ray is up
 
@@ -316,6 +317,11 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
                 ),
             )
             tuner.fit()
+            # Tune returns early when interrupted (Ctrl-C): trials it stopped go back to pending,
+            # which is what a re-run picks up; their evaluations so far are kept.
+            for t in todo:
+                if t.trial_id not in run.finished:
+                    run.record(t.trial_id, TrialStatus.PENDING)
         progress.phase = "evaluating"
         tracker.wait_all(on_tick=tick)
         progress.phase = "finished"
@@ -372,6 +378,7 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
                 run.on_report(tid, metrics, tracker)
 
         def _finish(self, tid: str, status: TrialStatus, **extra):
+            run.finished.add(tid)
             progress.status["running"] -= 1
             progress.status[status.value] += 1
             if tid in run.started:
