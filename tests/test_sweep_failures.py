@@ -6,6 +6,7 @@ evaluations and the sweep itself carry on."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +122,78 @@ def test_interrupted_run_leaves_pending_trials_and_resumes(tmp_path):
     assert len(trials) == 3 and (trials["status"] == "done").all()
     assert not evals.duplicated(["trial_id", "step", "task", "metric"]).any()
     assert set(evals["trial_id"]) == set(trials["trial_id"]) | {"q-base"}
+
+
+def _kill_train_worker_after(checkpoint: Path, stop) -> None:
+    """SIGKILL the Ray Train worker (a crash, as an OOM kill or a lost node would be) once Ray
+    Train has registered `checkpoint` (its folder appears earlier, when the upload starts)."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    snapshot = checkpoint.parent / "checkpoint_manager_snapshot.json"
+    while not stop.is_set() and not (snapshot.exists() and checkpoint.name in snapshot.read_text()):
+        time.sleep(0.02)
+    for p in psutil.process_iter(["cmdline"]):
+        if p.info["cmdline"] and p.info["cmdline"][0].startswith("ray::RayTrainWorker"):
+            os.kill(p.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_killed_worker_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
+    """A trial whose worker is killed after its first checkpoint is retried and continues from
+    that checkpoint (weights, optimizer, schedule, data position: trainables/resume.py): it ends
+    with exactly the weights of an uninterrupted run, and only its last checkpoint keeps the
+    training state."""
+    import threading
+
+    import ray
+    from safetensors.torch import load_file
+
+    from cliffsweep.orchestrator.driver import run_sweep
+
+    def spec(store):
+        return parse_spec({
+            "name": "resume", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],
+            "methods": [{"name": "sft"}], "lrs": [1e-3], "epochs": [4],  # 400 examples: 100 steps
+            "tasks": {"learn": {"name": "toy_facts", "params": {"n_eval": 20}},
+                      "retain": [{"name": "toy_arith", "params": {"n_eval": 20}}]},
+            "recipe": {"batch_size": 16, "max_seq_len": 128},
+            "eval": {"points_per_trial": 4, "backend": "hf", "cpus_per_evaluator": 0.5},
+            "resources": {"max_retries": 1},
+            "store": str(store),
+        })
+
+    reference, crashed = spec(tmp_path / "reference"), spec(tmp_path / "crashed")
+    (tid,) = [t.trial_id for t in expand_grid(crashed)]
+    try:
+        ref_store = run_sweep(reference, num_cpus=3)
+    finally:
+        ray.shutdown()
+    ckpts = tmp_path / "crashed" / "checkpoints" / tid
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_train_worker_after, args=(ckpts / "step-000025", stop))
+    killer.start()
+    try:
+        store = run_sweep(crashed, num_cpus=3)
+    finally:
+        stop.set()
+        killer.join()
+        ray.shutdown()
+
+    row = store.read("trials").set_index("trial_id").loc[tid]
+    assert row["status"] == "done" and row["attempt"] == 2, row
+    assert 25 <= row["resumed_from_step"] < row["steps"] == 100, row
+    errors = store.read("errors")
+    assert (errors["kind"] == "trial_retry").sum() == 1
+    final = f"checkpoints/{tid}/step-000100/model.safetensors"
+    got, want = load_file(tmp_path / "crashed" / final), load_file(tmp_path / "reference" / final)
+    assert all(ref_store.read("trials")["resumed_from_step"] == 0)
+    assert got.keys() == want.keys() and all((got[k] == want[k]).all() for k in want)
+    with_state = sorted(p.parent.name for p in ckpts.glob("step-*/train_state.pt"))
+    assert with_state == ["step-000100"]
+    evals = store.read("evals")
+    assert sorted(set(evals.loc[evals["trial_id"] == tid, "step"])) == [25, 50, 75, 100]
+    assert not evals.duplicated(["trial_id", "step", "task", "metric"]).any()

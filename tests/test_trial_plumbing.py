@@ -19,8 +19,12 @@ def test_lean_trainer_drops_only_the_unused_helper_actors(tmp_path):
 
     from cliffsweep.trainables.trial import UNUSED_ON_LOCAL_CLUSTER, UNUSED_WITHOUT_DATASETS, lean_trainer_cls
 
-    trainer = lean_trainer_cls()(lambda cfg: None, scaling_config=ScalingConfig(num_workers=1),
-                                 run_config=RunConfig(storage_path=str(tmp_path), name="t"))
+    def make(local_cluster: bool):
+        return lean_trainer_cls()(lambda cfg: None, scaling_config=ScalingConfig(num_workers=1),
+                                  run_config=RunConfig(storage_path=str(tmp_path), name="t"),
+                                  local_cluster=local_cluster)
+
+    trainer = make(local_cluster=False)
     full = _callback_names(trainer, parent=True)
     # If Ray renames these, the lean trainer would silently drop nothing: fail here instead.
     assert UNUSED_WITHOUT_DATASETS in full and UNUSED_ON_LOCAL_CLUSTER in full, full
@@ -28,8 +32,7 @@ def test_lean_trainer_drops_only_the_unused_helper_actors(tmp_path):
     remote = _callback_names(trainer)
     assert remote == [n for n in full if n != UNUSED_WITHOUT_DATASETS]
 
-    trainer.local_cluster = True
-    local = _callback_names(trainer)
+    local = _callback_names(make(local_cluster=True))
     assert local == [n for n in full if n not in (UNUSED_WITHOUT_DATASETS, UNUSED_ON_LOCAL_CLUSTER)]
     # what actually runs the trial is untouched
     for needed in ("BackendSetupCallback", "AcceleratorSetupCallback", "UserCallbackHandler"):
@@ -70,3 +73,21 @@ def test_inbox_delivers_every_report_through_the_real_callback(ray_local, tmp_pa
     assert all("rank" not in m and m["reported_at"] > 0 for _, m in items)  # rank 0's metrics
     assert [m.get("checkpoint_path") for _, m in items] == [None, str(ckpt_dir), None]
     assert reader.flush() == [] and reader.poll() == []
+
+
+def test_evaluators_copy_checkpoints_without_the_training_state(tmp_path):
+    import pyarrow.fs as pafs
+
+    from cliffsweep.orchestrator.pool import copy_for_eval
+    from cliffsweep.trainables.resume import TRAIN_STATE
+
+    src = tmp_path / "step-000010"
+    (src / "sub").mkdir(parents=True)
+    (src / "model.safetensors").write_bytes(b"w" * 100)
+    (src / "sub" / "adapter_config.json").write_text("{}")
+    (src / TRAIN_STATE).write_bytes(b"o" * 300)
+    dest = tmp_path / "copy"
+    copy_for_eval(pafs.LocalFileSystem(), str(src), str(dest))
+    got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert got == ["model.safetensors", "sub/adapter_config.json"]
+    assert (dest / "model.safetensors").read_bytes() == b"w" * 100

@@ -90,6 +90,7 @@ class SweepRun:
         self.store.write("trials", tid, [trial_row(
             t, status, attempt=self.attempts.get(tid, 0), started_at=started, **timing,
             steps=last.get("step"), final_loss=last.get("loss"), train_seconds=last.get("train_seconds"),
+            resumed_from_step=last.get("resumed_from_step"),
             config=json.dumps(self.trial_config(t, None)["train"], sort_keys=True, default=str), **extra)])
 
     # --- configs ------------------------------------------------------------------------------

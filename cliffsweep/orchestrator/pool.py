@@ -47,8 +47,27 @@ def _local_copy(uri: str) -> tuple[str, tempfile.TemporaryDirectory | None]:
     import pyarrow.fs as pafs
 
     tmp = tempfile.TemporaryDirectory(prefix="cliffsweep-eval-")
-    pafs.copy_files(uri, tmp.name)
+    fs, path = pafs.FileSystem.from_uri(uri)
+    copy_for_eval(fs, path, tmp.name)
     return tmp.name, tmp
+
+
+def copy_for_eval(fs, folder: str, dest: str) -> None:
+    """Copy a checkpoint folder without its training state (trainables/resume.py): that holds
+    the optimizer's moments, several times the model's size, and evaluation never reads it."""
+    import pyarrow.fs as pafs
+
+    from cliffsweep.trainables.resume import TRAIN_STATE
+
+    root = folder.rstrip("/")
+    for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
+        if info.type != pafs.FileType.File or info.base_name == TRAIN_STATE:
+            continue
+        target = os.path.join(dest, info.path[len(root):].lstrip("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with fs.open_input_stream(info.path) as src, open(target, "wb") as out:
+            while chunk := src.read(1 << 24):
+                out.write(chunk)
 
 
 class Evaluator:

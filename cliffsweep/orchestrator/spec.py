@@ -243,7 +243,7 @@ def _fsdp_problems(data: dict) -> list[str]:
         if isinstance(name, str) and name in METHODS and not method_class(name).fsdp_safe:
             safe = sorted(n for n in METHODS if method_class(n).fsdp_safe)
             problems.append(f"methods.{i}.name: {name} does not run under resources.strategy fsdp "
-                            f"(it works on whole parameters); use ddp, or one of {safe}")
+                            f"(not shard-safe: see Method.fsdp_safe); use ddp, or one of {safe}")
         opts = m.get("optimizers") if isinstance(m.get("optimizers"), list) else sweep_opts
         for o in opts:
             if isinstance(o, str) and o not in FSDP_OPTIMIZERS:

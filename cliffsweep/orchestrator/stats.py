@@ -24,9 +24,10 @@ def stats_relpath(model: str, method: str, key: str) -> str:
 
 
 def stats_task_resources(cpus_per_worker: float, gpus_per_worker: float, workers_per_trial: int) -> dict[str, float]:
-    """Ray resources of one statistics task: a GPU when trials train on GPUs (the Fisher of an
-    8B backbone over 256 GSM8K examples is minutes on a GPU and hours on a CPU), never more
-    than one trial asks for, so that it fits wherever a trial fits."""
+    """Ray resources of one statistics task: a GPU when trials train on GPUs (a real backbone's
+    Fisher or SIB gradients over the retain set are forward/backward passes, GPU work like
+    training), never more than one trial asks for, so that it fits wherever a trial fits.
+    (Ray hides GPUs from a task that asked for none, so compute_stats stays on the CPU then.)"""
     return {"num_cpus": min(1.0, cpus_per_worker * workers_per_trial),
             "num_gpus": min(1.0, gpus_per_worker * workers_per_trial)}
 

@@ -22,13 +22,12 @@ def checkpoint_name(step: int) -> str:
 
 def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     import ray.train
-    import ray.train.torch
     import torch
 
     from cliffsweep.evals.tasks import build_task
     from cliffsweep.models import load_model, resolve_model
     from cliffsweep.orchestrator.stats import load_stats
-    from cliffsweep.trainables import data, parallel
+    from cliffsweep.trainables import data, parallel, resume
     from cliffsweep.trainables.losses import unwrap
     from cliffsweep.trainables.methods import build_method
     from cliffsweep.trainables.optimizers import build_optimizer
@@ -46,7 +45,12 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     method = build_method(trial["method"], trial["method_params"])
     stats = load_stats(cfg["stats_uri"]) if cfg.get("stats_uri") else {}
     model = method.prepare(model, stats)
-    model = parallel.prepare(model, cfg.get("strategy", "ddp"))
+    # A retried or re-run trial continues from its latest checkpoint (resume.py). Loaded after
+    # prepare(): statistics, anchors and frozen copies come from the base weights.
+    state = resume.load(ray.train.get_checkpoint()) if cfg["strategy"] == "ddp" else None
+    if state is not None:
+        model.load_state_dict(state["model"])
+    model = parallel.prepare(model, cfg["strategy"])
     device = next(unwrap(model).parameters()).device
 
     learn_task = build_task(cfg["learn"]["name"], cfg["learn"]["params"])
@@ -68,11 +72,20 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(
         s, total, recipe["warmup_steps"], recipe["cooldown_steps"], recipe["min_lr_ratio"]))
 
-    step, train_s = 0, 0.0
+    start = 0
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        method.load_state_dict(state["method"])
+        start = state["step"]
+
+    step, train_s = start, 0.0
     t_loop = time.time()
     model.train()
-    for epoch in range(trial["epochs"]):
-        for batch in batches(epoch):
+    for epoch in range(start // per_epoch, trial["epochs"]):
+        for i, batch in enumerate(batches(epoch)):
+            if epoch * per_epoch + i < start:
+                continue  # trained on before the resume
             batch = {k: v.to(device) for k, v in batch.items()}
             loss, logs = method.loss(model, batch)
             if not all_finite([loss.detach()], world):
@@ -98,7 +111,8 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                     ray.train.report({"status": "diverged", "step": step, "epoch": step / per_epoch,
                                       "loss": loss_val, "total_steps": total, "train_seconds": train_s})
                     return
-                _report_checkpoint(method, model, tok, step, per_epoch, total, loss_val, t_loop, rank)
+                _report_checkpoint(method, model, tok, (opt, sched), step, per_epoch, total, loss_val,
+                                   t_loop, rank, start)
 
 
 def all_finite(tensors: list, world: int) -> bool:
@@ -117,26 +131,31 @@ def all_finite(tensors: list, world: int) -> bool:
     return bad.item() == 0
 
 
-def _report_checkpoint(method, model, tok, step, per_epoch, total, loss, t_loop, rank) -> None:
-    """Rank 0 writes the checkpoint folder; every rank reports (report is a barrier). A sharded
-    (FSDP) model is first gathered by every rank (parallel.py). `t_loop`: when the training
-    loop began (the driver derives the trial's setup time from it)."""
+def _report_checkpoint(method, model, tok, optim, step, per_epoch, total, loss, t_loop, rank,
+                       resumed_from) -> None:
+    """Rank 0 writes the checkpoint folder, with the training state to resume from (resume.py;
+    not for FSDP), and drops the previous checkpoint's; every rank reports (report is a
+    barrier). A sharded (FSDP) model is first gathered by every rank (parallel.py). `t_loop`:
+    when the training loop began (the driver derives the trial's setup time from it)."""
     import ray.train
     from ray.train import Checkpoint
 
     from cliffsweep.evals.canary import write_canary
-    from cliffsweep.trainables import parallel
+    from cliffsweep.trainables import parallel, resume
     from cliffsweep.trainables.losses import unwrap
 
     metrics = {"status": "running", "step": step, "epoch": step / per_epoch, "loss": loss,
                "total_steps": total, "train_seconds": time.time() - t_loop,
-               "checkpoint_kind": method.checkpoint_kind, "loop_started_at": t_loop}
+               "checkpoint_kind": method.checkpoint_kind, "loop_started_at": t_loop,
+               "resumed_from_step": resumed_from}
     sharded = parallel.is_sharded(unwrap(model))
     state = parallel.full_state(unwrap(model)) if sharded else None
     if rank != 0:
         ray.train.report(metrics)
         return
     with tempfile.TemporaryDirectory(prefix="cliffsweep-ckpt-") as tmp:
+        if not sharded:  # before export: WiSE-FT resumes from its fine-tuned weights
+            resume.save(tmp, step, unwrap(model), *optim, method)
         trained = parallel.plain_model(unwrap(model), state) if sharded else unwrap(model)
         to_save = method.export(trained)
         to_save.save_pretrained(tmp, safe_serialization=True)
@@ -146,6 +165,9 @@ def _report_checkpoint(method, model, tok, step, per_epoch, total, loss, t_loop,
         with open(os.path.join(tmp, "cliffsweep_meta.json"), "w") as f:
             json.dump({"step": step, "epoch": step / per_epoch, "kind": method.checkpoint_kind,
                        "loss": loss}, f)
+        previous = ray.train.get_checkpoint()  # the latest persisted one (or the resumed-from)
         ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp),
                          checkpoint_dir_name=checkpoint_name(step))
+    if previous is not None:
+        resume.drop(previous)  # only the latest checkpoint is resumed from
 

@@ -27,7 +27,9 @@ def lean_trainer_cls():
     from ray.train.torch import TorchTrainer
 
     class LeanTorchTrainer(TorchTrainer):
-        local_cluster = False
+        def __init__(self, *args, local_cluster: bool, **kwargs):
+            self.local_cluster = local_cluster
+            super().__init__(*args, **kwargs)
 
         def _create_default_callbacks(self):
             drop = {UNUSED_WITHOUT_DATASETS} if not self.datasets else set()
@@ -40,6 +42,7 @@ def lean_trainer_cls():
 
 def run_trial(config: dict[str, Any]) -> None:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+
     from cliffsweep.orchestrator.inbox import report_callback
     from cliffsweep.trainables.loop import train_loop_per_worker
 
@@ -62,6 +65,6 @@ def run_trial(config: dict[str, Any]) -> None:
             failure_config=FailureConfig(max_failures=0),
             checkpoint_config=CheckpointConfig(num_to_keep=None),
         ),
+        local_cluster=config["local_cluster"],
     )
-    trainer.local_cluster = config.get("local_cluster", False)
     trainer.fit()

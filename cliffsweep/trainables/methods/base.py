@@ -86,6 +86,15 @@ class Method:
     def after_step(self, model: nn.Module, step: int) -> None:
         """After optimizer.step(): edit parameters or masks here."""
 
+    def state_dict(self) -> dict[str, Any]:
+        """State the method changes during training, saved with each checkpoint so that a
+        resumed trial continues exactly (trainables/resume.py). Most methods have none:
+        what prepare() builds is rebuilt from the base model on resume."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()` after prepare() (and after the trained weights are loaded)."""
+
     def export(self, model: nn.Module) -> nn.Module:
         """The (unwrapped) model to save as a checkpoint."""
         return model

@@ -66,6 +66,15 @@ class NanoAdam(Method):
             if p.grad is not None:
                 p.grad.mul_(m)
 
+    def state_dict(self) -> dict:
+        # the masks and anchors of the current refresh period (a resume mid-period keeps them)
+        return {} if self.masks is None else {"masks": self.masks, "anchors": self.anchors}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state:
+            self.masks = [m.to(p.device) for m, p in zip(state["masks"], self.tensors)]
+            self.anchors = [a.to(p.device) for a, p in zip(state["anchors"], self.tensors)]
+
     @torch.no_grad()
     def after_step(self, model: nn.Module, step: int) -> None:
         for p, m, a in zip(self.tensors, self.masks, self.anchors):

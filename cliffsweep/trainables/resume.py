@@ -1,0 +1,50 @@
+"""Mid-trial resume: the training state saved beside each checkpoint, and reading it back.
+
+A trial that is retried (a crashed worker) or re-run (a resumed sweep) starts a new Ray Train
+run with the same name and storage path; Ray Train then hands the workers the latest reported
+checkpoint (`ray.train.get_checkpoint()`). Beside the exported model it holds `TRAIN_STATE`:
+the weights as trained (before `method.export`, so WiSE-FT resumes from its fine-tuned weights,
+not the interpolation, and LoRA from the peft model), the optimizer, the lr schedule, the
+method's own state (NanoAdam's masks) and the step. The loop loads the base model, runs
+`method.prepare` (statistics, anchors and frozen copies come from the base, as in the first
+run), then this state, and skips the batches already trained on: data order is a function of
+(seed, epoch), so the resumed run sees what the uninterrupted one would have.
+
+Only the latest checkpoint keeps its training state (`drop`): it holds the optimizer's moments,
+twice the weights, and only the latest is ever resumed from. FSDP trials restart from step 0
+(their optimizer state is sharded; not saved).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+TRAIN_STATE = "train_state.pt"
+
+
+def save(folder: str | Path, step: int, model: torch.nn.Module, optimizer, scheduler, method) -> None:
+    """Write the training state of an unwrapped, unsharded `model` into a checkpoint folder."""
+    torch.save({"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "method": method.state_dict()},
+               Path(folder) / TRAIN_STATE)
+
+
+def load(checkpoint) -> dict[str, Any] | None:
+    """The training state in a Ray Train checkpoint, or None (no checkpoint, or one without it)."""
+    if checkpoint is None:
+        return None
+    with checkpoint.as_directory() as folder:
+        path = Path(folder) / TRAIN_STATE
+        return torch.load(path, map_location="cpu", weights_only=True) if path.is_file() else None
+
+
+def drop(checkpoint) -> None:
+    """Delete a checkpoint's training state (it has a newer one); the exported model stays."""
+    import pyarrow.fs as pafs
+
+    path = f"{checkpoint.path}/{TRAIN_STATE}"
+    if checkpoint.filesystem.get_file_info(path).type == pafs.FileType.File:
+        checkpoint.filesystem.delete_file(path)
