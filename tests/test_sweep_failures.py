@@ -136,9 +136,13 @@ def _kill_train_worker_after(checkpoint: Path, stop) -> None:
     snapshot = checkpoint.parent / "checkpoint_manager_snapshot.json"
     while not stop.is_set() and not (snapshot.exists() and checkpoint.name in snapshot.read_text()):
         time.sleep(0.02)
-    for p in psutil.process_iter(["cmdline"]):
-        if p.info["cmdline"] and p.info["cmdline"][0].startswith("ray::RayTrainWorker"):
-            os.kill(p.pid, signal.SIGKILL)
+    # only this test's Ray cluster: its raylet, and so its workers, descend from this process
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.cmdline() and p.cmdline()[0].startswith("ray::RayTrainWorker"):
+                os.kill(p.pid, signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            continue
 
 
 @pytest.mark.slow
