@@ -127,6 +127,7 @@ def test_interrupted_run_leaves_pending_trials_and_resumes(tmp_path):
 def _kill_train_worker_after(checkpoint: Path, stop) -> None:
     """SIGKILL the Ray Train worker (a crash, as an OOM kill or a lost node would be) once Ray
     Train has registered `checkpoint` (its folder appears earlier, when the upload starts)."""
+    import json
     import os
     import signal
     import time
@@ -134,7 +135,15 @@ def _kill_train_worker_after(checkpoint: Path, stop) -> None:
     import psutil
 
     snapshot = checkpoint.parent / "checkpoint_manager_snapshot.json"
-    while not stop.is_set() and not (snapshot.exists() and checkpoint.name in snapshot.read_text()):
+
+    def registered() -> bool:
+        try:
+            results = json.loads(snapshot.read_text())["checkpoint_results"]
+        except (OSError, ValueError, KeyError):  # not written yet, or being written
+            return False
+        return checkpoint.name in {r["checkpoint_dir_name"] for r in results}
+
+    while not stop.is_set() and not registered():
         time.sleep(0.02)
     # only this test's Ray cluster: its raylet, and so its workers, descend from this process
     for p in psutil.Process().children(recursive=True):
@@ -149,8 +158,8 @@ def _kill_train_worker_after(checkpoint: Path, stop) -> None:
 def test_killed_worker_resumes_from_its_checkpoint_to_the_same_weights(tmp_path):
     """A trial whose worker is killed after its first checkpoint is retried and continues from
     that checkpoint (weights, optimizer, schedule, data position: trainables/resume.py): it ends
-    with exactly the weights of an uninterrupted run, and only its last checkpoint keeps the
-    training state."""
+    with exactly the weights of an uninterrupted run, and only its two last checkpoints keep
+    the training state."""
     import threading
 
     import ray
@@ -197,7 +206,7 @@ def test_killed_worker_resumes_from_its_checkpoint_to_the_same_weights(tmp_path)
     assert all(ref_store.read("trials")["resumed_from_step"] == 0)
     assert got.keys() == want.keys() and all((got[k] == want[k]).all() for k in want)
     with_state = sorted(p.parent.name for p in ckpts.glob("step-*/train_state.pt"))
-    assert with_state == ["step-000100"]
+    assert with_state == ["step-000075", "step-000100"]
     evals = store.read("evals")
     assert sorted(set(evals.loc[evals["trial_id"] == tid, "step"])) == [25, 50, 75, 100]
     assert not evals.duplicated(["trial_id", "step", "task", "metric"]).any()

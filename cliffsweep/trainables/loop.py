@@ -79,6 +79,8 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         method.load_state_dict(state["method"])
         start = state["step"]
 
+    # checkpoints holding training state, oldest first (resume.keep_latest)
+    with_state = [ray.train.get_checkpoint()] if state is not None else []
     step, train_s = start, 0.0
     t_loop = time.time()
     model.train()
@@ -112,7 +114,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                                       "loss": loss_val, "total_steps": total, "train_seconds": train_s})
                     return
                 _report_checkpoint(method, model, tok, (opt, sched), step, per_epoch, total, loss_val,
-                                   t_loop, rank, start)
+                                   t_loop, rank, start, with_state)
 
 
 def all_finite(tensors: list, world: int) -> bool:
@@ -132,9 +134,9 @@ def all_finite(tensors: list, world: int) -> bool:
 
 
 def _report_checkpoint(method, model, tok, optim, step, per_epoch, total, loss, t_loop, rank,
-                       resumed_from) -> None:
+                       resumed_from, with_state: list) -> None:
     """Rank 0 writes the checkpoint folder, with the training state to resume from (resume.py;
-    not for FSDP), and drops the previous checkpoint's; every rank reports (report is a
+    not for FSDP), and drops older ones' (resume.keep_latest); every rank reports (report is a
     barrier). A sharded (FSDP) model is first gathered by every rank (parallel.py). `t_loop`:
     when the training loop began (the driver derives the trial's setup time from it)."""
     import ray.train
@@ -165,9 +167,9 @@ def _report_checkpoint(method, model, tok, optim, step, per_epoch, total, loss, 
         with open(os.path.join(tmp, "cliffsweep_meta.json"), "w") as f:
             json.dump({"step": step, "epoch": step / per_epoch, "kind": method.checkpoint_kind,
                        "loss": loss}, f)
-        previous = ray.train.get_checkpoint()  # the latest persisted one (or the resumed-from)
         ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp),
                          checkpoint_dir_name=checkpoint_name(step))
-    if previous is not None:
-        resume.drop(previous)  # only the latest checkpoint is resumed from
+    if not sharded:
+        with_state.append(ray.train.get_checkpoint())  # the one just persisted
+        resume.keep_latest(with_state)
 

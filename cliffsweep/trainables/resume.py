@@ -10,9 +10,11 @@ method's own state (NanoAdam's masks) and the step. The loop loads the base mode
 run), then this state, and skips the batches already trained on: data order is a function of
 (seed, epoch), so the resumed run sees what the uninterrupted one would have.
 
-Only the latest checkpoint keeps its training state (`drop`): it holds the optimizer's moments,
-twice the weights, and only the latest is ever resumed from. FSDP trials restart from step 0
-(their optimizer state is sharded; not saved).
+Only the two latest checkpoints keep their training state (`keep_latest`): it holds the
+optimizer's moments, twice the weights. Why two: `ray.train.report` returns once the controller
+has taken the report, before it registers the checkpoint; a worker that dies in between leaves
+the previous checkpoint as the latest registered one, which must still hold its state. FSDP
+trials restart from step 0 (their optimizer state is sharded; not saved).
 """
 
 from __future__ import annotations
@@ -39,6 +41,15 @@ def load(checkpoint) -> dict[str, Any] | None:
     with checkpoint.as_directory() as folder:
         path = Path(folder) / TRAIN_STATE
         return torch.load(path, map_location="cpu", weights_only=True) if path.is_file() else None
+
+
+KEEP = 2
+
+
+def keep_latest(with_state: list) -> None:
+    """Drop the training state of all but the KEEP latest of `with_state` (oldest first)."""
+    while len(with_state) > KEEP:
+        drop(with_state.pop(0))
 
 
 def drop(checkpoint) -> None:
