@@ -161,9 +161,9 @@ def test_build_is_deterministic_on_one_machine():
 def test_rebuild_gives_a_base_model_like_the_packaged_one(tmp_path):
     """The build script still makes the toy world's base model: retain well above chance, learn
     near chance, as the packaged weights do. Not bit-for-bit: the same seed gives the same
-    weights on one machine (test above), but CPU kernels differ between machines (AVX2 vs
-    AVX-512 reductions), and 1000 steps amplify the last-bit differences (max |diff| 0.5 seen
-    between the packaged weights and a rebuild on another machine)."""
+    weights on one machine (test above), not across machines: a rebuild on another machine
+    differed from the packaged weights by up to 0.5 (most likely CPU kernels, e.g. AVX2 vs
+    AVX-512 reductions, amplified over 1000 steps)."""
     from cliffsweep.toy.build import build_model, greedy_accuracy
     from cliffsweep.models import load_model
 
