@@ -65,9 +65,8 @@ def copy_for_eval(fs, folder: str, dest: str) -> None:
             continue
         target = os.path.join(dest, info.path[len(root):].lstrip("/"))
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        with fs.open_input_stream(info.path) as src, open(target, "wb") as out:
-            while chunk := src.read(1 << 24):
-                out.write(chunk)
+        pafs.copy_files(info.path, target, source_filesystem=fs,
+                        destination_filesystem=pafs.LocalFileSystem())
 
 
 class Evaluator:

@@ -35,12 +35,19 @@ def save(folder: str | Path, step: int, model: torch.nn.Module, optimizer, sched
 
 
 def load(checkpoint) -> dict[str, Any] | None:
-    """The training state in a Ray Train checkpoint, or None (no checkpoint, or one without it)."""
+    """The training state in a Ray Train checkpoint, or None (no checkpoint, or one without it).
+    Reads that one file from the checkpoint's storage, not the whole folder."""
+    import io
+
+    import pyarrow.fs as pafs
+
     if checkpoint is None:
         return None
-    with checkpoint.as_directory() as folder:
-        path = Path(folder) / TRAIN_STATE
-        return torch.load(path, map_location="cpu", weights_only=True) if path.is_file() else None
+    path = f"{checkpoint.path}/{TRAIN_STATE}"
+    if checkpoint.filesystem.get_file_info(path).type != pafs.FileType.File:
+        return None
+    with checkpoint.filesystem.open_input_stream(path) as f:
+        return torch.load(io.BytesIO(f.read()), map_location="cpu", weights_only=True)
 
 
 KEEP = 2
