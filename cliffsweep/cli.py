@@ -30,7 +30,10 @@ def _load(path: str | None, store: str | None):
 def cmd_validate(args) -> int:
     from cliffsweep.orchestrator.grid import expand_grid
 
+    from cliffsweep.orchestrator.preflight import check_preflight
+
     spec = _load(args.spec, None)
+    check_preflight(spec, source=args.spec)
     grid = expand_grid(spec)
     print(f"{args.spec}: OK")
     print(f"  {len(grid)} trials = {len(spec.models)} model(s) x {len({t.series for t in grid})} series "
@@ -54,12 +57,16 @@ def cmd_run(args) -> int:
 
     print("\n" + status_text(store))
     print(f"\nResults: {store.uri}  (cliffsweep status {store.uri}; cliffsweep analyze {store.uri} --out report/)")
-    unfinished = int(store.read("trials")["status"].isin(["pending", "running"]).sum())
+    status = store.read("trials")["status"]
+    unfinished = int(status.isin(["pending", "running"]).sum())
+    unevaluated = int((status == "trained").sum())
     if unfinished:
         print(f"\nInterrupted: {unfinished} trial(s) not finished. Run the same command again to resume "
               "(finished trials and evaluations are kept; Tune's 'Tuner.restore' hint does not apply).")
-        return 1
-    return 0
+    if unevaluated:
+        print(f"\n{unevaluated} trial(s) trained but not every checkpoint of theirs is evaluated (the "
+              "evaluation errors are in `cliffsweep status`). Run the same command again to retry them.")
+    return 1 if unfinished or unevaluated else 0
 
 
 def cmd_status(args) -> int:

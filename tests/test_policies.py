@@ -42,7 +42,7 @@ def test_resume_rule():
 
 def test_lifecycle():
     assert final_status({"status": "diverged"}) is TrialStatus.DIVERGED
-    assert final_status({"status": "running"}) is TrialStatus.DONE
+    assert final_status({"status": "running"}) is TrialStatus.TRAINED  # done once evaluated (ledger)
     assert TrialStatus.FAILED.terminal and not TrialStatus.RUNNING.terminal
     assert default_concurrency(2, 1, 1.0) == 1 and default_concurrency(16, 2, 2) == 7
     assert default_concurrency(1, 4, 0) == 1

@@ -1,12 +1,16 @@
 """The sweep driver: spec -> Ray Tune grid of Ray Train trials -> evaluator pool -> store.
 
     run_sweep(spec)
-      1. write the resolved spec; find what the store already holds (resume)
+      1. check what can be checked before anything starts (preflight.py); write the resolved
+         spec; find what the store already holds (resume)
       2. start Ray and the evaluator pool (one engine per model, started once)
-      3. evaluate each base model once; compute once-per-model method statistics
+      3. evaluate each base model once, and every checkpoint of an earlier run that still
+         lacks an evaluation (ledger.py); compute once-per-model method statistics; a model
+         whose base evaluation fails does not train
       4. Tune runs the remaining grid points; each checkpoint a trial reports is handed to
          the pool at once (training never waits for evaluation)
-      5. wait for the last evaluations; return the store
+      5. settle the ledger from the store: every reported checkpoint evaluated, then the
+         trials whose checkpoints all are count as `done`
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from cliffsweep.faults import maybe_fail
+from cliffsweep.orchestrator import ledger
 from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.grid import Trial, base_trial_id, expand_grid
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
@@ -73,12 +79,21 @@ class SweepRun:
         self.started: dict[str, datetime] = {}
         self.last: dict[str, dict] = {}
         self.last_at: dict[str, datetime] = {}
-        self.finished: set[str] = set()  # trials that reached a terminal status in this run
+        self.finished: set[str] = set()  # trials whose training ended in this run
+        self.trained: dict[str, int | None] = {}  # trained, not yet settled -> final step
+        self.finished_at: dict[str, datetime] = {}
+        self.ckpt_steps: dict[str, set[int]] = {}  # reported checkpoints per trial (ledger)
+        self.stored_rows: dict[str, dict] = {}  # trials rows of earlier runs
         self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
         self.inbox: InboxReader | None = None  # set once Ray is up
 
     # --- trial rows ---------------------------------------------------------------------------
     def record(self, tid: str, status: TrialStatus, **extra: Any) -> None:
+        if tid not in self.last and tid in self.stored_rows and status is TrialStatus.DONE:
+            # trained by an earlier run: only its status changes
+            row = dict(self.stored_rows[tid], status=status.value, **extra)
+            self.store.write("trials", tid, [row])
+            return
         t = self.by_id[tid]
         last = self.last.get(tid, {})
         started = self.started.get(tid)
@@ -103,6 +118,8 @@ class SweepRun:
             "resources": s.resources.model_dump(),
             "train": {
                 "trial": t.to_dict(),
+                "store_uri": _abs_uri(s.store_uri),
+                "checkpoint_root": self.checkpoint_root,
                 "recipe": s.recipe.model_dump(),
                 "learn": s.tasks.learn.model_dump(),
                 "retain": s.tasks.retain[0].model_dump(),
@@ -119,14 +136,44 @@ class SweepRun:
         self.last[tid] = metrics
         self.last_at[tid] = datetime.fromtimestamp(metrics["reported_at"], timezone.utc)
         if metrics.get("checkpoint_path"):
-            tracker.submit(self.eval_request(self.by_id[tid], int(metrics["step"]), float(metrics["epoch"]),
-                                             metrics["checkpoint_path"], metrics["checkpoint_kind"]),
-                           force=True)
+            step = int(metrics["step"])
+            maybe_fail(f"driver_report:{tid}:{step}")
+            # The trial's rank 0 records it too; writing it here as well covers a worker that
+            # died between its report and its row (idempotent).
+            rec = ledger.record_checkpoint(self.store, self.checkpoint_root, tid, step,
+                                           float(metrics["epoch"]), metrics["checkpoint_kind"])
+            self.evaluate(rec, tracker)
 
-    def eval_request(self, t: Trial, step: int, epoch: float, checkpoint: str, kind: str) -> EvalRequest:
-        return EvalRequest(trial_id=t.trial_id, model=t.model, method=t.method, series=t.series,
-                           optimizer=t.optimizer, lr=t.lr, epochs=t.epochs, seed=t.seed,
-                           step=step, epoch=epoch, checkpoint=checkpoint, kind=kind)
+    def evaluate(self, rec: ledger.CheckpointRecord, tracker: EvalTracker, known_unevaluated: bool = False) -> None:
+        self.ckpt_steps.setdefault(rec.trial_id, set()).add(rec.step)
+        t = self.by_id[rec.trial_id]
+        tracker.submit(EvalRequest(
+            trial_id=t.trial_id, model=t.model, method=t.method, series=t.series, optimizer=t.optimizer,
+            lr=t.lr, epochs=t.epochs, seed=t.seed, step=rec.step, epoch=rec.epoch, checkpoint=rec.uri,
+            kind=rec.kind), known_unevaluated=known_unevaluated)
+
+    def reconcile(self, tracker: EvalTracker) -> None:
+        """From the store: every reported checkpoint of this grid that lacks an evaluation is
+        sent (once per run: one that already failed in this run waits for the next run)."""
+        ck, ev = self.store.read("checkpoints"), self.store.read("evals")
+        tracker.evaluated |= ledger.evaluated_keys(ev, self.task_names)
+        for rec in ledger.records(ck):
+            if rec.trial_id in self.by_id:
+                self.ckpt_steps.setdefault(rec.trial_id, set()).add(rec.step)
+        for rec in ledger.unevaluated(ck, ev, self.task_names, set(self.by_id)):
+            if rec.key not in tracker.failed_keys:
+                self.evaluate(rec, tracker, known_unevaluated=True)
+
+    def settle(self, tracker: EvalTracker) -> list[str]:
+        """Trained trials whose checkpoints are all evaluated become `done`; returns them."""
+        settled = []
+        for tid, final in list(self.trained.items()):
+            steps = self.ckpt_steps.get(tid, set())
+            if ledger.trial_settled(final, steps, {s for s in steps if (tid, s) in tracker.evaluated}):
+                del self.trained[tid]
+                self.record(tid, TrialStatus.DONE, finished_at=self.finished_at.get(tid) or _now())
+                settled.append(tid)
+        return settled
 
 
 def base_request(model: str) -> EvalRequest:
@@ -217,33 +264,13 @@ def ensure_stats(run: SweepRun, todo: list[Trial]) -> tuple[dict[str, str | None
     failed: dict[str, str] = {}
     for ref, rel in refs.items():
         try:
-            store._put_bytes(rel, ray.get(ref))
+            store.put_bytes(rel, ray.get(ref))
         except Exception as exc:  # one method's statistics must not stop the other trials
-            msg = f"statistics {rel} could not be computed: {exc}"[-4000:]
+            msg = f"statistics {rel} could not be computed: {exc}"
             store.write("errors", f"stats__{rel.replace('/', '__')}", [{
                 "trial_id": needs[rel][0], "step": -1, "kind": "stats", "message": msg, "at": _now()}])
             failed.update({tid: msg for tid in needs[rel]})
     return out, failed
-
-
-def _resubmit_unevaluated(run: SweepRun, tracker: EvalTracker, finished: list[str]) -> None:
-    """Resume: checkpoints of finished trials whose evaluation never landed get evaluated."""
-    import pyarrow.fs as pafs
-
-    fs, root = pafs.FileSystem.from_uri(run.checkpoint_root) if "://" in run.checkpoint_root \
-        else (pafs.LocalFileSystem(), run.checkpoint_root)
-    for tid in finished:
-        folder = f"{root}/{tid}"
-        if fs.get_file_info(folder).type != pafs.FileType.Directory:
-            continue
-        for info in fs.get_file_info(pafs.FileSelector(folder)):
-            meta_path = f"{info.path}/cliffsweep_meta.json"
-            if info.type != pafs.FileType.Directory or fs.get_file_info(meta_path).type != pafs.FileType.File:
-                continue
-            with fs.open_input_stream(meta_path) as f:
-                meta = json.loads(f.read())
-            uri = info.path if "://" not in run.checkpoint_root else f"{run.checkpoint_root.split('://')[0]}://{info.path}"
-            tracker.submit(run.eval_request(run.by_id[tid], meta["step"], meta["epoch"], uri, meta["kind"]))
 
 
 def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed: bool = False,
@@ -251,16 +278,23 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
     import ray
     from ray import tune
 
+    from cliffsweep.orchestrator.preflight import check_preflight
+
+    check_preflight(spec, eval_backend)
     store = Store(spec.store_uri)
     store.write_text("spec.yaml", yaml.safe_dump(spec.model_dump(), sort_keys=False))
     store.write_json("spec.json", spec.model_dump())
     run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose)
 
     stored = store.read("trials")
-    status = dict(zip(stored["trial_id"], stored["status"]))
+    run.stored_rows = {r["trial_id"]: r for r in stored.to_dict("records") if r["trial_id"] in run.by_id}
+    status = {tid: r["status"] for tid, r in run.stored_rows.items()}
     todo_ids = set(trials_to_run([t.trial_id for t in run.grid], status, retry_failed))
     todo = [t for t in run.grid if t.trial_id in todo_ids]
     finished = [t.trial_id for t in run.grid if t.trial_id not in todo_ids]
+    # trained by an earlier run, their evaluations not all in: settled during this one
+    run.trained = {tid: _int_or_none(run.stored_rows[tid].get("steps")) for tid in finished
+                   if status.get(tid) == TrialStatus.TRAINED.value}
     for t in todo:
         run.record(t.trial_id, TrialStatus.PENDING)
 
@@ -274,35 +308,53 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
         total_cpus, r.cpus_per_worker * r.workers_per_trial, n_eval_cpus)
 
     progress = Progress(len(run.grid), concurrency, stream=stream)
-    progress.status.update({"done": sum(status.get(t) == "done" for t in finished),
-                            "diverged": sum(status.get(t) == "diverged" for t in finished),
-                            "failed": sum(status.get(t) == "failed" for t in finished)})
+    progress.status.update({s: sum(status.get(t) == s for t in finished)
+                            for s in ("done", "trained", "diverged", "failed")})
     tracker = EvalTracker(
         store, lambda: start_pool({m.name: (m.path, m.dtype) for m in spec.models}, spec, store.uri, run.backend),
         run.task_names)
-
     run.inbox = InboxReader(start_inbox(run.inbox_name))
 
-    def tick() -> None:
+    def tick(wait: float = 0.0) -> None:
         for tid, metrics in run.inbox.poll():
             run.on_report(tid, metrics, tracker)
-        for _req, _res in tracker.poll():
-            pass
+        tracker.poll(timeout=wait)
+        for _tid in run.settle(tracker):
+            progress.status["trained"] -= 1
+            progress.status["done"] += 1
         progress.evals_done, progress.evals_failed = tracker.done, tracker.failed
         progress.evals_pending = len(tracker.pending)
         progress.refresh()
 
+    def drain() -> None:
+        while tracker.pending:
+            tick(wait=0.5)
+
     with progress:
         for m in spec.models:
             tracker.submit(base_request(m.name))
-        _resubmit_unevaluated(run, tracker, finished)
+        run.reconcile(tracker)  # checkpoints an earlier run reported but never evaluated
         progress.phase = "statistics"
         progress.refresh(force=True)
         stats, stats_failed = ensure_stats(run, todo)
         for tid, msg in stats_failed.items():
             run.record(tid, TrialStatus.FAILED, error=msg, finished_at=_now())
             progress.status["failed"] += 1
-        todo = [t for t in todo if t.trial_id not in stats_failed]
+        # A model whose base evaluation fails would fail every evaluation of its checkpoints:
+        # its trials do not train (the error says why) instead of burning the compute.
+        progress.phase = "base evaluation"
+        while any((base_trial_id(m.name), 0) in tracker.queued for m in spec.models):
+            tick(wait=0.5)
+        broken = {m.name: tracker.failed_keys[(base_trial_id(m.name), 0)] for m in spec.models
+                  if (base_trial_id(m.name), 0) in tracker.failed_keys}
+        for t in todo:
+            if t.model in broken and t.trial_id not in stats_failed:
+                run.record(t.trial_id, TrialStatus.FAILED, finished_at=_now(), error=(
+                    f"not trained: the base evaluation of model {t.model!r} failed, so no checkpoint of it "
+                    f"could be evaluated; fix the model or its eval settings and re-run with --retry-failed. "
+                    f"The evaluation's error:\n{broken[t.model]}"))
+                progress.status["failed"] += 1
+        todo = [t for t in todo if t.trial_id not in stats_failed and t.model not in broken]
         if todo:
             progress.phase = "training"
             tuner = tune.Tuner(
@@ -324,9 +376,19 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
                 if t.trial_id not in run.finished:
                     run.record(t.trial_id, TrialStatus.PENDING)
         progress.phase = "evaluating"
-        tracker.wait_all(on_tick=tick)
+        drain()
+        # The store is the truth: whatever a report or a dead worker left unevaluated, now.
+        run.reconcile(tracker)
+        drain()
+        for _tid in run.settle(tracker):
+            progress.status["trained"] -= 1
+            progress.status["done"] += 1
         progress.phase = "finished"
     return store
+
+
+def _int_or_none(v) -> int | None:
+    return None if v is None or v != v else int(v)
 
 
 def _trial_fn():
@@ -342,7 +404,7 @@ def _error_text(trial) -> str:
     path = getattr(trial, "error_file", None)
     if path and os.path.exists(path):
         with open(path) as f:
-            return f.read()[-4000:]
+            return f.read()  # the store keeps its head and its tail (store.clip_message)
     return str(getattr(trial, "error_msg", None) or "trial failed (no error text captured)")
 
 
@@ -384,7 +446,11 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
             progress.status[status.value] += 1
             if tid in run.started:
                 progress.trial_seconds.append((_now() - run.started[tid]).total_seconds())
-            run.record(tid, status, finished_at=_now(), **extra)
+            run.finished_at[tid] = _now()
+            run.record(tid, status, finished_at=run.finished_at[tid], **extra)
+            if status is TrialStatus.TRAINED:
+                run.trained[tid] = _int_or_none(run.last.get(tid, {}).get("total_steps"))
+                tick()
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             tid = trial.config["cfg"]["train"]["trial"]["trial_id"]

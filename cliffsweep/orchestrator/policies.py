@@ -8,7 +8,8 @@ from enum import Enum
 class TrialStatus(str, Enum):
     PENDING = "pending"
     RUNNING = "running"
-    DONE = "done"
+    TRAINED = "trained"  # training finished; some of its checkpoints still await evaluation
+    DONE = "done"  # trained, and every checkpoint it reported is evaluated (ledger.py)
     DIVERGED = "diverged"  # non-finite loss: stopped, earlier evals kept
     FAILED = "failed"  # crashed after every retry; error recorded
 
@@ -18,19 +19,21 @@ class TrialStatus(str, Enum):
 
 
 def trials_to_run(grid_ids: list[str], stored_status: dict[str, str], retry_failed: bool) -> list[str]:
-    """Resume rule: run every grid point that has not finished; a failed one only when asked
-    (`--retry-failed`), so a resume never silently repeats a known crash."""
-    skip = {TrialStatus.DONE.value, TrialStatus.DIVERGED.value}
+    """Resume rule: train every grid point whose training has not finished; a failed one only
+    when asked (`--retry-failed`), so a resume never silently repeats a known crash. (A
+    `trained` trial's missing evaluations are the ledger's business, not a reason to retrain.)"""
+    skip = {TrialStatus.TRAINED.value, TrialStatus.DONE.value, TrialStatus.DIVERGED.value}
     if not retry_failed:
         skip.add(TrialStatus.FAILED.value)
     return [t for t in grid_ids if stored_status.get(t) not in skip]
 
 
 def final_status(last_result: dict | None) -> TrialStatus:
-    """Status of a trial whose training function returned normally."""
+    """Status of a trial whose training function returned normally: `trained` until its
+    evaluations are in (then the driver records `done`), or `diverged`."""
     if last_result and last_result.get("status") == TrialStatus.DIVERGED.value:
         return TrialStatus.DIVERGED
-    return TrialStatus.DONE
+    return TrialStatus.TRAINED
 
 
 def default_concurrency(total_cpus: float, cpus_per_trial: float, evaluator_cpus: float) -> int:

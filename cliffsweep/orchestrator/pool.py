@@ -77,9 +77,13 @@ class Evaluator:
         from cliffsweep.evals.backends import build_backend
         from cliffsweep.evals.tasks import build_task
         from cliffsweep.models import resolve_model
+        from cliffsweep.orchestrator.preflight import engine_context
 
-        self._make_backend = lambda: build_backend(
-            backend, resolve_model(model_path), dtype=dtype, **backend_options)
+        folder = resolve_model(model_path)
+        if "max_model_len" in backend_options:
+            backend_options = dict(backend_options, max_model_len=engine_context(
+                backend_options["max_model_len"], folder))
+        self._make_backend = lambda: build_backend(backend, folder, dtype=dtype, **backend_options)
         t0 = time.time()
         self.backend = self._make_backend()
         self.engine_seconds = time.time() - t0
@@ -92,8 +96,10 @@ class Evaluator:
     def evaluate(self, req: dict[str, Any]) -> dict[str, float]:
         from cliffsweep.evals.backends import CheckpointRef, StaleWeightsError
         from cliffsweep.evals.runner import evaluate_task
+        from cliffsweep.faults import maybe_fail
 
         r = EvalRequest(**req)
+        maybe_fail(f"eval:{r.trial_id}:{r.step}")
         path, tmp = _local_copy(r.checkpoint) if r.checkpoint else (None, None)
         try:
             ref = CheckpointRef(path=path, kind=r.kind)

@@ -75,6 +75,9 @@ class RecipeSpec(_Strict):
     """Retain-set examples used for once-per-model statistics (Fisher, SIB, MAS, ...)."""
 
 
+DEFAULT_MAX_MODEL_LEN = 4096
+
+
 class EvalSpec(_Strict):
     points_per_trial: int = Field(3, ge=1)
     """Evenly spaced checkpoints per trial; the last is the end of training."""
@@ -86,8 +89,10 @@ class EvalSpec(_Strict):
     gpus_per_evaluator: float = Field(0.0, ge=0)
     kv_cache_mb: int = Field(64, ge=1)
     """vLLM KV-cache size per engine (CPU needs it set, or vLLM claims most of the RAM)."""
-    max_model_len: int = Field(1024, ge=16)
-    """Context of the engine; at most the model's own (the toy models: 256)."""
+    max_model_len: int | None = Field(None, ge=16)
+    """Context of the engine; at most the model's own (the toy models: 256; `validate` checks
+    it against each local model's config.json). None = the model's own, capped at
+    DEFAULT_MAX_MODEL_LEN (a longer one only costs KV cache: GSM8K needs about 1,000 tokens)."""
     enforce_eager: bool | None = None
     """vLLM without compilation/graph capture. None = on when evaluators have no GPU (on CPU
     it cuts engine start several-fold, see docs/evals.md)."""

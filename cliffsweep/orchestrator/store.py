@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from typing import Any
 
@@ -19,7 +20,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-TABLES = ("trials", "evals", "samples", "errors")
+TABLES = ("trials", "checkpoints", "evals", "samples", "errors")
 
 # Column order and types of each table; a write is cast to this so that files always union.
 SCHEMAS: dict[str, pa.Schema] = {
@@ -32,6 +33,10 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("setup_seconds", pa.float64()), ("teardown_seconds", pa.float64()),
         ("steps", pa.int64()), ("resumed_from_step", pa.int64()), ("final_loss", pa.float64()), ("error", pa.string()),
         ("config", pa.string()),
+    ]),
+    "checkpoints": pa.schema([
+        ("trial_id", pa.string()), ("step", pa.int64()), ("epoch", pa.float64()), ("kind", pa.string()),
+        ("uri", pa.string()), ("reported_at", pa.timestamp("us", tz="UTC")),
     ]),
     "evals": pa.schema([
         ("trial_id", pa.string()), ("model", pa.string()), ("method", pa.string()),
@@ -56,24 +61,70 @@ def _safe(part: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=\-]", "_", part)
 
 
+class StorageError(OSError):
+    """Storage stayed unreachable through every retry; names the URI and the operation."""
+
+
+# Object storage has bad seconds (throttling, a restarted endpoint, a dropped connection):
+# each store operation is retried with exponential backoff before the sweep gives up on it.
+RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
+# Answers that retrying cannot change.
+_PERMANENT = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
+def retrying(what: str, uri: str, fn, delays=RETRY_DELAYS):
+    """`fn()`, retried on transient OSErrors after each of `delays` seconds; then StorageError."""
+    for delay in (*delays, None):
+        try:
+            return fn()
+        except _PERMANENT:
+            raise
+        except OSError as exc:
+            if delay is None:
+                raise StorageError(f"storage at {uri}: {what} failed after {len(delays) + 1} attempts: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+            time.sleep(delay)
+
+
+# The errors table keeps at most this many characters of a message: its head (where it
+# happened) and always its tail (the exception type and message are the last lines).
+MESSAGE_LIMIT = 8000
+
+
+def clip_message(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    head = limit // 4
+    cut = len(text) - limit
+    return f"{text[:head]}\n... [{cut} characters cut] ...\n{text[-(limit - head):]}"
+
+
 class Store:
     """A sweep's results at `uri` (a local folder or e.g. s3://bucket/prefix)."""
 
     def __init__(self, uri: str):
         self.uri = uri
         self.fs, self.root = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), _abs(uri))
-        self.fs.create_dir(self.root, recursive=True)
+        self._retry("create the store folder", lambda: self.fs.create_dir(self.root, recursive=True))
+
+    def _retry(self, what: str, fn):
+        return retrying(what, self.uri, fn)
 
     # --- writing ----------------------------------------------------------------------------
-    def _put_bytes(self, rel: str, data: bytes) -> None:
-        """Atomic write: hidden temp file in the same folder, then rename over the target."""
+    def put_bytes(self, rel: str, data: bytes) -> None:
+        """Atomic write of `rel`: hidden temp file in the same folder, then rename over the target."""
         final = f"{self.root}/{rel}"
         folder, name = final.rsplit("/", 1)
-        self.fs.create_dir(folder, recursive=True)
-        tmp = f"{folder}/.{name}.{uuid.uuid4().hex}.tmp"
-        with self.fs.open_output_stream(tmp) as f:
-            f.write(data)
-        self.fs.move(tmp, final)
+
+        def put() -> None:
+            self.fs.create_dir(folder, recursive=True)
+            tmp = f"{folder}/.{name}.{uuid.uuid4().hex}.tmp"
+            with self.fs.open_output_stream(tmp) as f:
+                f.write(data)
+            self.fs.move(tmp, final)
+
+        self._retry(f"write {rel}", put)
 
     def write(self, table: str, key: str, rows: list[dict[str, Any]] | pd.DataFrame) -> None:
         """Replace write-unit `key` of `table` with `rows` (idempotent, atomic)."""
@@ -83,20 +134,25 @@ class Store:
         unknown = {k for r in rows for k in r} - set(schema.names)
         if unknown:
             raise ValueError(f"{table}: unknown column(s) {sorted(unknown)}")
+        if table == "errors":
+            rows = [dict(r, message=clip_message(r.get("message", ""))) for r in rows]
         tbl = pa.Table.from_pylist([{c: _none_if_nan(r.get(c)) for c in schema.names} for r in rows], schema=schema)
         sink = pa.BufferOutputStream()
         pq.write_table(tbl, sink)
-        self._put_bytes(f"{table}/{_safe(key)}.parquet", sink.getvalue().to_pybytes())
+        self.put_bytes(f"{table}/{_safe(key)}.parquet", sink.getvalue().to_pybytes())
 
     def write_json(self, name: str, obj: Any) -> None:
-        self._put_bytes(name, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
+        self.put_bytes(name, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
 
     def write_text(self, name: str, text: str) -> None:
-        self._put_bytes(name, text.encode())
+        self.put_bytes(name, text.encode())
 
     # --- reading ----------------------------------------------------------------------------
     def read(self, table: str) -> pd.DataFrame:
         """All rows of `table` (empty frame with the right columns if none yet)."""
+        return self._retry(f"read table {table}", lambda: self._read(table))
+
+    def _read(self, table: str) -> pd.DataFrame:
         path = f"{self.root}/{table}"
         info = self.fs.get_file_info(path)
         if info.type == pafs.FileType.NotFound:
@@ -110,14 +166,21 @@ class Store:
         return pa.concat_tables(tables).to_pandas()
 
     def has(self, table: str, key: str) -> bool:
-        return self.fs.get_file_info(f"{self.root}/{table}/{_safe(key)}.parquet").type == pafs.FileType.File
+        return self.exists(f"{table}/{_safe(key)}.parquet")
+
+    def read_bytes(self, name: str) -> bytes:
+        def get() -> bytes:
+            with self.fs.open_input_stream(f"{self.root}/{name}") as f:
+                return f.read()
+
+        return self._retry(f"read {name}", get)
 
     def read_json(self, name: str) -> Any:
-        with self.fs.open_input_stream(f"{self.root}/{name}") as f:
-            return json.loads(f.read())
+        return json.loads(self.read_bytes(name))
 
     def exists(self, name: str) -> bool:
-        return self.fs.get_file_info(f"{self.root}/{name}").type != pafs.FileType.NotFound
+        info = self._retry(f"look up {name}", lambda: self.fs.get_file_info(f"{self.root}/{name}"))
+        return info.type != pafs.FileType.NotFound
 
 
 def _none_if_nan(v: Any) -> Any:

@@ -16,15 +16,12 @@ import time
 from typing import Any
 
 
-def checkpoint_name(step: int) -> str:
-    return f"step-{step:06d}"
-
-
 def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     import ray.train
     import torch
 
     from cliffsweep.evals.tasks import build_task
+    from cliffsweep.faults import maybe_fail
     from cliffsweep.models import load_model, resolve_model
     from cliffsweep.orchestrator.stats import load_stats
     from cliffsweep.trainables import data, parallel, resume
@@ -34,6 +31,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     from cliffsweep.trainables.schedule import eval_steps, lr_multiplier
 
     trial, recipe = cfg["trial"], cfg["recipe"]
+    maybe_fail(f"train_start:{trial['trial_id']}")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     torch.manual_seed(trial["seed"])
@@ -50,6 +48,10 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     state = resume.load(ray.train.get_checkpoint()) if cfg["strategy"] == "ddp" else None
     if state is not None:
         model.load_state_dict(state["model"])
+    if ray.train.get_checkpoint() is not None and rank == 0:
+        # The checkpoint this attempt continues from was reported by an earlier one, which may
+        # have died before recording it (ledger.py): record it again (idempotent).
+        _record(cfg, ray.train.get_checkpoint())
     model = parallel.prepare(model, cfg["strategy"])
     device = next(unwrap(model).parameters()).device
 
@@ -113,8 +115,13 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                     ray.train.report({"status": "diverged", "step": step, "epoch": step / per_epoch,
                                       "loss": loss_val, "total_steps": total, "train_seconds": train_s})
                     return
-                _report_checkpoint(method, model, tok, (opt, sched), step, per_epoch, total, loss_val,
+                _report_checkpoint(cfg, method, model, tok, (opt, sched), step, per_epoch, total, loss_val,
                                    t_loop, rank, start, with_state)
+    if step == start > 0:
+        # Resumed at its end (an earlier attempt reported the final checkpoint, then died): no
+        # step left, but the driver still learns where the trial stands (its final step).
+        ray.train.report({"status": "running", "step": step, "epoch": step / per_epoch, "total_steps": total,
+                          "train_seconds": 0.0, "resumed_from_step": start})
 
 
 def all_finite(tensors: list, world: int) -> bool:
@@ -133,7 +140,18 @@ def all_finite(tensors: list, world: int) -> bool:
     return bad.item() == 0
 
 
-def _report_checkpoint(method, model, tok, optim, step, per_epoch, total, loss, t_loop, rank,
+def _record(cfg: dict[str, Any], checkpoint) -> None:
+    """Record an already reported checkpoint in the store (from its cliffsweep_meta.json)."""
+    from cliffsweep.orchestrator.ledger import record_checkpoint
+    from cliffsweep.orchestrator.store import Store
+
+    with checkpoint.filesystem.open_input_stream(f"{checkpoint.path}/cliffsweep_meta.json") as f:
+        meta = json.loads(f.read())
+    record_checkpoint(Store(cfg["store_uri"]), cfg["checkpoint_root"], cfg["trial"]["trial_id"],
+                      meta["step"], meta["epoch"], meta["kind"])
+
+
+def _report_checkpoint(cfg, method, model, tok, optim, step, per_epoch, total, loss, t_loop, rank,
                        resumed_from, with_state: list) -> None:
     """Rank 0 writes the checkpoint folder, with the training state to resume from (resume.py;
     not for FSDP), and drops older ones' (resume.keep_latest); every rank reports (report is a
@@ -143,6 +161,9 @@ def _report_checkpoint(method, model, tok, optim, step, per_epoch, total, loss, 
     from ray.train import Checkpoint
 
     from cliffsweep.evals.canary import write_canary
+    from cliffsweep.faults import maybe_fail
+    from cliffsweep.orchestrator.ledger import checkpoint_dir_name, record_checkpoint
+    from cliffsweep.orchestrator.store import Store
     from cliffsweep.trainables import parallel, resume
     from cliffsweep.trainables.losses import unwrap
 
@@ -163,12 +184,17 @@ def _report_checkpoint(method, model, tok, optim, step, per_epoch, total, loss, 
         to_save.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         write_canary(to_save, tok, tmp)
-        # Lets a resumed sweep find checkpoints whose evaluation never landed.
+        # Read back when a retried trial resumes from this checkpoint (it records it again).
         with open(os.path.join(tmp, "cliffsweep_meta.json"), "w") as f:
             json.dump({"step": step, "epoch": step / per_epoch, "kind": method.checkpoint_kind,
                        "loss": loss}, f)
         ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp),
-                         checkpoint_dir_name=checkpoint_name(step))
+                         checkpoint_dir_name=checkpoint_dir_name(step))
+    maybe_fail(f"reported:{cfg['trial']['trial_id']}:{step}")
+    # report() returned: the folder is complete in storage. The store's row is what makes it a
+    # checkpoint to evaluate, whatever happens to this run or the driver (ledger.py).
+    record_checkpoint(Store(cfg["store_uri"]), cfg["checkpoint_root"], cfg["trial"]["trial_id"], step,
+                      step / per_epoch, method.checkpoint_kind)
     if not sharded:
         with_state.append(ray.train.get_checkpoint())  # the one just persisted
         resume.keep_latest(with_state)

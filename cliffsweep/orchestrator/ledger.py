@@ -1,0 +1,105 @@
+"""Which checkpoints exist, which are evaluated, and when a trial is finished: from the store alone.
+
+The invariant this module keeps (issue 10): every checkpoint a trial reports is evaluated
+exactly once on every task, whatever stops the sweep and however often it is re-run, and a
+trial counts as `done` only once its checkpoints (the final one included) are evaluated.
+
+Why the store and not the driver's memory: a driver can be SIGKILLed between any two lines.
+What it knew then (reports in flight, evaluations queued on actors) is gone; what the store
+holds is not. So the bookkeeping is two tables and pure functions over them:
+
+- `checkpoints`: one row per reported checkpoint (trial, step, URI, kind). Rank 0 of the trial
+  writes it right after `ray.train.report` returns, when the folder is complete in storage
+  (trainables/loop.py), and again when a retried trial resumes from that checkpoint, so a
+  worker killed between the report and the row leaves no gap. The driver writes it too when
+  the report reaches it (idempotent: same key, same content).
+- `evals`: one write unit per (trial, step, task), written by the evaluator actor after the
+  task's samples.
+
+A driver, at start and after training, evaluates `unevaluated(...)`; a trial whose training
+ended is `trained` until `trial_settled(...)` says its checkpoints are all evaluated, then
+`done`. Re-running reaches the same state from any interruption: idempotent writes mean a
+checkpoint evaluated twice (a race with a kill) still has one row set per task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+
+def checkpoint_dir_name(step: int) -> str:
+    """Ray Train's `checkpoint_dir_name` of the checkpoint at `step` (under <root>/<trial_id>/)."""
+    return f"step-{step:06d}"
+
+
+def checkpoint_uri(root: str, trial_id: str, step: int) -> str:
+    """Where the checkpoint of `trial_id` at `step` lives, scheme included (`s3://...`): the
+    evaluators read it from here. Ray Train's own `Checkpoint.path` drops the scheme (it is
+    relative to its filesystem), which is why a sweep on object storage evaluated nothing."""
+    return f"{root.rstrip('/')}/{trial_id}/{checkpoint_dir_name(step)}"
+
+
+def checkpoint_key(trial_id: str, step: int) -> str:
+    """Write-unit key of one checkpoint row."""
+    return f"{trial_id}__{step:08d}"
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    trial_id: str
+    step: int
+    epoch: float
+    kind: str  # "full" | "lora"
+    uri: str
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.trial_id, self.step)
+
+
+def records(checkpoints: pd.DataFrame) -> list[CheckpointRecord]:
+    """The rows of a `checkpoints` table as records, one per (trial, step), in order."""
+    if checkpoints.empty:
+        return []
+    rows = checkpoints.drop_duplicates(["trial_id", "step"], keep="last").sort_values(["trial_id", "step"])
+    return [CheckpointRecord(r.trial_id, int(r.step), float(r.epoch), r.kind, r.uri)
+            for r in rows.itertuples(index=False)]
+
+
+def evaluated_keys(evals: pd.DataFrame, tasks: list[str]) -> set[tuple[str, int]]:
+    """(trial, step) pairs with an evaluation on every task in `tasks`."""
+    if evals.empty:
+        return set()
+    done = evals[evals["task"].isin(tasks)][["trial_id", "step", "task"]].drop_duplicates()
+    counts = done.groupby(["trial_id", "step"])["task"].nunique()
+    return {(t, int(s)) for (t, s), n in counts.items() if n == len(set(tasks))}
+
+
+def unevaluated(checkpoints: pd.DataFrame, evals: pd.DataFrame, tasks: list[str],
+                trial_ids: set[str] | None = None) -> list[CheckpointRecord]:
+    """Checkpoints that still lack an evaluation on some task (restricted to `trial_ids`,
+    the sweep's grid, when given: a store may hold trials of an earlier spec)."""
+    done = evaluated_keys(evals, tasks)
+    return [c for c in records(checkpoints)
+            if c.key not in done and (trial_ids is None or c.trial_id in trial_ids)]
+
+
+def trial_settled(final_step: int | None, steps: set[int], evaluated_steps: set[int]) -> bool:
+    """A trial whose training finished is settled (counts as `done`) when it has a checkpoint at
+    its final step (when known) and every checkpoint it reported (`steps`) is evaluated."""
+    if not steps or (final_step is not None and final_step not in steps):
+        return False
+    return steps <= evaluated_steps
+
+
+def record_checkpoint(store, root: str, trial_id: str, step: int, epoch: float, kind: str) -> CheckpointRecord:
+    """Write the `checkpoints` row of a reported checkpoint (idempotent: same key, same row)."""
+    from datetime import datetime, timezone
+
+    rec = CheckpointRecord(trial_id, step, epoch, kind, checkpoint_uri(root, trial_id, step))
+    store.write("checkpoints", checkpoint_key(trial_id, step), [{
+        "trial_id": trial_id, "step": step, "epoch": epoch, "kind": kind, "uri": rec.uri,
+        "reported_at": datetime.now(timezone.utc)}])
+    return rec

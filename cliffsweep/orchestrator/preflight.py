@@ -1,0 +1,83 @@
+"""Checks that need more than the sweep file: each model's own config, read before anything starts.
+
+A sweep whose evaluations can never succeed must not train first (issue 10: `eval.max_model_len`
+above the toy's 256-token context trained every trial, then failed every evaluation). What a
+model's `config.json` can tell is checked here, for models whose folder is local (toy models,
+local paths); a hub id is checked at run time by its base evaluation, which runs before its
+trials train (driver.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from cliffsweep.orchestrator.spec import SpecError, SweepSpec
+
+# config.json keys that hold a model's context length, by architecture family
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def local_config(path: str) -> dict | None:
+    """The model's config.json when its folder is on this machine (toy models are built or
+    copied into their cache here, cheaply); None for a hub id."""
+    if path.startswith("toy:"):
+        from cliffsweep.models import resolve_model
+
+        folder = resolve_model(path)
+    else:
+        folder = os.path.expanduser(path)
+    cfg = os.path.join(folder, "config.json")
+    if not os.path.isfile(cfg):
+        return None
+    with open(cfg) as f:
+        return json.load(f)
+
+
+def context_length(config: dict) -> int | None:
+    for k in CONTEXT_KEYS:
+        if isinstance(config.get(k), int):
+            return config[k]
+    text = config.get("text_config")
+    return context_length(text) if isinstance(text, dict) else None
+
+
+def preflight_problems(spec: SweepSpec, configs: dict[str, dict | None], backend: str) -> list[str]:
+    """Problems of `spec`, evaluated with `backend`, given each model's config (None = unknown
+    here). Pure. (`recipe.max_seq_len` is only a truncation cap: above the context it is
+    harmless unless examples are that long, so it is not checked.)"""
+    problems = []
+    for i, m in enumerate(spec.models):
+        cfg = configs.get(m.name)
+        if cfg is None:
+            continue
+        if cfg.get("auto_map"):
+            problems.append(f"models.{i}.path: {m.name!r} needs custom modelling code (config.json has "
+                            "auto_map); cliffsweep never runs remote code (trust_remote_code): use a "
+                            "model that transformers and vLLM support natively")
+        ctx = context_length(cfg)
+        if backend == "vllm" and ctx is not None and (spec.eval.max_model_len or 0) > ctx:
+            problems.append(f"eval.max_model_len: {spec.eval.max_model_len} exceeds the context of model "
+                            f"{m.name!r} ({ctx} tokens, its config.json); vLLM refuses it, so every "
+                            f"evaluation would fail: set it to at most {ctx}")
+    return problems
+
+
+def engine_context(max_model_len: int | None, model_folder: str) -> int | None:
+    """The evaluator engine's context: the spec's, or the model's own capped at
+    DEFAULT_MAX_MODEL_LEN (None when the model's config does not say: vLLM then decides)."""
+    from cliffsweep.orchestrator.spec import DEFAULT_MAX_MODEL_LEN
+
+    if max_model_len is not None:
+        return max_model_len
+    cfg = local_config(model_folder)
+    ctx = context_length(cfg) if cfg else None
+    return min(ctx, DEFAULT_MAX_MODEL_LEN) if ctx else None
+
+
+def check_preflight(spec: SweepSpec, backend: str | None = None, source: str = "<spec>") -> None:
+    """Raise SpecError with every problem found in the models' configs."""
+    problems = preflight_problems(spec, {m.name: local_config(m.path) for m in spec.models},
+                                  backend or spec.eval.backend)
+    if problems:
+        raise SpecError(source, problems)
