@@ -1,10 +1,11 @@
-"""Crashes through the real sweep path: a model folder whose weights file is corrupt makes its
-trial's worker crash on every attempt (retried, then recorded as failed, with the error) and its
-evaluator actor crash at start (recorded in `errors`); the healthy model's trial, its
-evaluations and the sweep itself carry on."""
+"""Crashes through the real sweep path: a trial that crashes on every attempt (a fault injected
+at its start, cliffsweep/faults.py) is retried, then recorded as failed with the error; a model
+folder whose weights file is corrupt fails its base evaluation, so its trials are not trained at
+all (recorded failed, saying why); the healthy trial, its evaluations and the sweep carry on."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def swept(tmp_path_factory):
     spec = parse_spec({
         "name": "failures",
         "models": [{"name": "ok", "path": "toy:qwen2-tiny"}, {"name": "broken", "path": str(broken)}],
-        "methods": [{"name": "sft"}], "lrs": [1e-3], "epochs": [1],
+        "methods": [{"name": "sft"}], "lrs": [1e-3, 3e-3], "epochs": [1],
         "tasks": {"learn": {"name": "toy_facts", "params": {"n_eval": 20, "n_train": 32}},
                   "retain": [{"name": "toy_arith", "params": {"n_eval": 20}}]},
         "recipe": {"batch_size": 16, "max_seq_len": 128},
@@ -38,90 +39,49 @@ def swept(tmp_path_factory):
         "resources": {"workers_per_trial": 1, "cpus_per_worker": 1, "max_retries": 1},
         "store": str(root / "store"),
     })
+    crashing = next(t.trial_id for t in expand_grid(spec) if t.model == "ok" and t.lr == 3e-3)
+    os.environ["CLIFFSWEEP_FAULTS"] = f"train_start:{crashing}=raise"
     try:
         store = run_sweep(spec, num_cpus=3)
     finally:
+        del os.environ["CLIFFSWEEP_FAULTS"]
         ray.shutdown()
-    return spec, store
+    return spec, store, crashing
 
 
 def test_crashing_trial_is_retried_then_recorded_as_failed(swept):
-    spec, store = swept
-    ids = {t.model: t.trial_id for t in expand_grid(spec)}
+    spec, store, crashing = swept
     trials = store.read("trials").set_index("trial_id")
-    assert trials.loc[ids["ok"], "status"] == "done"
-    bad = trials.loc[ids["broken"]]
+    bad = trials.loc[crashing]
     assert bad["status"] == "failed"
     assert bad["attempt"] == 2  # the first run and one retry (max_retries: 1)
-    assert "safetensors" in bad["error"].lower() or "header" in bad["error"].lower(), bad["error"]
+    assert "InjectedFault" in bad["error"] and f"train_start:{crashing}" in bad["error"], bad["error"]
     errors = store.read("errors")
-    retries = errors[(errors["trial_id"] == ids["broken"]) & (errors["kind"] == "trial_retry")]
-    assert len(retries) == 1 and retries["message"].str.len().min() > 0
+    retries = errors[(errors["trial_id"] == crashing) & (errors["kind"] == "trial_retry")]
+    assert len(retries) == 1 and "InjectedFault" in retries["message"].iloc[0]
 
 
-def test_crashing_evaluator_is_recorded_and_the_rest_evaluated(swept):
-    spec, store = swept
-    ids = {t.model: t.trial_id for t in expand_grid(spec)}
+def test_model_whose_base_evaluation_fails_is_not_trained(swept):
+    spec, store, crashing = swept
+    trials = store.read("trials").set_index("trial_id")
+    for t in expand_grid(spec):
+        if t.model == "broken":
+            row = trials.loc[t.trial_id]
+            assert row["status"] == "failed" and row["attempt"] == 0, row  # never started
+            assert "base evaluation of model 'broken' failed" in row["error"], row["error"]
+            assert "safetensors" in row["error"].lower() or "header" in row["error"].lower(), row["error"]
     errors = store.read("errors")
     assert (errors[errors["trial_id"] == base_trial_id("broken")]["kind"] == "eval").any(), errors
+
+
+def test_healthy_trial_is_evaluated_and_done(swept):
+    spec, store, crashing = swept
+    ok = next(t.trial_id for t in expand_grid(spec) if t.model == "ok" and t.trial_id != crashing)
+    assert store.read("trials").set_index("trial_id").loc[ok, "status"] == "done"
     evals = store.read("evals")
-    assert {base_trial_id("ok"), ids["ok"]} <= set(evals["trial_id"])
-    assert set(evals.loc[evals["trial_id"] == ids["ok"], "role"]) == {"learn", "retain"}
+    assert {base_trial_id("ok"), ok} <= set(evals["trial_id"])
+    assert set(evals.loc[evals["trial_id"] == ok, "role"]) == {"learn", "retain"}
     assert not (evals["model"] == "broken").any()
-
-
-def test_interrupted_run_leaves_pending_trials_and_resumes(tmp_path):
-    """Ctrl-C during `cliffsweep run`: trials Tune stopped go back to pending (none is left
-    'running'), the command says how to resume and exits 1; running it again finishes the grid
-    without duplicating a row."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    import yaml
-
-    from cliffsweep.orchestrator.store import Store
-
-    store_dir = tmp_path / "store"
-    sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({
-        "name": "interrupt", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],
-        "methods": [{"name": "sft"}], "lrs": [1e-3, 3e-3, 1e-2], "epochs": [1],
-        "tasks": {"learn": {"name": "toy_facts", "params": {"n_eval": 20, "n_train": 64}},
-                  "retain": [{"name": "toy_arith", "params": {"n_eval": 20}}]},
-        "recipe": {"batch_size": 16, "max_seq_len": 128},
-        "eval": {"points_per_trial": 1, "backend": "hf", "cpus_per_evaluator": 0.5},
-        "resources": {"max_concurrent_trials": 1},
-        "store": str(store_dir),
-    }))
-    cmd = [sys.executable, "-m", "cliffsweep.cli", "run", str(sweep)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 240
-    while time.time() < deadline:  # interrupt once a trial runs (Tune's loop is live)
-        trials = Store(str(store_dir)).read("trials")
-        if not trials.empty and (trials["status"] == "running").any():
-            break
-        time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("no trial started within 240 s")
-    os.kill(proc.pid, signal.SIGINT)
-    out, _ = proc.communicate(timeout=240)
-    trials = Store(str(store_dir)).read("trials")
-    assert proc.returncode == 1, out[-3000:]
-    assert "Interrupted:" in out and "Run the same command again to resume" in out
-    assert not (trials["status"] == "running").any(), trials[["trial_id", "status"]]
-    assert (trials["status"] == "pending").any()
-
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    store = Store(str(store_dir))
-    trials, evals = store.read("trials"), store.read("evals")
-    assert len(trials) == 3 and (trials["status"] == "done").all()
-    assert not evals.duplicated(["trial_id", "step", "task", "metric"]).any()
-    assert set(evals["trial_id"]) == set(trials["trial_id"]) | {"q-base"}
 
 
 def _kill_train_worker_after(checkpoint: Path, stop) -> None:

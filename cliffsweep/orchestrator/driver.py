@@ -84,6 +84,7 @@ class SweepRun:
         self.finished_at: dict[str, datetime] = {}
         self.ckpt_steps: dict[str, set[int]] = {}  # reported checkpoints per trial (ledger)
         self.stored_rows: dict[str, dict] = {}  # trials rows of earlier runs
+        self.progress: Progress | None = None
         self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
         self.inbox: InboxReader | None = None  # set once Ray is up
 
@@ -104,7 +105,7 @@ class SweepRun:
             timing["teardown_seconds"] = (extra["finished_at"] - self.last_at[tid]).total_seconds()
         self.store.write("trials", tid, [trial_row(
             t, status, attempt=self.attempts.get(tid, 0), started_at=started, **timing,
-            steps=last.get("step"), final_loss=last.get("loss"), train_seconds=last.get("train_seconds"),
+            steps=last.get("step"), total_steps=last.get("total_steps"), final_loss=last.get("loss"), train_seconds=last.get("train_seconds"),
             resumed_from_step=last.get("resumed_from_step"),
             config=json.dumps(self.trial_config(t, None)["train"], sort_keys=True, default=str), **extra)])
 
@@ -135,6 +136,8 @@ class SweepRun:
         """A trial's report, from the inbox: keep it as the trial's latest; evaluate its checkpoint."""
         self.last[tid] = metrics
         self.last_at[tid] = datetime.fromtimestamp(metrics["reported_at"], timezone.utc)
+        if self.progress is not None and tid in self.progress.running:
+            self.progress.running[tid] = metrics
         if metrics.get("checkpoint_path"):
             step = int(metrics["step"])
             maybe_fail(f"driver_report:{tid}:{step}")
@@ -143,6 +146,8 @@ class SweepRun:
             rec = ledger.record_checkpoint(self.store, self.checkpoint_root, tid, step,
                                            float(metrics["epoch"]), metrics["checkpoint_kind"])
             self.evaluate(rec, tracker)
+            if tid not in self.finished:  # `cliffsweep status` shows how far it got
+                self.record(tid, TrialStatus.RUNNING)
 
     def evaluate(self, rec: ledger.CheckpointRecord, tracker: EvalTracker, known_unevaluated: bool = False) -> None:
         self.ckpt_steps.setdefault(rec.trial_id, set()).add(rec.step)
@@ -307,7 +312,7 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
     concurrency = r.max_concurrent_trials or default_concurrency(
         total_cpus, r.cpus_per_worker * r.workers_per_trial, n_eval_cpus)
 
-    progress = Progress(len(run.grid), concurrency, stream=stream)
+    progress = run.progress = Progress(len(run.grid), concurrency, stream=stream)
     progress.status.update({s: sum(status.get(t) == s for t in finished)
                             for s in ("done", "trained", "diverged", "failed")})
     tracker = EvalTracker(
@@ -434,6 +439,7 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
             run.started.setdefault(tid, _now())
             run.record(tid, TrialStatus.RUNNING)
             progress.status["running"] += 1
+            progress.running[tid] = {}
 
         def _flush_reports(self):
             """Every report a trial made is in the inbox before Tune sees it end (inbox.py)."""
@@ -442,6 +448,7 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
 
         def _finish(self, tid: str, status: TrialStatus, **extra):
             run.finished.add(tid)
+            progress.running.pop(tid, None)
             progress.status["running"] -= 1
             progress.status[status.value] += 1
             if tid in run.started:
@@ -463,6 +470,7 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
             tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
             self._flush_reports()
             progress.status["running"] -= 1
+            progress.running.pop(tid, None)
             run.store.write("errors", f"trial__{tid}__attempt{run.attempts.get(tid, 0)}", [{
                 "trial_id": tid, "step": -1, "kind": "trial_retry", "message": _error_text(trial),
                 "at": _now()}])

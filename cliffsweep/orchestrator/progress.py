@@ -23,6 +23,7 @@ class Progress:
         self._last_print = 0.0
         self._live = None
         self.phase = "starting"
+        self.running: dict[str, dict] = {}  # trial id -> its latest report (step, total_steps, loss)
 
     # --- state ------------------------------------------------------------------------------
     def eta_seconds(self) -> float | None:
@@ -42,7 +43,8 @@ class Progress:
         eta_txt = "?" if eta is None else f"{eta:.0f}s"
         return (f"[{time.time() - self.t0:6.0f}s] {self.phase}: trials {finished}/{self.n_trials} "
                 f"(running {s['running']}, done {s['done']}, diverged {s['diverged']}, failed {s['failed']}) | "
-                f"evals done {self.evals_done}, queued {self.evals_pending}, failed {self.evals_failed} | ETA {eta_txt}")
+                f"evals done {self.evals_done}, queued {self.evals_pending}, failed {self.evals_failed} | ETA {eta_txt}"
+                + "".join(f"\n    {tid}: {trial_progress(r)}" for tid, r in sorted(self.running.items())))
 
     # --- display ----------------------------------------------------------------------------
     def __enter__(self):
@@ -66,3 +68,14 @@ class Progress:
             self._live.__exit__(*exc)
         else:
             self.refresh(force=True)
+
+
+def trial_progress(report: dict) -> str:
+    """'step 12/40 (30%), loss 1.234' from a trial's latest report ('starting' before any)."""
+    if not report or "step" not in report:
+        return "starting (Ray Train workers, model and data loading)"
+    step, total = int(report["step"]), int(report.get("total_steps") or 0)
+    pct = f" ({100 * step / total:.0f}%)" if total else ""
+    loss = report.get("loss")
+    loss_txt = f", loss {loss:.4g}" if isinstance(loss, (int, float)) and loss == loss else ""
+    return f"step {step}/{total or '?'}{pct}{loss_txt}"

@@ -63,6 +63,14 @@ def status_text(store: Store) -> str:
              f"trials: {len(trials)} (" + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")",
              f"evaluated checkpoints: {n_points} ({len(evals)} metric rows)",
              f"recorded errors: {len(errors)}"]
+    for _, t in trials[trials["status"] == "running"].iterrows():
+        steps = "?" if pd.isna(t["steps"]) else int(t["steps"])
+        total = "?" if pd.isna(t["total_steps"]) else int(t["total_steps"])
+        lines.append(f"  running {t['trial_id']}: step {steps}/{total} (at its latest checkpoint)")
+    trained = trials[trials["status"] == "trained"]
+    if not trained.empty:
+        lines.append(f"  {len(trained)} trial(s) trained, awaiting evaluation of their checkpoints "
+                     "(they count as done once evaluated)")
     for _, e in errors.tail(5).iterrows():
         lines.append(f"  {e['kind']} {e['trial_id']} step {e['step']}: {str(e['message']).strip().splitlines()[-1][:160]}")
     return "\n".join(lines)

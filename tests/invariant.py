@@ -1,0 +1,45 @@
+"""The invariant every fault test checks after its sweep (orchestrator/ledger.py): every
+checkpoint a trial reported is evaluated exactly once on every task; every grid point has one
+trials row, `done`; the final checkpoint of every trial is among the evaluated ones; nothing
+is duplicated; every checkpoint folder in storage is in the ledger."""
+
+from __future__ import annotations
+
+import pyarrow.fs as pafs
+
+from cliffsweep.orchestrator.grid import base_trial_id, expand_grid
+
+
+def checkpoint_folders(spec) -> set[tuple[str, int]]:
+    """(trial, step) of every checkpoint folder with its cliffsweep_meta.json, in storage."""
+    root = spec.checkpoint_uri
+    fs, path = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
+    out = set()
+    for info in fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True)):
+        if info.base_name == "cliffsweep_meta.json":
+            folder = info.path.rsplit("/", 1)[0]
+            trial, step = folder.split("/")[-2], int(folder.split("/")[-1].split("-")[1])
+            out.add((trial, step))
+    return out
+
+
+def assert_invariant(store, spec) -> None:
+    tasks = {spec.tasks.learn.name} | {t.name for t in spec.tasks.retain}
+    grid = {t.trial_id for t in expand_grid(spec)}
+    trials, ck, ev = store.read("trials"), store.read("checkpoints"), store.read("evals")
+    assert len(trials) == len(grid) and set(trials["trial_id"]) == grid, trials[["trial_id", "status"]]
+    assert (trials["status"] == "done").all(), trials[["trial_id", "status", "error"]]
+    assert not ck.duplicated(["trial_id", "step"]).any()
+    reported = set(zip(ck["trial_id"], ck["step"].astype(int)))
+    assert checkpoint_folders(spec) <= reported, "a checkpoint in storage is missing from the ledger"
+    assert not ev.duplicated(["trial_id", "step", "task", "metric"]).any(), "an evaluation is duplicated"
+    acc = ev[ev["metric"] == "accuracy"]
+    evaluated = acc.groupby(["trial_id", "step"])["task"].apply(set).to_dict()
+    for key in reported:
+        assert evaluated.get(key) == tasks, f"checkpoint {key} evaluated on {evaluated.get(key)}, not {tasks}"
+    for key in evaluated:
+        assert key in reported or key[0] in {base_trial_id(m.name) for m in spec.models}, key
+    for tid, steps in trials.set_index("trial_id")["steps"].items():
+        assert (tid, int(steps)) in reported, f"{tid}: final checkpoint (step {steps}) not reported"
+    for m in spec.models:
+        assert evaluated.get((base_trial_id(m.name), 0)) == tasks

@@ -1,0 +1,118 @@
+"""Faults injected into real local runs (issue 10), each followed by the invariant check
+(tests/invariant.py): every checkpoint a trial reports is evaluated exactly once on every task,
+every grid point ends `done`, nothing is duplicated. Faults fire at named points of the real
+code (cliffsweep/faults.py), so each test hits the same spot every time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from cliffsweep.orchestrator.grid import expand_grid
+from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.orchestrator.store import Store
+from invariant import assert_invariant
+
+pytestmark = [pytest.mark.ray, pytest.mark.cluster]
+
+
+def sweep(store, lrs=(1e-3, 3e-3), **over) -> dict:
+    """Trials of 4 steps (32 examples, batch 16, 2 epochs), checkpoints at steps 2 and 4."""
+    data = {
+        "name": "faults", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],
+        "methods": [{"name": "sft"}], "lrs": list(lrs), "epochs": [2],
+        "tasks": {"learn": {"name": "toy_facts", "params": {"n_eval": 20, "n_train": 32}},
+                  "retain": [{"name": "toy_arith", "params": {"n_eval": 20}}]},
+        "recipe": {"batch_size": 16, "max_seq_len": 128},
+        "eval": {"points_per_trial": 2, "backend": "hf", "cpus_per_evaluator": 0.5},
+        "resources": {"max_concurrent_trials": 1, "max_retries": 1},
+        "store": str(store),
+    }
+    data.update(over)
+    return data
+
+
+def ids(data: dict) -> list[str]:
+    return [t.trial_id for t in expand_grid(parse_spec(data))]
+
+
+def cli(yaml_path, env=None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cliffsweep.cli", "run", str(yaml_path)],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})}, **kw)
+
+
+def test_driver_killed_when_a_final_checkpoint_reaches_it_then_rerun(tmp_path):
+    """The driver is SIGKILLed the moment the first trial's final checkpoint reaches it (its
+    evaluation not yet sent): the re-run evaluates it from the ledger, and the trial is done
+    only then."""
+    data = sweep(tmp_path / "store")
+    first = ids(data)[0]
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data))
+    faults = {"CLIFFSWEEP_FAULTS": f"driver_report:{first}:4=kill", "CLIFFSWEEP_FAULTS_DIR": str(tmp_path)}
+    killed = cli(path, faults, timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
+    store = Store(str(tmp_path / "store"))
+    trials = store.read("trials").set_index("trial_id")
+    assert trials.loc[first, "status"] == "running"  # it never heard the trial end
+    again = cli(path, faults, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert_invariant(store, parse_spec(data))
+
+
+def test_ctrl_c_then_rerun(tmp_path):
+    """Ctrl-C once the first checkpoint is recorded (deterministic: two trials of three are
+    still to come, one at a time): interrupted trials go back to pending, none is left
+    'running', the command says how to resume and exits 1; the same command finishes the grid."""
+    data = sweep(tmp_path / "store", lrs=(1e-3, 3e-3, 1e-2))
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cmd = [sys.executable, "-m", "cliffsweep.cli", "run", str(path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 300
+    while Store(str(tmp_path / "store")).read("checkpoints").empty:
+        if time.time() > deadline or proc.poll() is not None:
+            proc.kill()
+            pytest.fail("no checkpoint recorded within 300 s: " + (proc.stdout.read() or "")[-2000:])
+        time.sleep(0.3)
+    os.kill(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=300)
+    trials = Store(str(tmp_path / "store")).read("trials")
+    assert proc.returncode == 1, out[-3000:]
+    assert "Interrupted:" in out and "Run the same command again to resume" in out
+    assert not (trials["status"] == "running").any(), trials[["trial_id", "status"]]
+    assert (trials["status"] == "pending").sum() >= 2
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert_invariant(Store(str(tmp_path / "store")), parse_spec(data))
+
+
+def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_work(tmp_path, monkeypatch):
+    """Two faults in one run. (1) Trial A's Train worker is SIGKILLed right after reporting its
+    final checkpoint, before recording it: the retry resumes at the end, records it, and it is
+    evaluated. (2) The evaluator actor is SIGKILLed as it starts trial B's first checkpoint,
+    with more evaluations queued behind it: Ray restarts it and the calls are redone, none lost."""
+    import ray
+
+    from cliffsweep.orchestrator.driver import run_sweep
+
+    data = sweep(tmp_path / "store")
+    a, b = ids(data)
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"reported:{a}:4=kill;eval:{b}:2=kill")
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS_DIR", str(tmp_path))
+    try:
+        store = run_sweep(parse_spec(data), num_cpus=3)
+    finally:
+        ray.shutdown()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("reported", "eval"))) == [
+        f"eval_{b}_2", f"reported_{a}_4"]  # both faults fired
+    row = store.read("trials").set_index("trial_id").loc[a]
+    assert row["attempt"] == 2 and row["resumed_from_step"] == 4, row
+    assert store.read("errors").query("kind == 'eval'").empty  # the killed evaluation was redone
+    assert_invariant(store, parse_spec(data))
