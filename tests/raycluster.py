@@ -74,7 +74,7 @@ def head_processes(temp_dir: str) -> list[psutil.Process]:
     return list(found.values())
 
 
-def stop_head(head: Head, timeout_s: float = 20) -> list[psutil.Process]:
+def stop_head(head: Head, timeout_s: float = 10) -> list[psutil.Process]:
     """Terminate, then kill, the head's processes; return any still alive (none expected).
     Repeated because a raylet may start a worker while the first pass runs."""
     for _ in range(3):
