@@ -11,9 +11,10 @@ continues where the store stands.
 Credentials travel by *name*: `--env AWS_SECRET_ACCESS_KEY` copies that variable's value from the
 submitting shell into the job's runtime environment. Values never go into the spec, the store,
 the entrypoint or anything this module prints; the entrypoint reports only whether each named
-variable arrived. Ray keeps the runtime environment in its job table, where authenticated
-Jobs API clients can read it (its dashboard masks `env_vars` for browsers only), which is one
-reason the Jobs endpoint stays cluster-internal with token authentication on.
+variable arrived. Ray itself keeps the runtime environment, values included, in its job table
+(authenticated Jobs API clients read it; the dashboard masks `env_vars` for browsers only) and
+prints it in the head's runtime_env_agent.log: so the Jobs endpoint stays cluster-internal with
+token authentication on, and cloud identities beat passed keys (docs/cluster.md "Security").
 """
 
 from __future__ import annotations
@@ -232,7 +233,11 @@ def cmd_submit(args) -> int:
 def cmd_logs(args) -> int:
     import sys
 
-    status = logs(args.job, args.address, args.token_env, follow=args.follow)
+    try:
+        status = logs(args.job, args.address, args.token_env, follow=args.follow)
+    except SubmitError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"\njob {args.job}: {status}", file=sys.stderr)
     return 1 if status in ("FAILED", "STOPPED") else 0
 
