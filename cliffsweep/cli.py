@@ -4,6 +4,8 @@
     cliffsweep validate SWEEP.yaml              list every problem, print the grid size, start nothing
     cliffsweep status STORE                     trials done / running / failed, evals done
     cliffsweep analyze STORE --out DIR          frontiers, regimes and the report
+    cliffsweep submit SWEEP.yaml --address URL  run it on a Ray cluster (Jobs API); prints the job id
+    cliffsweep logs JOB --address URL           the job's output (--follow: until it ends)
 """
 
 from __future__ import annotations
@@ -98,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("status", help="summarise a store")
     s.add_argument("store")
     s.set_defaults(fn=cmd_status)
+
+    from cliffsweep.submit import add_parsers as add_cluster_commands
+
+    add_cluster_commands(sub)
 
     from cliffsweep.analysis.cli import add_parser as add_analyze
 
