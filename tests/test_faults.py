@@ -95,8 +95,9 @@ def test_ctrl_c_then_rerun(tmp_path):
 
 def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_work(tmp_path, monkeypatch):
     """Two faults in one run. (1) Trial A's Train worker is SIGKILLed right after reporting its
-    final checkpoint, before recording it: the retry resumes at the end, records it, and it is
-    evaluated. (2) The evaluator actor is SIGKILLed as it starts trial B's first checkpoint,
+    final checkpoint, before recording it: the retry resumes from the latest checkpoint Ray
+    registered (the final one, or the one before when the kill beat the registration: both
+    happen), and the final checkpoint is recorded and evaluated once. (2) The evaluator actor is SIGKILLed as it starts trial B's first checkpoint,
     with more evaluations queued behind it: Ray restarts it and the calls are redone, none lost."""
     import ray
 
@@ -113,6 +114,6 @@ def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_w
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("reported", "eval"))) == [
         f"eval_{b}_2", f"reported_{a}_4"]  # both faults fired
     row = store.read("trials").set_index("trial_id").loc[a]
-    assert row["attempt"] == 2 and row["resumed_from_step"] == 4, row
+    assert row["attempt"] == 2 and row["resumed_from_step"] in (2, 4) and row["steps"] == 4, row
     assert store.read("errors").query("kind == 'eval'").empty  # the killed evaluation was redone
     assert_invariant(store, parse_spec(data))
