@@ -109,7 +109,8 @@ def s3_server(tmp: Path, bucket: str = "sweeps"):
         deadline = time.time() + 30
         while True:
             try:
-                fs = pafs.S3FileSystem(endpoint_override=endpoint, scheme="http", region="us-east-1")
+                fs = pafs.S3FileSystem(endpoint_override=endpoint, scheme="http", region="us-east-1",
+                                       allow_bucket_creation=True)
                 fs.create_dir(bucket)
                 break
             except OSError:
