@@ -17,7 +17,7 @@ import yaml
 from cliffsweep.orchestrator.grid import expand_grid
 from cliffsweep.orchestrator.spec import parse_spec
 from cliffsweep.orchestrator.store import Store
-from invariant import assert_invariant
+from invariant import assert_invariant, checkpoint_folders
 
 pytestmark = [pytest.mark.ray, pytest.mark.cluster]
 
@@ -117,3 +117,6 @@ def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_w
     assert row["attempt"] == 2 and row["resumed_from_step"] in (2, 4) and row["steps"] == 4, row
     assert store.read("errors").query("kind == 'eval'").empty  # the killed evaluation was redone
     assert_invariant(store, parse_spec(data))
+    # done trials keep only their final checkpoint, without training state (keep_checkpoints: final)
+    assert checkpoint_folders(parse_spec(data)) == {(a, 4), (b, 4)}
+    assert not list((tmp_path / "store" / "checkpoints").rglob("train_state.pt"))

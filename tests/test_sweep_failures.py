@@ -136,6 +136,7 @@ def test_killed_worker_resumes_from_its_checkpoint_to_the_same_weights(tmp_path)
             "recipe": {"batch_size": 16, "max_seq_len": 128},
             "eval": {"points_per_trial": 4, "backend": "hf", "cpus_per_evaluator": 0.5},
             "resources": {"max_retries": 1},
+            "keep_checkpoints": "all",  # the checks below read the intermediate checkpoints
             "store": str(store),
         })
 

@@ -169,6 +169,17 @@ class SweepRun:
             if rec.key not in tracker.failed_keys:
                 self.evaluate(rec, tracker, known_unevaluated=True)
 
+    def prune(self, tid: str, final: int | None, steps: set[int]) -> None:
+        """A done trial's checkpoints that nothing will read again go (spec.keep_checkpoints)."""
+        if final is None:
+            return
+        drop, drop_state = ledger.prunable(final, steps, self.spec.keep_checkpoints)
+        try:
+            ledger.delete_checkpoints(self.checkpoint_root, tid, drop, final if drop_state else None)
+        except OSError as exc:  # space not freed is no reason to stop the sweep; say so
+            self.store.write("errors", f"prune__{tid}", [{"trial_id": tid, "step": -1, "kind": "prune",
+                                                          "message": f"{type(exc).__name__}: {exc}", "at": _now()}])
+
     def settle(self, tracker: EvalTracker) -> list[str]:
         """Trained trials whose checkpoints are all evaluated become `done`; returns them."""
         settled = []
@@ -178,6 +189,7 @@ class SweepRun:
                 del self.trained[tid]
                 self.record(tid, TrialStatus.DONE, finished_at=self.finished_at.get(tid) or _now())
                 settled.append(tid)
+                self.prune(tid, final, steps)
         return settled
 
 

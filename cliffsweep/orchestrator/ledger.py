@@ -103,3 +103,36 @@ def record_checkpoint(store, root: str, trial_id: str, step: int, epoch: float, 
         "trial_id": trial_id, "step": step, "epoch": epoch, "kind": kind, "uri": rec.uri,
         "reported_at": datetime.now(timezone.utc)}])
     return rec
+
+
+def prunable(final_step: int, steps: set[int], keep: str) -> tuple[list[int], bool]:
+    """What a done trial no longer needs: (steps whose folders can go, whether the final
+    checkpoint's training state can go). Every one is evaluated (the trial is done) and no
+    resume will read them (a done trial is never retrained)."""
+    if keep == "all":
+        return [], False
+    return sorted(s for s in steps if s != final_step), True
+
+
+def delete_checkpoints(root: str, trial_id: str, steps: list[int], state_of: int | None) -> int:
+    """Delete the checkpoint folders of `steps` and the training state of checkpoint `state_of`;
+    returns the bytes freed. Missing files are fine (a re-run may prune again)."""
+    import pyarrow.fs as pafs
+
+    from cliffsweep.trainables.resume import TRAIN_STATE
+
+    fs, base = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
+    freed = 0
+    for step in steps:
+        folder = f"{base.rstrip('/')}/{trial_id}/{checkpoint_dir_name(step)}"
+        infos = fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
+        freed += sum(i.size or 0 for i in infos if i.type == pafs.FileType.File)
+        if infos:
+            fs.delete_dir(folder)
+    if state_of is not None:
+        path = f"{base.rstrip('/')}/{trial_id}/{checkpoint_dir_name(state_of)}/{TRAIN_STATE}"
+        info = fs.get_file_info(path)
+        if info.type == pafs.FileType.File:
+            freed += info.size or 0
+            fs.delete_file(path)
+    return freed

@@ -115,6 +115,12 @@ class ResourcesSpec(_Strict):
     max_concurrent_trials: int | None = Field(None, ge=1)
     max_retries: int = Field(1, ge=0)
     """Retries of a crashed trial before it is recorded as failed."""
+    cluster_roles: bool = False
+    """Place each kind of work on the node type the shipped cluster configs (clusters/) give it,
+    through their custom resources: trial drivers and Train controllers on the on-demand head
+    (`cliffsweep_driver`), Train workers on `cliffsweep_trainer` nodes (spot GPUs), evaluators on
+    `cliffsweep_evaluator` nodes (their own GPUs). The autoscaler adds the node type a pending
+    request names. Off: plain CPU/GPU requests, any node."""
 
 
 class SweepSpec(_Strict):
@@ -136,6 +142,10 @@ class SweepSpec(_Strict):
     checkpoints: str | None = None
     """Where trials write checkpoints; None = '<store>/checkpoints'. Must be reachable by the
     evaluators (shared storage on a cluster)."""
+    keep_checkpoints: Literal["final", "all"] = "final"
+    """Once a trial is done (every checkpoint evaluated): 'final' deletes its other checkpoint
+    folders and the final one's training state, so a long sweep does not fill the bucket
+    (docs/benchmarks.md: bytes kept per trial); 'all' keeps everything."""
     ray_address: str | None = None
     """None = start a local Ray cluster; 'auto' or 'ray://host:10001' = join one."""
 

@@ -1,0 +1,55 @@
+"""Checks from the models' own configs, before anything starts (orchestrator/preflight.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import yaml
+
+from cliffsweep.orchestrator.preflight import context_length, engine_context, preflight_problems
+from cliffsweep.orchestrator.spec import parse_spec
+
+
+def spec(**over):
+    data = {"name": "t", "models": [{"name": "m", "path": "toy:qwen2-tiny"}], "methods": [{"name": "sft"}],
+            "lrs": [1e-3], "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]}}
+    data.update(over)
+    return data
+
+
+def test_max_model_len_above_the_models_context_is_a_problem_for_vllm():
+    s = parse_spec(spec(eval={"max_model_len": 1024}))
+    cfgs = {"m": {"max_position_embeddings": 256}}
+    (p,) = preflight_problems(s, cfgs, "vllm")
+    assert p.startswith("eval.max_model_len: 1024 exceeds the context of model 'm' (256 tokens")
+    assert preflight_problems(s, cfgs, "hf") == []  # the HF backend has no such limit
+    assert preflight_problems(s, {"m": None}, "vllm") == []  # a hub id: checked at run time
+    assert preflight_problems(parse_spec(spec(eval={"max_model_len": 256})), cfgs, "vllm") == []
+
+
+def test_custom_code_is_refused():
+    s = parse_spec(spec())
+    (p,) = preflight_problems(s, {"m": {"auto_map": {"AutoModel": "x.Y"}}}, "vllm")
+    assert "never runs remote code" in p
+
+
+def test_context_length_and_engine_default(tmp_path):
+    assert context_length({"text_config": {"max_position_embeddings": 99}}) == 99
+    assert context_length({}) is None
+    from cliffsweep.toy import ensure_model
+
+    assert engine_context(None, ensure_model("qwen2-tiny")) == 256  # the toy's own context
+    assert engine_context(128, ensure_model("qwen2-tiny")) == 128
+
+
+def test_run_with_an_impossible_context_starts_nothing(tmp_path):
+    """Measured on main before: validate said OK and run trained every trial, then every
+    evaluation failed. Now both refuse at once, and nothing is written."""
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec(eval={"max_model_len": 1024}, store=str(tmp_path / "store"))))
+    for cmd in ("validate", "run"):
+        r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", cmd, str(path)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and "eval.max_model_len: 1024 exceeds the context" in r.stderr, r.stderr
+    assert not (tmp_path / "store").exists()
