@@ -91,3 +91,17 @@ def test_schedule_is_defined_for_tiny_runs(total):
     values = [lr_multiplier(s, total, 20, 50, 0.1) for s in range(total + 1)]
     assert all(0 <= v <= 1 for v in values), values
     assert values[0] > 0  # the first update is not lost
+
+
+def test_cluster_roles_pin_work_to_node_types():
+    from cliffsweep.orchestrator.policies import cluster_concurrency, role_resources
+
+    assert role_resources(False, "trainer", 1.0) == {}
+    assert role_resources(True, "driver") == {"cliffsweep_driver": 1.0}
+    assert role_resources(True, "trainer", 1.0) == {"cliffsweep_trainer": 1.0}
+    assert role_resources(True, "evaluator", 0.5) == {"cliffsweep_evaluator": 0.5}  # shares a GPU when asked
+    assert role_resources(True, "trainer", 0.0) == {"cliffsweep_trainer": 1.0}  # CPU workers: one slot each
+    # an autoscaling cluster at start: the head alone, 8 CPUs, 16 driver slots
+    assert cluster_concurrency({"CPU": 8, "cliffsweep_driver": 16}, True, default=1) == 16
+    assert cluster_concurrency({"CPU": 8, "cliffsweep_driver": 16}, False, default=1) == 1
+    assert cluster_concurrency({"CPU": 8}, True, default=2) == 2

@@ -28,7 +28,8 @@ from cliffsweep.orchestrator import ledger
 from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.grid import Trial, base_trial_id, expand_grid
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
-from cliffsweep.orchestrator.policies import TrialStatus, default_concurrency, final_status, trials_to_run
+from cliffsweep.orchestrator.policies import (TrialStatus, cluster_concurrency, default_concurrency, final_status,
+                                              role_resources, trials_to_run)
 from cliffsweep.orchestrator.pool import EvalRequest, start_pool
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.spec import SweepSpec
@@ -274,8 +275,9 @@ def ensure_stats(run: SweepRun, todo: list[Trial]) -> tuple[dict[str, str | None
         if not store.exists(rel):
             jobs.setdefault(rel, t)
     res = spec.resources
-    task = ray.remote(max_retries=1, **stats_task_resources(
-        res.cpus_per_worker, res.gpus_per_worker, res.workers_per_trial))(compute_stats)
+    task = ray.remote(max_retries=1, resources=role_resources(res.cluster_roles, "trainer", res.gpus_per_worker),
+                      **stats_task_resources(res.cpus_per_worker, res.gpus_per_worker, res.workers_per_trial)
+                      )(compute_stats)
     refs = {task.remote(t.model_path, t.dtype, t.method, t.method_params, learn, retain,
                         r.stats_examples, r.max_seq_len, r.batch_size): rel for rel, t in jobs.items()}
     failed: dict[str, str] = {}
@@ -321,8 +323,9 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
         check_capacity(spec, total_cpus, ray.cluster_resources().get("GPU", 0))
     n_eval_cpus = spec.eval.cpus_per_evaluator * spec.eval.evaluators_per_model * len(spec.models)
     r = spec.resources
-    concurrency = r.max_concurrent_trials or default_concurrency(
-        total_cpus, r.cpus_per_worker * r.workers_per_trial, n_eval_cpus)
+    concurrency = r.max_concurrent_trials or cluster_concurrency(
+        ray.cluster_resources(), r.cluster_roles,
+        default_concurrency(total_cpus, r.cpus_per_worker * r.workers_per_trial, n_eval_cpus))
 
     progress = run.progress = Progress(len(run.grid), concurrency, stream=stream)
     progress.status.update({s: sum(status.get(t) == s for t in finished)
@@ -375,7 +378,7 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
         if todo:
             progress.phase = "training"
             tuner = tune.Tuner(
-                tune.with_resources(_trial_fn(), {"CPU": 0.01}),
+                tune.with_resources(_trial_fn(), {"CPU": 0.01, **role_resources(r.cluster_roles, "driver")}),
                 param_space={"cfg": tune.grid_search([run.trial_config(t, stats[t.trial_id]) for t in todo])},
                 tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=True),
                 run_config=tune.RunConfig(

@@ -39,3 +39,24 @@ def final_status(last_result: dict | None) -> TrialStatus:
 def default_concurrency(total_cpus: float, cpus_per_trial: float, evaluator_cpus: float) -> int:
     """Trials that fit beside the evaluators, at least one."""
     return max(1, int((total_cpus - evaluator_cpus) // max(cpus_per_trial, 1e-9)))
+
+
+# Custom resources of the shipped cluster configs (clusters/), one per role.
+ROLE_RESOURCES = {"driver": "cliffsweep_driver", "trainer": "cliffsweep_trainer", "evaluator": "cliffsweep_evaluator"}
+
+
+def role_resources(cluster_roles: bool, role: str, gpus: float = 0.0) -> dict[str, float]:
+    """Extra Ray resources that pin a kind of work to its node type (resources.cluster_roles):
+    a trial driver takes one `cliffsweep_driver` slot on the head; a Train worker or an
+    evaluator takes its GPU share of the role's resource (one slot per GPU on those nodes), or a
+    whole slot when it uses no GPU."""
+    if not cluster_roles:
+        return {}
+    return {ROLE_RESOURCES[role]: 1.0 if role == "driver" else (gpus if gpus > 0 else 1.0)}
+
+
+def cluster_concurrency(cluster_resources: dict[str, float], cluster_roles: bool, default: int) -> int:
+    """With cluster roles, concurrent trials = the head's driver slots (an autoscaling cluster
+    starts with no trainer nodes, so CPUs present at start would mean one trial at a time)."""
+    slots = int(cluster_resources.get(ROLE_RESOURCES["driver"], 0))
+    return max(default, slots) if cluster_roles and slots else default

@@ -166,8 +166,11 @@ def start_pool(models: dict[str, tuple[str, str]], spec, store_uri: str, backend
                    "enable_lora": bool(ranks), "max_lora_rank": max(ranks, default=16),
                    "enforce_eager": e.enforce_eager if e.enforce_eager is not None else e.gpus_per_evaluator == 0}
     env = evaluator_env(e, backend)
+    from cliffsweep.orchestrator.policies import role_resources
+
     actor_cls = ray.remote(Evaluator).options(
         num_cpus=e.cpus_per_evaluator, num_gpus=e.gpus_per_evaluator, max_restarts=2,
+        resources=role_resources(spec.resources.cluster_roles, "evaluator", e.gpus_per_evaluator),
         max_task_retries=2, runtime_env={"env_vars": env})
     return {
         label: [actor_cls.remote(path, dtype, backend, options, tasks, store_uri)

@@ -44,6 +44,7 @@ def run_trial(config: dict[str, Any]) -> None:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 
     from cliffsweep.orchestrator.inbox import report_callback
+    from cliffsweep.orchestrator.policies import role_resources
     from cliffsweep.trainables.loop import train_loop_per_worker
 
     res = config["resources"]
@@ -53,8 +54,9 @@ def run_trial(config: dict[str, Any]) -> None:
         scaling_config=ScalingConfig(
             num_workers=res["workers_per_trial"],
             use_gpu=res["gpus_per_worker"] > 0,
-            resources_per_worker={"CPU": res["cpus_per_worker"], "GPU": res["gpus_per_worker"]}
-            if res["gpus_per_worker"] > 0 else {"CPU": res["cpus_per_worker"]},
+            resources_per_worker={"CPU": res["cpus_per_worker"],
+                                  **({"GPU": res["gpus_per_worker"]} if res["gpus_per_worker"] > 0 else {}),
+                                  **role_resources(res.get("cluster_roles", False), "trainer", res["gpus_per_worker"])},
         ),
         run_config=RunConfig(
             storage_path=config["checkpoint_root"],
