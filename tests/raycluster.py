@@ -29,14 +29,16 @@ def free_port() -> int:
 @dataclass
 class Head:
     temp_dir: str
+    address: str  # 127.0.0.1:PORT, the GCS (ray.init / ray_address)
     dashboard: str  # http://127.0.0.1:PORT, the Jobs API
     env: dict[str, str]  # what the head's processes (and so its jobs) inherit
 
 
-def start_head(num_cpus: int, extra_env: dict[str, str]) -> Head:
+def start_head(num_cpus: int, extra_env: dict[str, str], extra_args: tuple[str, ...] = (),
+               port: int | None = None) -> Head:
     # Short path: Ray's unix sockets live under the temp dir (108-byte limit).
     temp_dir = tempfile.mkdtemp(prefix="rh", dir="/tmp")
-    port, dash = free_port(), free_port()
+    port, dash = port or free_port(), free_port()
     venv_bin = str(Path(sys.executable).parent)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "PYTHONPATH"}
     # The cluster's image has `cliffsweep` on PATH; here the venv stands in for it. No
@@ -46,8 +48,8 @@ def start_head(num_cpus: int, extra_env: dict[str, str]) -> Head:
     cmd = [f"{venv_bin}/ray", "start", "--head", f"--port={port}", "--dashboard-host=127.0.0.1",
            f"--dashboard-port={dash}", f"--num-cpus={num_cpus}", "--include-dashboard=true",
            f"--temp-dir={temp_dir}", f"--ray-client-server-port={free_port()}",
-           f"--dashboard-agent-listen-port={free_port()}", "--disable-usage-stats"]
-    head = Head(temp_dir, f"http://127.0.0.1:{dash}", env)
+           f"--dashboard-agent-listen-port={free_port()}", "--disable-usage-stats", *extra_args]
+    head = Head(temp_dir, f"127.0.0.1:{port}", f"http://127.0.0.1:{dash}", env)
     try:
         subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=180)
     except BaseException:

@@ -1,0 +1,114 @@
+"""A sweep on a local multi-node Ray cluster that autoscales (Ray's fake multi-node provider:
+each node a real raylet on this machine, launched and terminated by Ray's own autoscaler),
+with its store and checkpoints on a local S3-compatible server. The head has one CPU and the
+trial drivers' slots; `resources.cluster_roles` sends Train workers to trainer nodes and the
+evaluator to an evaluator node, none of which exist until the sweep asks for them, and which
+go away once idle."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from cliffsweep.orchestrator.spec import parse_spec
+from invariant import assert_invariant
+from objectstore import s3_server
+from raycluster import free_port, start_head, stop_head
+
+pytestmark = [pytest.mark.ray, pytest.mark.cluster]
+
+IDLE_MINUTES = 0.25
+
+
+def autoscaling_config(gcs_address: str) -> dict:
+    """A cluster-launcher config for the fake multi-node provider (ray/autoscaler/_private/
+    fake_multi_node), with the node roles of clusters/*.yaml."""
+    return {
+        "cluster_name": "cliffsweep-test",
+        "max_workers": 3,
+        "upscaling_speed": 1.0,
+        "idle_timeout_minutes": IDLE_MINUTES,
+        "provider": {"type": "fake_multinode", "gcs_address": gcs_address, "use_node_id_as_ip": True,
+                     "disable_node_updaters": True, "disable_launch_config_check": True},
+        "auth": {"ssh_user": "ubuntu"},
+        "available_node_types": {
+            "ray.head.default": {"resources": {}, "node_config": {}, "max_workers": 0},
+            "trainer": {"resources": {"CPU": 1, "cliffsweep_trainer": 1}, "node_config": {},
+                        "min_workers": 0, "max_workers": 2},
+            "evaluator": {"resources": {"CPU": 1, "cliffsweep_evaluator": 1}, "node_config": {},
+                          "min_workers": 0, "max_workers": 1},
+        },
+        "head_node_type": "ray.head.default",
+        "docker": {}, "file_mounts": {}, "cluster_synced_files": [], "file_mounts_sync_continuously": False,
+        "rsync_exclude": [], "rsync_filter": [], "initialization_commands": [], "setup_commands": [],
+        "head_setup_commands": [], "worker_setup_commands": [], "head_start_ray_commands": [],
+        "worker_start_ray_commands": [],
+    }
+
+
+def alive_nodes() -> list[dict]:
+    import ray
+
+    return [n for n in ray.nodes() if n["Alive"]]
+
+
+@pytest.mark.timeout(900)
+def test_autoscaled_multinode_sweep_on_s3(tmp_path, monkeypatch):
+    import ray
+    from ray.util.state import list_actors
+
+    from cliffsweep.orchestrator.driver import run_sweep
+
+    # Ray 2.60 turns token authentication on when ~/.ray/auth_token exists (an earlier local
+    # cluster may have written it): this private loopback cluster runs without, on both sides.
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    with s3_server(tmp_path) as (endpoint, relay):
+        port = free_port()
+        cfg = tmp_path / "autoscaler.json"
+        cfg.write_text(json.dumps(autoscaling_config(f"127.0.0.1:{port}")))
+        aws = {k: v for k, v in __import__("os").environ.items() if k.startswith("AWS_")}
+        head = start_head(num_cpus=1, port=port, extra_args=(
+            f"--autoscaling-config={cfg}", '--resources={"cliffsweep_driver": 2}'),
+            extra_env={"RAY_FAKE_CLUSTER": "1", "AUTOSCALER_UPDATE_INTERVAL_S": "1", "RAY_AUTH_MODE": "disabled",
+                       **aws})
+        try:
+            spec = parse_spec({
+                "name": "multinode", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],
+                "methods": [{"name": "sft"}], "lrs": [1e-3, 3e-3], "epochs": [2],
+                "tasks": {"learn": {"name": "toy_facts", "params": {"n_eval": 20, "n_train": 32}},
+                          "retain": [{"name": "toy_arith", "params": {"n_eval": 20}}]},
+                "recipe": {"batch_size": 16, "max_seq_len": 128},
+                "eval": {"points_per_trial": 2, "backend": "hf", "cpus_per_evaluator": 1},
+                "resources": {"cluster_roles": True, "cpus_per_worker": 1, "max_retries": 1},
+                "store": "s3://sweeps/multinode", "ray_address": head.address,
+            })
+            assert len(alive_nodes_after_init(head.address)) == 1  # the head alone
+            ray.shutdown()
+            store = run_sweep(spec)
+            actors = list_actors(address=head.dashboard, detail=True, limit=10000)
+            head_id = next(n["NodeID"] for n in ray.nodes() if n["NodeManagerAddress"] and
+                           n["Resources"].get("cliffsweep_driver"))
+            nodes_of = lambda cls: {a["node_id"] for a in actors if a["class_name"] == cls}  # noqa: E731
+            train, evals, trials = nodes_of("RayTrainWorker"), nodes_of("Evaluator"), nodes_of("ImplicitFunc")
+            assert train and evals and trials, {a["class_name"] for a in actors}
+            assert trials == {head_id}  # trial drivers on the head
+            assert head_id not in train | evals and not train & evals, (head_id, train, evals)
+            assert_invariant(store, spec)
+            # scale down: the autoscaler removes the idle nodes it added
+            deadline = time.time() + 60 * IDLE_MINUTES + 90
+            while len(alive_nodes()) > 1 and time.time() < deadline:
+                time.sleep(2)
+            assert len(alive_nodes()) == 1, [n["NodeID"] for n in alive_nodes()]
+        finally:
+            ray.shutdown()
+            left = stop_head(head)
+        assert not left, f"processes of the test's cluster still alive: {[p.pid for p in left]}"
+
+
+def alive_nodes_after_init(address: str) -> list[dict]:
+    import ray
+
+    ray.init(address=address)
+    return alive_nodes()
