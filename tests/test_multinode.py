@@ -96,7 +96,9 @@ def test_autoscaled_multinode_sweep_on_s3(tmp_path, monkeypatch):
             assert trials == {head_id}  # trial drivers on the head
             assert head_id not in train | evals and not train & evals, (head_id, train, evals)
             assert_invariant(store, spec)
-            # scale down: the autoscaler removes the idle nodes it added
+            # scale down: the sweep released its actors; the autoscaler removes the idle nodes
+            ray.shutdown()
+            ray.init(address=head.address)
             deadline = time.time() + 60 * IDLE_MINUTES + 90
             while len(alive_nodes()) > 1 and time.time() < deadline:
                 time.sleep(2)

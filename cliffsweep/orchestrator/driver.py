@@ -404,6 +404,8 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
             progress.status["trained"] -= 1
             progress.status["done"] += 1
         progress.phase = "finished"
+    tracker.close()
+    ray.kill(run.inbox.actor)
     return store
 
 

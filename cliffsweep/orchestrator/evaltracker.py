@@ -84,3 +84,13 @@ class EvalTracker:
             self.seconds.append(time.time() - started)
             out.append((req, result, None))
         return out
+
+
+    def close(self) -> None:
+        """End the evaluator actors: a finished sweep holds no GPU (or node) on a shared cluster."""
+        import ray
+
+        for actors in (self.pool or {}).values():
+            for a in actors:
+                ray.kill(a)
+        self.pool = None
