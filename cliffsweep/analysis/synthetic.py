@@ -135,6 +135,38 @@ def random_curve(shape: str, rng: np.random.Generator) -> Curve:
     raise ValueError(f"unknown shape {shape!r}; valid: cliff, gradual")
 
 
+def simulate_refinement(curve: Curve, lrs, cfg, n: tuple[int, int] | None = None,
+                        rng: np.random.Generator | None = None, thresholds=None) -> pd.DataFrame:
+    """What `run` with ``refine: cfg`` would measure on ``curve``: the grid ``lrs`` (round 0),
+    then each round's :func:`cliffsweep.orchestrator.refine.next_lrs` evaluated on the curve
+    (with ``n``: binomial eval noise, the base drawn once). Returns ``lr, L, R, round`` rows,
+    the base first (round 0)."""
+    from cliffsweep.orchestrator.refine import next_lrs
+
+    pts = curve.series(lrs, n, rng).assign(round=0)
+    for k in range(1, cfg.rounds + 1):
+        new = next_lrs(pts, cfg, k, thresholds=thresholds)
+        if not new:
+            break
+        more = curve.series(new, n, rng).iloc[1:]  # its base row is a fresh draw: drop it
+        pts = pd.concat([pts, more.assign(round=k)], ignore_index=True)
+    return pts
+
+
+def geometric_lrs(lo: float, hi: float, step: float) -> list[float]:
+    """lo, lo * step, ... up to hi (inclusive up to rounding): a grid of constant lr factor."""
+    n = int(math.floor(math.log(hi / lo) / math.log(step) + 1e-9)) + 1
+    return [float(f"{lo * step**k:.12g}") for k in range(n)]
+
+
+def mantissa_lrs(lo: float, hi: float, mantissas: tuple[float, ...] = (1, 2, 5)) -> list[float]:
+    """m x 10^e for each mantissa m, within [lo, hi]: (1, 2, 5) is a paper-like grid (2-2.5x
+    steps), (1, 3) the toy default's (3x, 3.33x)."""
+    grid = (float(f"{m * 10.0**e:.12g}") for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+            for m in mantissas)
+    return [x for x in grid if lo <= x <= hi]
+
+
 def _examples(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.uniform(size=n)
 
