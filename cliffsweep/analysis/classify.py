@@ -136,12 +136,16 @@ def lr_curve(points: pd.DataFrame) -> pd.DataFrame:
     missing = {"lr", "L", "R"} - set(points.columns)
     if missing:
         raise ValueError(f"points need columns lr, L, R; missing {sorted(missing)}")
-    bad = points[~np.isfinite(points[["lr", "L", "R"]].to_numpy(float)).all(axis=1)]
-    if len(bad):
-        raise ValueError(f"non-finite lr/L/R in {len(bad)} point(s), first: {bad.iloc[0].to_dict()}")
-    if (points["lr"] < 0).any():
+    lr, L, R = (points[c].to_numpy(float) for c in ("lr", "L", "R"))
+    ok = np.isfinite(lr) & np.isfinite(L) & np.isfinite(R)
+    if not ok.all():
+        raise ValueError(f"non-finite lr/L/R in {(~ok).sum()} point(s), first: {points[~ok].iloc[0].to_dict()}")
+    if (lr < 0).any():
         raise ValueError("learning rates must be >= 0 (0 = base model)")
-    return points.groupby("lr", as_index=False)[["L", "R"]].mean().sort_values("lr", ignore_index=True)
+    # numpy rather than groupby: this runs once per refinement decision and bootstrap series
+    lrs, inv = np.unique(lr, return_inverse=True)
+    n = np.bincount(inv, minlength=len(lrs))
+    return pd.DataFrame({"lr": lrs, "L": np.bincount(inv, L, len(lrs)) / n, "R": np.bincount(inv, R, len(lrs)) / n})
 
 
 def classify(points: pd.DataFrame, thresholds: Thresholds | None = None) -> Classification:
