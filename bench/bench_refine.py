@@ -6,7 +6,8 @@ Each simulated series is a ground-truth curve (cliffsweep.analysis.synthetic.ran
 cliffs, gradual declines) evaluated with binomial noise at the paper's eval sizes (ChemL3 420,
 GSM8K 1,319 examples). Three measurements:
 
-1. regimes right per lr grid (``--baseline``: also a classify.py from an older checkout, e.g.
+1. regimes right per lr grid, with the default thresholds and with near_base 0.2 (the old
+   default) (``--baseline``: also a classify.py from an older checkout, e.g.
    ``git show 872a64b:cliffsweep/analysis/classify.py > /tmp/classify_old.py``);
 2. trials to bracket the transition (highest safe lr and any cliff) to ``--target`` (1.3x):
    refinement from a coarse grid vs a dense geometric grid of that step over the same range,
@@ -69,12 +70,13 @@ def regimes(n: int, seed: int, baseline) -> None:
             for name, pts in samples.items():
                 rows.append({"shape": shape, "grid": name, "lrs": (pts["lr"] > 0).sum(),
                              "new": classify(pts[["lr", "L", "R"]]).regime,
+                             "near_base 0.2": classify(pts[["lr", "L", "R"]], Thresholds(near_base=0.2)).regime,
                              "baseline": baseline(pts[["lr", "L", "R"]]).regime if baseline else None})
     df = pd.DataFrame(rows)
     print(f"\n1. Regimes right, {n} curves per shape, eval noise n = {PAPER_EVAL} (right / unresolved-or-"
           "inconclusive / wrong)")
-    cols = ["new"] + (["baseline"] if baseline else [])
-    print(f"{'grid':<34} {'mean lrs':>8}   " + "   ".join(f"{s + ' ' + c:>22}" for c in cols for s in SHAPES))
+    cols = ["new", "near_base 0.2"] + (["baseline"] if baseline else [])
+    print(f"{'grid':<34} {'mean lrs':>8}   " + "   ".join(f"{s + ' ' + c[:13]:>22}" for c in cols for s in SHAPES))
     for grid, g in df.groupby("grid", sort=False):
         cells = []
         for col in cols:
