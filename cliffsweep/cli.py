@@ -41,6 +41,13 @@ def cmd_validate(args) -> int:
     print(f"  {len(grid)} trials = {len(spec.models)} model(s) x {len({t.series for t in grid})} series "
           f"x {len(spec.lrs)} lr(s) x {len(spec.epochs)} epoch setting(s) x {len(spec.seeds)} seed(s)")
     print(f"  + {len(spec.models)} base evaluation(s); {spec.eval.points_per_trial} eval point(s) per trial")
+    if spec.refine is not None:
+        from cliffsweep.orchestrator.refine import max_refine_trials
+
+        r = spec.refine
+        print(f"  + up to {max_refine_trials(spec)} refinement trial(s) = {r.rounds} round(s) x "
+              f"{r.points_per_round} lr(s) x {len({(t.model, t.series, t.epochs) for t in grid})} series "
+              f"x {len(spec.seeds)} seed(s); a bracket stops at {r.target_ratio:g}x")
     print(f"  store: {spec.store_uri}")
     return 0
 

@@ -111,11 +111,40 @@ def test_threshold_ties_are_inclusive():
     assert classify(s2, Thresholds(max_gain_share=0.16)).regime == "gradual"
 
 
-def test_two_step_collapse_needs_max_cliff_steps():
-    s = series([0.25, 0.60, 0.75, 0.76, 0.76, 0.75], [0.60, 0.59, 0.58, 0.40, 0.06, 0.05])
+def test_cliff_is_an_lr_factor_not_a_grid_step():
+    # 1.0 -> 0.7 -> 0.4 -> 0.1 of R0 in 3x steps: each step loses 30 %, every 9x loses 60 %.
+    s = series([0.25, 0.60, 0.75, 0.76, 0.76, 0.75], [0.60, 0.60, 0.42, 0.24, 0.06, 0.05])
     assert classify(s).regime == "gradual"
-    c = classify(s, Thresholds(max_cliff_steps=2))
+    c = classify(s, Thresholds(cliff_lr_ratio=10))
     assert c.regime == "cliff" and (c.critical_lr_low, c.critical_lr_high) == (3e-5, 3e-4)
+    # A point inside the collapse (a refined lr) belongs to it: the bracket still witnesses the cliff.
+    inner = pd.concat([s, pd.DataFrame({"lr": [1.7e-4], "L": [0.76], "R": [0.15]})])
+    assert classify(inner, Thresholds(cliff_lr_ratio=10)).regime == "cliff"
+
+
+def test_point_inside_a_sharp_collapse_does_not_hide_it():
+    # 3x grid; lr 3e-4 landed inside a sharp collapse at 70 % of R0. Neither 1e-4 -> 3e-4 (30 %)
+    # nor 1e-3 alone shows it from the plateau, but 3e-4 -> 1e-3 loses 63 %: near_base (0.40)
+    # >= cliff_drop lets the point inside the collapse start it.
+    s = series([0.25, 0.70, 0.80, 0.80, 0.81, 0.80], [0.60, 0.60, 0.60, 0.60, 0.42, 0.04])
+    c = classify(s)
+    assert c.regime == "cliff" and (c.critical_lr_low, c.critical_lr_high) == (3e-4, 1e-3)
+    assert classify(s, Thresholds(near_base=0.2)).regime == "gradual"
+
+
+def test_collapse_over_a_step_wider_than_the_ratio_is_unresolved():
+    s = series([0.25, 0.70, 0.80, 0.80], [0.60, 0.60, 0.59, 0.05], lrs=[0, 1e-5, 1e-4, 1e-3])
+    c = classify(s)
+    assert c.regime == "inconclusive" and "refine" in c.reason
+    assert (c.unresolved_lr_low, c.unresolved_lr_high) == (1e-4, 1e-3) and c.critical_lr_low is None
+    # Inside the step, a sharp collapse shows up as a cliff, a spread one as gradual.
+    sharp = pd.concat([s, pd.DataFrame({"lr": [2.2e-4, 4.6e-4], "L": [0.8, 0.8], "R": [0.59, 0.05]})])
+    assert classify(sharp).regime == "cliff"
+    spread = pd.concat([s, pd.DataFrame({"lr": [2.2e-4, 4.6e-4], "L": [0.8, 0.8], "R": [0.42, 0.24]})])
+    assert classify(spread).regime == "gradual"
+    # With learning gained across the wide step it is still unresolved: the gain may precede the collapse.
+    gain = s.assign(L=[0.25, 0.3, 0.35, 0.8])
+    assert classify(gain).unresolved_lr_low == 1e-4
 
 
 def test_thresholds_are_validated():

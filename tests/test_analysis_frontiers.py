@@ -103,7 +103,7 @@ def _write(store, trial_id, step, task, role, value, n=100, series="sft", lr=1e-
         scorer_version=version, evaluated_at=pd.Timestamp.now(tz="UTC"), eval_seconds=0.1)])
 
 
-def _tiny(path, lrs=(1e-5, 1e-4, 1e-3), L=(0.5, 0.7, 0.72), R=(0.6, 0.58, 0.05), retain=("gsm8k",)):
+def _tiny(path, lrs=(5e-5, 1e-4, 1.5e-4), L=(0.5, 0.7, 0.72), R=(0.6, 0.58, 0.05), retain=("gsm8k",)):
     store = Store(path)
     for task in retain:
         _write(store, "m-base", 0, task, "retain", 0.6, series="base", lr=0.0)
@@ -139,9 +139,9 @@ def test_retain_task_choice(tmp_path):
 
 def test_not_done_trials_and_intermediate_checkpoints(tmp_path):
     store = _tiny(str(tmp_path))
-    # lr 1e-3 also has an earlier checkpoint that learned well and kept retention: Pareto-optimal.
-    _write(store, "m-sft-lr0.001", 5, "chem", "learn", 0.75, lr=1e-3)
-    _write(store, "m-sft-lr0.001", 5, "gsm8k", "retain", 0.59, lr=1e-3)
+    # lr 1.5e-4 also has an earlier checkpoint that learned well and kept retention: Pareto-optimal.
+    _write(store, "m-sft-lr0.00015", 5, "chem", "learn", 0.75, lr=1.5e-4)
+    _write(store, "m-sft-lr0.00015", 5, "gsm8k", "retain", 0.59, lr=1.5e-4)
     # lr 1e-4 is still running: its checkpoint is not classified.
     store.write("trials", "m-sft-lr0.0001", [dict(trial_id="m-sft-lr0.0001", model="m", method="sft", series="sft",
                                                   lr=1e-4, epochs=1, seed=0, status="running",
@@ -151,9 +151,9 @@ def test_not_done_trials_and_intermediate_checkpoints(tmp_path):
     assert any("not done" in n for n in data.notes) and any("no trials row" in n for n in data.notes)
     t = frontiers(data.points, n_boot=0).iloc[0]
     assert t["n_points"] == 3 and t["n_checkpoints"] == 4
-    assert "m-sft-lr0.001@5" in t["pareto_point_ids"] and "m-sft-lr0.001@10" not in t["pareto_point_ids"]
-    # With the running lr 1e-4 (L .70, R .58) left out, 1e-5 -> 1e-3 gains 47 % of the learning span:
-    # no cliff can be claimed. Counting it would give a cliff at 1e-4 -> 1e-3.
+    assert "m-sft-lr0.00015@5" in t["pareto_point_ids"] and "m-sft-lr0.00015@10" not in t["pareto_point_ids"]
+    # With the running lr 1e-4 (L .70, R .58) left out, 5e-5 -> 1.5e-4 gains 47 % of the learning span:
+    # no cliff can be claimed. Counting it would give a cliff at 1e-4 -> 1.5e-4.
     assert t["regime"] == "gradual"
     assert frontiers(data.points.assign(classified=data.points["final"]), n_boot=0).iloc[0]["critical_lr_low"] == 1e-4
 

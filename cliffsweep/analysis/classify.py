@@ -14,8 +14,19 @@ is the points of one model x method (x epochs) across learning rates plus the ba
 generative benchmark:
 
 - retention share ``r = R / R0``: the share of the base retention kept (``1 - r`` = forgetting);
-- learning gain across a step is compared with the series' learning span
+- learning gain across a collapse is compared with the series' learning span
   ``max(max L - L0, min_span * (1 - L0))``: the share of all the learning the series achieves.
+
+**The cliff is a property of the curve, not of the grid.** "One lr step" of the paper is read
+as an lr *factor*: a cliff is a collapse of at least ``cliff_drop`` of base retention within an
+lr factor of at most ``cliff_lr_ratio``, with at most ``max_gain_share`` of the learning span
+gained across it. The collapse is witnessed by any two trained lrs ``lr_i < lr_j`` with
+``lr_j / lr_i <= cliff_lr_ratio``, not only by neighbours: trained lrs between them (the points
+a refinement adds inside a bracket) belong to the collapse. So adding points on the curve never
+removes a witness, and a gradual decline (which loses less than ``cliff_drop`` within any
+``cliff_lr_ratio`` factor) has none on any grid. A grid step wider than ``cliff_lr_ratio`` that
+loses ``cliff_drop`` is *unresolved*: it may hide a sharp cliff or a steep gradual decline, and
+only lrs inside it (``refine:`` in the sweep file) can tell.
 
 Rules, in order (every threshold is a field of :class:`Thresholds`):
 
@@ -23,17 +34,17 @@ Rules, in order (every threshold is a field of :class:`Thresholds`):
    ``R0 = 0`` (forgetting is unmeasurable);
 2. no_forgetting if every trained point keeps more than ``1 - forget_min`` of ``R0``;
 3. inconclusive if the lowest trained lr already lost at least ``cliff_drop``: the sweep never
-   shows the learn-without-forgetting side, so it cannot tell a cliff from a coarse gradual
-   decline (sweep lower lrs);
-4. cliff if, between a trained lr that keeps at least ``1 - near_base`` of ``R0`` and a higher
-   lr at most ``max_cliff_steps`` grid steps above it, retention falls by at least
-   ``cliff_drop`` of ``R0`` while learning gains at most ``max_gain_share`` of the span, and the
-   collapse persists (no higher lr climbs back to ``1 - near_base``). The first such step
-   (lowest lr) is the cliff; its lrs are the critical bracket;
-5. inconclusive if such a collapse exists but does not persist (a higher lr retains again:
-   non-monotone data, likely an outlier);
-6. gradual otherwise: retention falls meaningfully, but no single step collapses without
-   learning (this includes a decline that starts before a late collapse).
+   shows the learn-without-forgetting side (sweep lower lrs);
+4. cliff if some trained lr ``lr_i`` keeping at least ``1 - near_base`` of ``R0`` and a higher
+   one ``lr_j <= cliff_lr_ratio * lr_i`` differ by at least ``cliff_drop`` of ``R0`` in
+   retention while learning gains at most ``max_gain_share`` of the span, and the collapse
+   persists (no lr above ``lr_j`` climbs back to ``1 - near_base``). The lowest such ``lr_j``
+   and the highest ``lr_i`` that witnesses it are the critical bracket;
+5. inconclusive if such a collapse exists but does not persist (non-monotone: an outlier);
+6. inconclusive (unresolved) if two neighbouring trained lrs more than ``cliff_lr_ratio``
+   apart collapse by ``cliff_drop`` from ``1 - near_base`` (whatever the learning gain: the
+   gain may come before the collapse inside the step); the bracket is reported for refinement;
+7. gradual otherwise: retention falls meaningfully, but no collapse within ``cliff_lr_ratio``.
 
 Seeds at the same lr are averaged before classification. Comparisons at a threshold are
 inclusive up to 1e-9 of float rounding (a drop equal to ``cliff_drop`` is a collapse), so ties
@@ -58,24 +69,29 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     forget_min: float = Field(0.10, gt=0, lt=1)
-    """Forgetting below this share of base retention is not meaningful (no_forgetting).
-    Our default 0.10: the binomial error of a 200-example accuracy near 0.5 is ~0.035, so a
-    10 % relative loss is beyond noise for typical eval sizes."""
-    near_base: float = Field(0.20, gt=0, lt=1)
-    """The learn-without-forgetting side of a cliff keeps at least 1 - near_base of R0.
-    Our default 0.20: Fig. 4 shows cliffs whose safe side already lost a few points."""
+    """Forgetting below this share of base retention is not meaningful (no_forgetting); also
+    the bar of the highest safe lr. Our default 0.10: the binomial error of a 200-example
+    accuracy near 0.5 is ~0.035, so a 10 % relative loss is beyond noise for typical eval sizes."""
+    near_base: float = Field(0.40, gt=0, lt=1)
+    """The start of a cliff keeps at least 1 - near_base of R0. Our default 0.40, equal to
+    cliff_drop, so that a trained lr landing inside a sharp collapse cannot hide it: if it kept
+    more than 1 - cliff_drop it can start the collapse, else the lr below it already witnesses
+    a cliff_drop loss. (With 0.20, a point left at 60-80 % of R0 inside the collapse made
+    the cliff look gradual on one grid and a cliff on another.)"""
     cliff_drop: float = Field(0.40, gt=0, le=1)
-    """A cliff step loses at least this share of R0 ("catastrophic"). Our default 0.40:
+    """A cliff loses at least this share of R0 ("catastrophic"). Our default 0.40:
     the paper's cliffs lose most of GSM8K in one step; 0.40 keeps slightly softer ones."""
+    cliff_lr_ratio: float = Field(3.5, gt=1)
+    """The widest lr factor a cliff's collapse may span. Our default 3.5: one step of the
+    paper's grids (2-2.5x), of 1-3-10 grids (3x, 3.33x) and of half-decade grids (3.16x), so a
+    one-step collapse on any of them is a cliff; a uniform decline in log lr is a cliff only if
+    it loses more than cliff_drop / log10(3.5) = 74 % of base retention per decade."""
     max_gain_share: float = Field(0.25, ge=0, le=1)
     """Across a cliff, learning gains at most this share of the series' learning span
     ("no learning gain"). Our default 0.25."""
     min_span: float = Field(0.05, gt=0, le=1)
     """Floor of the learning span as a share of the headroom 1 - L0, so that noise in a
     series that learns nothing is not read as a large relative gain. Our default 0.05."""
-    max_cliff_steps: int = Field(1, ge=1)
-    """How many consecutive lr steps a collapse may span. 1 = the definition's "one lr step";
-    raise it for lr grids much finer than the paper's."""
     min_lrs: int = Field(2, ge=1)
     """Trained learning rates needed besides the base point. Our default 2 (3 points)."""
 
@@ -88,7 +104,7 @@ class Classification:
     reason: str
     n_points: int
     critical_lr_low: float | None = None
-    """Highest lr on the safe side of the cliff."""
+    """Highest lr on the safe side of the cliff that witnesses it."""
     critical_lr_high: float | None = None
     """Lowest lr past the cliff."""
     drop_at_cliff: float | None = None
@@ -103,6 +119,10 @@ class Classification:
     """Largest share of base retention lost by any trained lr."""
     max_learning: float | None = None
     """Largest learning gain (L - L0) of any trained lr, in accuracy points."""
+    unresolved_lr_low: float | None = None
+    """Rule 6 only: the lower lr of a collapsing grid step wider than cliff_lr_ratio."""
+    unresolved_lr_high: float | None = None
+    """Rule 6 only: the upper lr of that step (refine between the two)."""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -116,12 +136,16 @@ def lr_curve(points: pd.DataFrame) -> pd.DataFrame:
     missing = {"lr", "L", "R"} - set(points.columns)
     if missing:
         raise ValueError(f"points need columns lr, L, R; missing {sorted(missing)}")
-    bad = points[~np.isfinite(points[["lr", "L", "R"]].to_numpy(float)).all(axis=1)]
-    if len(bad):
-        raise ValueError(f"non-finite lr/L/R in {len(bad)} point(s), first: {bad.iloc[0].to_dict()}")
-    if (points["lr"] < 0).any():
+    lr, L, R = (points[c].to_numpy(float) for c in ("lr", "L", "R"))
+    ok = np.isfinite(lr) & np.isfinite(L) & np.isfinite(R)
+    if not ok.all():
+        raise ValueError(f"non-finite lr/L/R in {(~ok).sum()} point(s), first: {points[~ok].iloc[0].to_dict()}")
+    if (lr < 0).any():
         raise ValueError("learning rates must be >= 0 (0 = base model)")
-    return points.groupby("lr", as_index=False)[["L", "R"]].mean().sort_values("lr", ignore_index=True)
+    # numpy rather than groupby: this runs once per refinement decision and bootstrap series
+    lrs, inv = np.unique(lr, return_inverse=True)
+    n = np.bincount(inv, minlength=len(lrs))
+    return pd.DataFrame({"lr": lrs, "L": np.bincount(inv, L, len(lrs)) / n, "R": np.bincount(inv, R, len(lrs)) / n})
 
 
 def classify(points: pd.DataFrame, thresholds: Thresholds | None = None) -> Classification:
@@ -134,6 +158,16 @@ def classify(points: pd.DataFrame, thresholds: Thresholds | None = None) -> Clas
     curve = lr_curve(points)
     return classify_arrays(curve["lr"].to_numpy(float), curve["L"].to_numpy(float),
                            curve["R"].to_numpy(float), thresholds or Thresholds())
+
+
+def _witnesses(lr: np.ndarray, L: np.ndarray, r: np.ndarray, span: float, th: Thresholds) -> np.ndarray:
+    """(n, n) mask: [i, j] is True where lr_i -> lr_j (i < j) is a collapse within the factor
+    (rule 4 without persistence)."""
+    close = (lr[None, :] <= th.cliff_lr_ratio * lr[:, None] * (1 + _EPS)) & np.triu(np.ones((len(lr),) * 2, bool), 1)
+    start = (r >= 1.0 - th.near_base - _EPS)[:, None]
+    drop = (r[:, None] - r[None, :]) >= th.cliff_drop - _EPS
+    gain = (L[None, :] - L[:, None]) <= th.max_gain_share * span + _EPS
+    return close & start & drop & gain
 
 
 def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds) -> Classification:
@@ -156,25 +190,33 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
     if lost[0] >= th.cliff_drop:
         return Classification("inconclusive", f"the lowest lr ({lr[0]:g}) already loses {lost[0]:.0%} of base "
                               "retention; sweep lower lrs", n_points, **summary)
-    transient = None
-    for i in range(len(lr) - 1):
-        if r[i] < 1.0 - th.near_base:
-            continue
-        for j in range(i + 1, min(i + th.max_cliff_steps, len(lr) - 1) + 1):
-            drop, gain = r[i] - r[j], L[j] - L[i]
-            if drop < th.cliff_drop - _EPS or gain > th.max_gain_share * span + _EPS:
-                continue
-            if (r[j + 1:] >= 1.0 - th.near_base).any():
-                transient = transient or (lr[i], lr[j])
-                continue
-            return Classification(
-                "cliff", f"lr {lr[i]:g} -> {lr[j]:g} loses {drop:.0%} of base retention for "
-                f"{gain / span:+.0%} of the learning span", n_points,
-                critical_lr_low=float(lr[i]), critical_lr_high=float(lr[j]), drop_at_cliff=float(drop),
-                drop_at_cliff_abs=float(R[i] - R[j]), gain_at_cliff=float(gain),
-                gain_at_cliff_share=float(gain / span), **summary)
-    if transient:
-        return Classification("inconclusive", f"retention collapses at lr {transient[0]:g} -> {transient[1]:g} "
-                              "but recovers at a higher lr (non-monotone)", n_points, **summary)
+    back = 1.0 - th.near_base - _EPS
+    # recovers[j]: some lr above lr_j keeps 1 - near_base again, so a collapse ending at j is transient.
+    recovers = np.append(np.maximum.accumulate((r >= back)[::-1])[::-1][1:], False)
+    wit = _witnesses(lr, L, r, span, th)
+    ends = np.flatnonzero(wit.any(axis=0) & ~recovers)
+    if len(ends):
+        j = int(ends[0])
+        i = int(np.flatnonzero(wit[:, j])[-1])
+        drop, gain = r[i] - r[j], L[j] - L[i]
+        return Classification(
+            "cliff", f"lr {lr[i]:g} -> {lr[j]:g} ({lr[j] / lr[i]:.2g}x) loses {drop:.0%} of base retention for "
+            f"{gain / span:+.0%} of the learning span", n_points,
+            critical_lr_low=float(lr[i]), critical_lr_high=float(lr[j]), drop_at_cliff=float(drop),
+            drop_at_cliff_abs=float(R[i] - R[j]), gain_at_cliff=float(gain),
+            gain_at_cliff_share=float(gain / span), **summary)
+    if wit.any():
+        i, j = (int(x[0]) for x in np.nonzero(wit))
+        return Classification("inconclusive", f"retention collapses at lr {lr[i]:g} -> {lr[j]:g} but recovers "
+                              "at a higher lr (non-monotone)", n_points, **summary)
+    wide = (lr[1:] > th.cliff_lr_ratio * lr[:-1] * (1 + _EPS)) & (r[:-1] >= back) \
+        & (r[:-1] - r[1:] >= th.cliff_drop - _EPS) & ~recovers[1:]
+    if wide.any():
+        k = int(np.flatnonzero(wide)[0])
+        return Classification(
+            "inconclusive", f"retention collapses by {r[k] - r[k + 1]:.0%} of base between lr {lr[k]:g} and "
+            f"{lr[k + 1]:g}, {lr[k + 1] / lr[k]:.2g}x apart (> cliff_lr_ratio {th.cliff_lr_ratio:g}): a cliff "
+            "or a steep decline; refine the bracket", n_points,
+            unresolved_lr_low=float(lr[k]), unresolved_lr_high=float(lr[k + 1]), **summary)
     return Classification("gradual", f"retention falls up to {lost.max():.0%} of base with no collapse "
-                          "lacking learning", n_points, **summary)
+                          f"within {th.cliff_lr_ratio:g}x of lr lacking learning", n_points, **summary)

@@ -46,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     for r in table.itertuples():
         conf = "" if r.confidence != r.confidence else f" ({r.confidence:.0%})"
         bracket = f" lr {r.critical_lr_low:g} -> {r.critical_lr_high:g}" if r.regime == "cliff" else ""
-        print(f"{r.model:>16} {r.label:<24} {r.regime}{conf}{bracket}")
+        safe = "" if r.max_safe_lr != r.max_safe_lr else f"; max safe lr {r.max_safe_lr:g}" + (
+            "" if r.max_safe_lr_next != r.max_safe_lr_next else f" (next {r.max_safe_lr_next:g} forgets)")
+        print(f"{r.model:>16} {r.label:<24} {r.regime}{conf}{bracket}{safe}")
     print(f"wrote {args.out}/frontiers.parquet" + ("" if args.no_report else f" and {args.out}/report.html"))
     return 0
 

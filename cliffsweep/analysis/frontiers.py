@@ -19,6 +19,7 @@ import pandas as pd
 from cliffsweep.analysis.classify import REGIMES, Thresholds, classify_arrays, lr_curve
 from cliffsweep.analysis.confidence import replicate_accuracies
 from cliffsweep.analysis.pareto import dominates_all, frontier_area, pareto_mask
+from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 
 SERIES_KEY = ["model", "series", "epochs"]
 MIN_CONFIDENCE = 0.6
@@ -28,9 +29,9 @@ FRONTIER_COLUMNS = [
     "model", "series", "method", "optimizer", "epochs", "label", "regime", "regime_point_estimate",
     "confidence", "confidence_method", "regime_shares", "critical_lr_low", "critical_lr_high",
     "bracket_agreement", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff", "gain_at_cliff_share",
-    "max_forgetting", "max_learning", "base_L", "base_R", "frontier_area", "pareto_point_ids",
-    "model_pareto_point_ids", "model_pareto_share", "dominated_by", "n_points", "n_lrs", "n_checkpoints",
-    "reason",
+    "max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "max_safe_lr_confidence", "max_forgetting", "max_learning", "base_L", "base_R", "frontier_area", "pareto_point_ids",
+    "model_pareto_point_ids", "model_pareto_share", "dominated_by", "n_points", "n_lrs", "n_refined_lrs",
+    "n_checkpoints", "reason",
 ]
 _CLIFF_FIELDS = ["critical_lr_low", "critical_lr_high", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff",
                  "gain_at_cliff_share"]
@@ -47,8 +48,9 @@ def series_labels(points: pd.DataFrame) -> pd.Series:
 
 
 def _bootstrap(cls_rows: pd.DataFrame, L_reps: np.ndarray, R_reps: np.ndarray, th: Thresholds
-               ) -> list | None:
-    """Re-classify each replicate (seeds averaged per lr as in the point estimate)."""
+               ) -> tuple[list, list] | None:
+    """Re-classify each replicate and find its highest safe lr (seeds averaged per lr as in the
+    point estimate)."""
     if np.isnan(L_reps).any() or np.isnan(R_reps).any():
         return None
     lrs, inv = np.unique(cls_rows["lr"].to_numpy(float), return_inverse=True)
@@ -56,7 +58,9 @@ def _bootstrap(cls_rows: pd.DataFrame, L_reps: np.ndarray, R_reps: np.ndarray, t
     G[inv, np.arange(len(cls_rows))] = 1.0
     G /= G.sum(1, keepdims=True)
     Lc, Rc = G @ L_reps, G @ R_reps
-    return [classify_arrays(lrs, Lc[:, b], Rc[:, b], th) for b in range(L_reps.shape[1])]
+    B = L_reps.shape[1]
+    return ([classify_arrays(lrs, Lc[:, b], Rc[:, b], th) for b in range(B)],
+            [max_safe_lr_arrays(lrs, Lc[:, b], Rc[:, b], th).max_safe_lr for b in range(B)])
 
 
 def _series_row(key: tuple, rows: pd.DataFrame, base: pd.DataFrame, reps: tuple | None,
@@ -64,27 +68,33 @@ def _series_row(key: tuple, rows: pd.DataFrame, base: pd.DataFrame, reps: tuple 
     model, series, epochs = key
     cls_rows = pd.concat([base, rows[rows["classified"]]])
     curve = lr_curve(cls_rows)
-    point = classify_arrays(curve["lr"].to_numpy(float), curve["L"].to_numpy(float),
-                            curve["R"].to_numpy(float), th)
-    out = point.as_dict()
+    arrays = (curve["lr"].to_numpy(float), curve["L"].to_numpy(float), curve["R"].to_numpy(float))
+    point = classify_arrays(*arrays, th)
+    safe = max_safe_lr_arrays(*arrays, th)
+    out = {**point.as_dict(), **safe.as_dict()}
+    for k in ("unresolved_lr_low", "unresolved_lr_high"):  # in the reason; refine.py reads them
+        out.pop(k)
     out.update(model=model, series=series, epochs=epochs, method=rows["method"].iloc[0],
                optimizer=rows["optimizer"].iloc[0], label=rows["label"].iloc[0],
                regime_point_estimate=point.regime, n_lrs=int((curve["lr"] > 0).sum()),
+               n_refined_lrs=_n_refined_lrs(rows),
                n_checkpoints=len(rows), base_L=float(base["L"].mean()) if len(base) else np.nan,
                base_R=float(base["R"].mean()) if len(base) else np.nan)
     reps_cls = None
     if reps is not None:
         L_reps, R_reps, src = reps
         idx = cls_rows["_pos"].to_numpy()
-        reps_cls = _bootstrap(cls_rows, L_reps[idx], R_reps[idx], th)
+        boot = _bootstrap(cls_rows, L_reps[idx], R_reps[idx], th)
+        reps_cls, reps_safe = boot if boot is not None else (None, None)
         out["confidence_method"] = "none" if reps_cls is None else (
             "bootstrap" if (src[idx] == "samples").all() else "binomial" if (src[idx] == "binomial").all()
             else "bootstrap+binomial")
     else:
         out["confidence_method"] = "none"
     if reps_cls is None:
-        out.update(confidence=np.nan, regime_shares="{}", bracket_agreement=np.nan)
+        out.update(confidence=np.nan, regime_shares="{}", bracket_agreement=np.nan, max_safe_lr_confidence=np.nan)
     else:
+        out["max_safe_lr_confidence"] = float(np.mean([x == safe.max_safe_lr for x in reps_safe]))
         regimes = [c.regime for c in reps_cls]
         shares = {r: regimes.count(r) / len(regimes) for r in REGIMES if regimes.count(r)}
         out["confidence"] = shares.get(point.regime, 0.0)
@@ -98,6 +108,15 @@ def _series_row(key: tuple, rows: pd.DataFrame, base: pd.DataFrame, reps: tuple 
     if out["regime"] != "cliff":
         out.update({f: np.nan for f in _CLIFF_FIELDS})
     return out
+
+
+def _n_refined_lrs(rows: pd.DataFrame) -> int:
+    """Classified lrs of a series that only refinement rounds (round > 0) brought."""
+    if "round" not in rows:
+        return 0
+    done = rows[rows["classified"]]
+    refined = set(done.loc[done["round"] > 0, "lr"]) - set(done.loc[done["round"] == 0, "lr"])
+    return len(refined)
 
 
 def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
@@ -133,7 +152,8 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     ``points``: one row per checkpoint with ``model, series, epochs, lr, L, R, point_id`` and,
     for classification filters and confidence, optionally ``final``/``classified`` (default:
     every row is a classified final point), ``n_L``/``n_R`` (eval sizes, for the binomial
-    fallback), ``trial_id``/``step`` (to match ``samples``), ``method``/``optimizer``. Base rows
+    fallback), ``trial_id``/``step`` (to match ``samples``), ``method``/``optimizer``, ``round``
+    (0 = the grid, > 0 = a refinement round; counts ``n_refined_lrs``). Base rows
     have ``series == 'base'`` and ``lr == 0`` and belong to every series of their model.
     ``samples``: per-example results (store schema) of ``learn_task`` and ``retain_task``.
     """
@@ -157,6 +177,8 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     table = pd.DataFrame(rows)
     if table.empty:
         return pd.DataFrame(columns=FRONTIER_COLUMNS)
+    for col in ("max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr"):  # None -> NaN, float column
+        table[col] = table[col].astype(float)
     return _pareto_columns(table, pts)[FRONTIER_COLUMNS]
 
 

@@ -35,6 +35,16 @@ def _final_curve(series_pts: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
     return lr_curve(pd.concat([base, series_pts[series_pts["classified"]]]))
 
 
+_SAFE_RING = dict(s=170, facecolors="none", edgecolors="green", linewidths=2.0, zorder=6)
+
+
+def _ring_safe(ax, curve: pd.DataFrame, row: pd.Series, x: str, y: str) -> None:
+    """Ring the series' highest safe lr (frontiers column max_safe_lr), if it has one."""
+    at = curve[curve["lr"] == row["max_safe_lr"]]
+    if len(at):
+        ax.scatter(at[x], at[y], **_SAFE_RING)
+
+
 def plot_frontier(model: str, points: pd.DataFrame, table: pd.DataFrame, path: str, learn_task: str,
                   retain_task: str) -> None:
     """Retention vs learning, one line per series through its final checkpoints in lr order,
@@ -66,10 +76,12 @@ def plot_frontier(model: str, points: pd.DataFrame, table: pd.DataFrame, path: s
             ax.annotate("", xy=(hi["L"], hi["R"]), xytext=(lo["L"], lo["R"]), zorder=4,
                         arrowprops=dict(arrowstyle="-|>", color="red", lw=2.2, alpha=0.8))
             ax.scatter([hi["L"]], [hi["R"]], marker="X", s=90, color="red", zorder=5)
+        _ring_safe(ax, curve, row, "L", "R")
     if len(base):
         ax.scatter(base["L"].mean(), base["R"].mean(), marker="*", s=260, color="black", zorder=6,
                    label="base (lr = 0)")
     ax.plot([], [], color="red", lw=2.2, label="cliff (arrow: last safe lr -> first collapsed lr)")
+    ax.scatter([], [], **_SAFE_RING, label="max safe lr (keeps >= 1 - forget_min of base R)")
     ax.set_xlabel(f"learning: {learn_task} accuracy")
     ax.set_ylabel(f"retention: {retain_task} accuracy")
     ax.set_title(f"{model}: learning-forgetting frontier (labels: lr)")
@@ -97,6 +109,7 @@ def plot_vs_lr(model: str, points: pd.DataFrame, table: pd.DataFrame, path: str,
             curve = _final_curve(s, base)
             curve = curve[curve["lr"] > 0]
             ax.plot(curve["lr"], curve[key], "-o", ms=4, color=col[row["label"]], label=row["label"])
+            _ring_safe(ax, curve, row, "lr", key)
             if row["regime"] == "cliff":
                 ax.axvspan(row["critical_lr_low"], row["critical_lr_high"], color=col[row["label"]], alpha=0.08)
         ax.set_xscale("log")

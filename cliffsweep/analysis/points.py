@@ -17,7 +17,7 @@ import pandas as pd
 from cliffsweep.orchestrator.store import Store
 
 POINT_COLUMNS = ["point_id", "trial_id", "model", "series", "method", "optimizer", "lr", "epochs", "seed",
-                 "step", "epoch", "final", "classified", "status", "L", "R", "n_L", "n_R"]
+                 "round", "step", "epoch", "final", "classified", "status", "L", "R", "n_L", "n_R"]
 
 
 class AnalysisInputError(ValueError):
@@ -95,8 +95,10 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
     if pts.empty:
         raise AnalysisInputError(f"no checkpoint has both {learn_task} and {retain_task} accuracies")
     pts["point_id"] = pts["trial_id"] + "@" + pts["step"].astype(str)
-    status = trials.drop_duplicates("trial_id", keep="last").set_index("trial_id")["status"]
-    pts["status"] = pts["trial_id"].map(status).astype(object)
+    latest = trials.drop_duplicates("trial_id", keep="last").set_index("trial_id")
+    pts["status"] = pts["trial_id"].map(latest["status"]).astype(object)
+    # Refinement round of the trial (0 = the grid); stores written before rounds existed read as 0.
+    pts["round"] = pts["trial_id"].map(latest["round"]).fillna(0) if "round" in latest else 0
     is_base = pts["series"] == "base"
     pts.loc[is_base, "status"] = "done"
     unknown = pts["status"].isna()
@@ -111,7 +113,7 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
     if len(skipped):
         notes.append(f"{len(skipped)} trial(s) not done (e.g. {skipped[0]}) left out of classification; "
                      "their checkpoints still count for the Pareto frontiers")
-    for col in ("n_L", "n_R", "step", "epochs", "seed"):
+    for col in ("n_L", "n_R", "step", "epochs", "seed", "round"):
         pts[col] = pts[col].astype("Int64")
     return pts[POINT_COLUMNS].sort_values(["model", "series", "epochs", "lr", "seed", "step"],
                                           ignore_index=True), notes

@@ -17,9 +17,17 @@ from cliffsweep.analysis.classify import Thresholds
 TABLE_COLUMNS = [("label", "series"), ("regime", "regime"), ("confidence", "confidence"),
                  ("critical_lr_low", "cliff lr low"), ("critical_lr_high", "cliff lr high"),
                  ("drop_at_cliff", "R lost at cliff (share of base)"), ("gain_at_cliff", "L gain at cliff"),
+                 ("max_safe_lr", "max safe lr"), ("max_safe_lr_next", "next lr (forgets)"),
+                 ("learn_at_max_safe_lr", "L gain at max safe lr"), ("max_safe_lr_confidence", "safe lr confidence"),
                  ("max_forgetting", "max R lost (share)"), ("max_learning", "max L gain"),
                  ("frontier_area", "frontier area"), ("model_pareto_share", "share of model frontier"),
-                 ("dominated_by", "dominated by"), ("n_points", "points"), ("reason", "why")]
+                 ("dominated_by", "dominated by"), ("n_points", "points"), ("n_refined_lrs", "refined lrs"),
+                 ("reason", "why")]
+REFINE_COLUMNS = [("label", "series"), ("n_grid_lrs", "grid lrs"), ("n_refined_lrs", "refined lrs"),
+                  ("grid_regime", "regime on the grid"), ("regime", "regime refined (point estimate)"),
+                  ("grid_safe", "safe-lr bracket on the grid"), ("safe", "safe-lr bracket refined"),
+                  ("grid_transition", "cliff / unresolved bracket on the grid"),
+                  ("transition", "cliff / unresolved bracket refined")]
 
 DEFINITIONS = """\
 A series is one model x method (x epochs) across learning rates, plus the base model (lr = 0).
@@ -29,7 +37,13 @@ Retention R is judged as a share of the base R, learning L against the series' l
   with no learning gain (cliff paper, Fig. 4);
 - **gradual**: R falls progressively as L rises, no single step collapses without learning (Fig. 3);
 - **no_forgetting**: R never falls meaningfully within the swept lrs;
-- **inconclusive**: too few points, or bootstrap replicates disagree (confidence below the minimum).
+- **inconclusive**: too few points, a collapse over a grid step too wide to tell (refine it), or
+  bootstrap replicates disagree (confidence below the minimum).
+
+A cliff is judged over an lr factor, not a grid step: a loss of cliff_drop of base R between two
+trained lrs at most cliff_lr_ratio apart (lrs between them belong to the collapse).
+Max safe lr: the highest trained lr keeping >= 1 - forget_min of base R (marked with a green ring in
+the plots); the next trained lr forgets, so the answer lies between the two.
 
 Confidence = share of bootstrap replicates (examples resampled, re-scored, re-classified) that agree.
 Frontier area: area dominated by the series in (L gain / headroom, R / base R), 1 = full learning, no
@@ -41,9 +55,9 @@ def _fmt(value, col: str) -> str:
         return ", ".join(map(str, value)) or "-"
     if value is None or (isinstance(value, float) and not np.isfinite(value)):
         return "-"
-    if col.startswith("critical_lr"):
+    if col.startswith("critical_lr") or col in ("max_safe_lr", "max_safe_lr_next"):
         return f"{value:g}"
-    if col in ("confidence", "drop_at_cliff", "max_forgetting", "model_pareto_share"):
+    if col in ("confidence", "drop_at_cliff", "max_forgetting", "model_pareto_share", "max_safe_lr_confidence"):
         return f"{value:.0%}"
     if isinstance(value, float):
         return f"{value:.3f}"
@@ -83,18 +97,36 @@ def write_figures(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, learn
     return figs
 
 
-def _md_table(rows: pd.DataFrame) -> str:
-    head = "| " + " | ".join(h for _, h in TABLE_COLUMNS) + " |\n|" + "---|" * len(TABLE_COLUMNS) + "\n"
-    body = "".join("| " + " | ".join(_fmt(r[c], c).replace("|", "/") for c, _ in TABLE_COLUMNS) + " |\n"
+def _md_table(rows: pd.DataFrame, columns=TABLE_COLUMNS) -> str:
+    head = "| " + " | ".join(h for _, h in columns) + " |\n|" + "---|" * len(columns) + "\n"
+    body = "".join("| " + " | ".join(_fmt(r[c], c).replace("|", "/") for c, _ in columns) + " |\n"
                    for _, r in rows.iterrows())
     return head + body
 
 
-def _html_table(rows: pd.DataFrame) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for _, h in TABLE_COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td class='{c}'>{html.escape(_fmt(r[c], c))}</td>" for c, _ in TABLE_COLUMNS)
+def _html_table(rows: pd.DataFrame, columns=TABLE_COLUMNS) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for _, h in columns)
+    body = "".join("<tr>" + "".join(f"<td class='{c}'>{html.escape(_fmt(r[c], c))}</td>" for c, _ in columns)
                    + "</tr>" for _, r in rows.iterrows())
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def bracket_text(lo: float, hi: float) -> str:
+    """'3e-04 -> 1e-03 (3.3x)'; '-' for no bracket, '< 1e-04' / '>= 1e-02' for open ones."""
+    lo_ok, hi_ok = np.isfinite(lo), np.isfinite(hi)
+    if lo_ok and hi_ok:
+        return f"{lo:.3g} -> {hi:.3g} ({hi / lo:.2g}x)"
+    return f">= {lo:.3g}" if lo_ok else f"< {hi:.3g}" if hi_ok else "-"
+
+
+def refinement_rows(table: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+    """The refinement table (analysis/refinement.py) with brackets as text and plot labels."""
+    out = table.merge(labels[["model", "series", "epochs", "label"]], on=["model", "series", "epochs"], how="left")
+    for pre in ("grid_", ""):
+        out[f"{pre}safe"] = [bracket_text(a, b) for a, b in zip(out[f"{pre}max_safe_lr"], out[f"{pre}max_safe_lr_next"])]
+        out[f"{pre}transition"] = [bracket_text(a, b) for a, b in zip(out[f"{pre}transition_low"],
+                                                                       out[f"{pre}transition_high"])]
+    return out
 
 
 def _summary(rows: pd.DataFrame) -> str:
@@ -109,8 +141,11 @@ def _summary(rows: pd.DataFrame) -> str:
 
 def write_report(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, *, store_uri: str, learn_task: str,
                  retain_task: str, thresholds: Thresholds, min_confidence: float, n_boot: int,
-                 notes: list[str]) -> tuple[str, str]:
-    """Write the PNGs, report.md and report.html into ``out_dir``; return the two report paths."""
+                 notes: list[str], refinement: pd.DataFrame | None = None) -> tuple[str, str]:
+    """Write the PNGs, report.md and report.html into ``out_dir``; return the two report paths.
+    ``refinement``: analysis/refinement.py's table; each model with refined series gets a
+    before / after table of its brackets."""
+    refined = refinement_rows(refinement, table) if refinement is not None and len(refinement) else None
     os.makedirs(out_dir, exist_ok=True)
     figs = write_figures(table, points, out_dir, learn_task, retain_task)
     params = (f"learn task `{learn_task}`, retain task `{retain_task}`; thresholds "
@@ -134,6 +169,11 @@ def write_report(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, *, sto
                         f"<figcaption>{html.escape(cap)}</figcaption></figure>")
         body.append(f"<h2>{html.escape(model)}</h2><p>{html.escape(_summary(rows))}</p>{_html_table(rows)}"
                     + "".join(imgs))
+        ref = refined[refined["model"] == model] if refined is not None else ()
+        if len(ref):
+            title = f"{model}: brackets on the grid (round 0) and after the refinement rounds"
+            md.append(f"### {title}\n\n{_md_table(ref, REFINE_COLUMNS)}\n")
+            body.append(f"<h3>{html.escape(title)}</h3>{_html_table(ref, REFINE_COLUMNS)}")
     md_path, html_path = os.path.join(out_dir, "report.md"), os.path.join(out_dir, "report.html")
     with open(md_path, "w") as f:
         f.write("\n".join(md))

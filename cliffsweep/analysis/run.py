@@ -10,6 +10,7 @@ import pandas as pd
 from cliffsweep.analysis.classify import Thresholds
 from cliffsweep.analysis.frontiers import MIN_CONFIDENCE, frontiers, model_frontier
 from cliffsweep.analysis.points import load_store
+from cliffsweep.analysis.refinement import refinement_table
 from cliffsweep.analysis.report import write_report
 
 _LIST_COLUMNS = ("pareto_point_ids", "model_pareto_point_ids", "dominated_by")
@@ -39,5 +40,5 @@ def analyze_store(store_uri: str, out_dir: str, *, learn_task: str | None = None
     if report:
         write_report(table, data.points, out_dir, store_uri=store_uri, learn_task=data.learn_task,
                      retain_task=data.retain_task, thresholds=th, min_confidence=min_confidence, n_boot=n_boot,
-                     notes=data.notes)
+                     notes=data.notes, refinement=refinement_table(data.points, th))
     return table

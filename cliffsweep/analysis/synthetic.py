@@ -75,6 +75,98 @@ def true_accuracy(shape: str, method: str, lr: float, epochs: int, progress: flo
     return L, R
 
 
+_LOGIT_10_90 = 2 * math.log(9)  # a logistic rises from 10 % to 90 % over 2 ln 9 of its scale
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A ground-truth series: learning and retention as logistic functions of log10 lr, for
+    property tests and the refinement benchmark (bench/bench_refine.py). Widths are the lr
+    decades over which a logistic goes from 10 % to 90 % of its change, so a cliff "within
+    1.5x of lr" has ``forget_decades = log10(1.5)``."""
+
+    learn_at: float
+    """log10 lr at half the learning gain."""
+    learn_decades: float
+    forget_at: float
+    """log10 lr at half the retention loss."""
+    forget_decades: float
+    floor: float = 0.05
+    """Share of R0 kept once retention has fallen."""
+    base: tuple[float, float] = (0.25, 0.6)
+    """(L0, R0): a 4-choice learn task at chance, a generative retain task."""
+    L_max: float = 0.8
+
+    def at(self, lr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """True (L, R) at each lr (> 0)."""
+        x = np.log10(np.asarray(lr, float))
+        # logistic; arguments clipped where it is 0 or 1 to float precision anyway (no overflow)
+        learned = 1 / (1 + np.exp(np.clip(-(x - self.learn_at) * _LOGIT_10_90 / self.learn_decades, -60, 60)))
+        fallen = 1 / (1 + np.exp(np.clip(-(x - self.forget_at) * _LOGIT_10_90 / self.forget_decades, -60, 60)))
+        L0, R0 = self.base
+        return L0 + (self.L_max - L0) * learned, R0 * (1 - (1 - self.floor) * fallen)
+
+    def series(self, lrs, n: tuple[int, int] | None = None, rng: np.random.Generator | None = None) -> pd.DataFrame:
+        """Points ``lr, L, R`` at ``lrs`` plus the base (lr 0); with ``n = (n_L, n_R)`` each
+        accuracy (the base's too) is drawn as ``Binomial(n, p) / n``, an eval of that size."""
+        lr = np.concatenate([[0.0], np.sort(np.asarray(lrs, float))])
+        L, R = (np.concatenate([[b], v]) for b, v in zip(self.base, self.at(lr[1:])))
+        if n is not None:
+            L, R = rng.binomial(n[0], L) / n[0], rng.binomial(n[1], R) / n[1]
+        return pd.DataFrame({"lr": lr, "L": L, "R": R})
+
+
+def random_curve(shape: str, rng: np.random.Generator) -> Curve:
+    """A random ground-truth curve of a known regime (our families; docs/analysis.md):
+
+    - ``"cliff"`` (paper Fig. 4): learning saturates 0.7-1.5 decades before retention collapses
+      to 0-15 % of R0 within 1.05-1.5x of lr;
+    - ``"gradual"`` (Fig. 3): retention falls to 5-40 % of R0 over 1.6-3 decades while learning
+      rises alongside (its steepest 3.5x of lr loses at most 34 % of R0).
+    """
+    at = rng.uniform(-5, -3)
+    base = (rng.uniform(0.2, 0.3), rng.uniform(0.4, 0.8))
+    if shape == "cliff":
+        return Curve(learn_at=at - rng.uniform(0.7, 1.5), learn_decades=rng.uniform(0.5, 1.0), forget_at=at,
+                     forget_decades=math.log10(rng.uniform(1.05, 1.5)), floor=rng.uniform(0, 0.15), base=base)
+    if shape == "gradual":
+        return Curve(learn_at=at + rng.uniform(-0.3, 0.2), learn_decades=rng.uniform(1.2, 2.5), forget_at=at,
+                     forget_decades=rng.uniform(1.6, 3.0), floor=rng.uniform(0.05, 0.4), base=base)
+    raise ValueError(f"unknown shape {shape!r}; valid: cliff, gradual")
+
+
+def simulate_refinement(curve: Curve, lrs, cfg, n: tuple[int, int] | None = None,
+                        rng: np.random.Generator | None = None, thresholds=None) -> pd.DataFrame:
+    """What `run` with ``refine: cfg`` would measure on ``curve``: the grid ``lrs`` (round 0),
+    then each round's :func:`cliffsweep.orchestrator.refine.next_lrs` evaluated on the curve
+    (with ``n``: binomial eval noise, the base drawn once). Returns ``lr, L, R, round`` rows,
+    the base first (round 0)."""
+    from cliffsweep.orchestrator.refine import next_lrs
+
+    pts = curve.series(lrs, n, rng).assign(round=0)
+    for k in range(1, cfg.rounds + 1):
+        new = next_lrs(pts, cfg, k, thresholds=thresholds)
+        if not new:
+            break
+        more = curve.series(new, n, rng).iloc[1:]  # its base row is a fresh draw: drop it
+        pts = pd.concat([pts, more.assign(round=k)], ignore_index=True)
+    return pts
+
+
+def geometric_lrs(lo: float, hi: float, step: float) -> list[float]:
+    """lo, lo * step, ... up to hi (inclusive up to rounding): a grid of constant lr factor."""
+    n = int(math.floor(math.log(hi / lo) / math.log(step) + 1e-9)) + 1
+    return [float(f"{lo * step**k:.12g}") for k in range(n)]
+
+
+def mantissa_lrs(lo: float, hi: float, mantissas: tuple[float, ...] = (1, 2, 5)) -> list[float]:
+    """m x 10^e for each mantissa m, within [lo, hi]: (1, 2, 5) is a paper-like grid (2-2.5x
+    steps), (1, 3) the toy default's (3x, 3.33x)."""
+    grid = (float(f"{m * 10.0**e:.12g}") for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+            for m in mantissas)
+    return [x for x in grid if lo <= x <= hi]
+
+
 def _examples(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.uniform(size=n)
 

@@ -52,6 +52,9 @@ class Trial:
     lr: float
     epochs: int
     seed: int
+    round: int = 0
+    """0 = a point of the spec's lr grid; k >= 1 = added by refinement round k (not part of the
+    trial id: a refined lr is the same experiment as a grid lr would be, and never repeats one)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +67,7 @@ def trial_id(model: str, method: str, params: dict, optimizer: str, lr: float, e
 
 
 def expand_grid(spec: SweepSpec) -> list[Trial]:
+    """The round-0 trials: every grid point of the spec."""
     trials = []
     for m in spec.models:
         for meth in spec.methods:
@@ -80,6 +84,25 @@ def expand_grid(spec: SweepSpec) -> list[Trial]:
                                     lr=lr, epochs=ep, seed=seed,
                                 ))
     return trials
+
+
+def series_key(t: Trial) -> tuple[str, str, int]:
+    """(model, series, epochs): one learning-forgetting frontier, the unit refinement works on
+    (the analysis' SERIES_KEY)."""
+    return t.model, t.series, t.epochs
+
+
+def refined_trials(spec: SweepSpec, like: Trial, lrs: list[float], round: int) -> list[Trial]:
+    """Trials of refinement round ``round`` for the series of ``like`` (any trial of it): the
+    same model, method, params, optimizer and epochs at each new lr, one per seed of the spec.
+    Ids come from :func:`trial_id` as for grid points, so a re-run rebuilds the same ids."""
+    if round < 1:
+        raise ValueError(f"refinement rounds start at 1 (0 is the grid), got {round}")
+    return [Trial(trial_id=trial_id(like.model, like.method, like.method_params, like.optimizer, lr, like.epochs, seed),
+                  model=like.model, model_path=like.model_path, dtype=like.dtype, method=like.method,
+                  method_params=like.method_params, optimizer=like.optimizer, series=like.series, lr=float(lr),
+                  epochs=like.epochs, seed=seed, round=round)
+            for lr in lrs for seed in spec.seeds]
 
 
 def base_trial_id(model: str) -> str:

@@ -123,6 +123,21 @@ class ResourcesSpec(_Strict):
     request names. Off: plain CPU/GPU requests, any node."""
 
 
+class RefineSpec(_Strict):
+    """Adaptive lr refinement (off unless the sweep file has a `refine:` section): after a
+    series' grid points are in, add lrs geometrically inside its cliff bracket (or a collapse
+    the grid cannot resolve) and its highest-safe-lr bracket, round after round, until each is
+    narrower than `target_ratio`. The policy: cliffsweep/orchestrator/refine.py; docs/analysis.md."""
+
+    rounds: int = Field(2, ge=0)
+    """Extra rounds after the grid (round 0); 0 = off."""
+    points_per_round: int = Field(2, ge=1)
+    """New lrs per series per round (each run with every seed of the sweep)."""
+    target_ratio: float = Field(1.3, gt=1.01)
+    """Stop refining a bracket once its upper lr is at most this factor above its lower one.
+    Above 1.01 because new lrs are rounded to 3 significant digits (readable trial ids)."""
+
+
 class SweepSpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     models: list[ModelSpec] = Field(min_length=1)
@@ -137,6 +152,8 @@ class SweepSpec(_Strict):
     recipe: RecipeSpec = RecipeSpec()
     eval: EvalSpec = EvalSpec()
     resources: ResourcesSpec = ResourcesSpec()
+    refine: RefineSpec | None = None
+    """Adaptive lr refinement; None (no `refine:` section) = the grid only."""
     store: str = "results/{name}"
     """Local path or pyarrow/fsspec URI; '{name}' is replaced by the sweep name."""
     checkpoints: str | None = None

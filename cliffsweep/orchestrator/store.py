@@ -28,6 +28,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("trial_id", pa.string()), ("model", pa.string()), ("model_path", pa.string()),
         ("method", pa.string()), ("method_params", pa.string()), ("optimizer", pa.string()),
         ("series", pa.string()), ("lr", pa.float64()), ("epochs", pa.int64()), ("seed", pa.int64()),
+        ("round", pa.int64()),  # 0 = the grid, k = refinement round k (files without it read as null)
         ("status", pa.string()), ("attempt", pa.int64()), ("started_at", pa.timestamp("us", tz="UTC")),
         ("finished_at", pa.timestamp("us", tz="UTC")), ("train_seconds", pa.float64()),
         ("setup_seconds", pa.float64()), ("teardown_seconds", pa.float64()),
