@@ -32,6 +32,8 @@ from cliffsweep.orchestrator.policies import (TrialStatus, cluster_concurrency, 
                                               role_resources, trials_to_run)
 from cliffsweep.orchestrator.pool import EvalRequest, start_pool
 from cliffsweep.orchestrator.progress import Progress
+from cliffsweep.orchestrator.refine import max_refine_trials
+from cliffsweep.orchestrator.refiner import Refiner, TrialQueue, stored_refined_trials, sweep_searcher
 from cliffsweep.orchestrator.spec import SweepSpec
 from cliffsweep.orchestrator.stats import compute_stats, stats_key, stats_relpath, stats_task_resources
 from cliffsweep.orchestrator.store import Store
@@ -72,8 +74,10 @@ class SweepRun:
 
     def __init__(self, spec: SweepSpec, store: Store, eval_backend: str, verbose: bool = False):
         self.spec, self.store, self.backend, self.verbose = spec, store, eval_backend, verbose
-        self.grid = expand_grid(spec)
+        self.grid = expand_grid(spec)  # + refined trials, as refinement adds them (refiner.py)
         self.by_id = {t.trial_id: t for t in self.grid}
+        self.status: dict[str, str] = {}  # trial id -> its status, as last recorded
+        self.stats_uri: dict[str, str | None] = {}
         self.checkpoint_root = _abs_uri(spec.checkpoint_uri)
         self.task_names = [spec.tasks.learn.name] + [t.name for t in spec.tasks.retain]
         self.attempts: dict[str, int] = {}
@@ -86,11 +90,19 @@ class SweepRun:
         self.ckpt_steps: dict[str, set[int]] = {}  # reported checkpoints per trial (ledger)
         self.stored_rows: dict[str, dict] = {}  # trials rows of earlier runs
         self.progress: Progress | None = None
+        self.refiner: Refiner | None = None
         self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
         self.inbox: InboxReader | None = None  # set once Ray is up
 
     # --- trial rows ---------------------------------------------------------------------------
+    def add_trials(self, trials: list[Trial]) -> None:
+        self.grid += [t for t in trials if t.trial_id not in self.by_id]
+        self.by_id.update({t.trial_id: t for t in trials})
+
     def record(self, tid: str, status: TrialStatus, **extra: Any) -> None:
+        self.status[tid] = status.value
+        if self.refiner is not None and status.terminal:
+            self.refiner.dirty = True
         if tid not in self.last and tid in self.stored_rows and status is TrialStatus.DONE:
             # trained by an earlier run: only its status changes
             row = dict(self.stored_rows[tid], status=status.value, **extra)
@@ -306,8 +318,10 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
     run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose)
 
     stored = store.read("trials")
+    run.add_trials(stored_refined_trials(spec, run.grid, stored.to_dict("records")))
     run.stored_rows = {r["trial_id"]: r for r in stored.to_dict("records") if r["trial_id"] in run.by_id}
     status = {tid: r["status"] for tid, r in run.stored_rows.items()}
+    run.status.update(status)
     todo_ids = set(trials_to_run([t.trial_id for t in run.grid], status, retry_failed))
     todo = [t for t in run.grid if t.trial_id in todo_ids]
     finished = [t.trial_id for t in run.grid if t.trial_id not in todo_ids]
@@ -342,6 +356,8 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
         for _tid in run.settle(tracker):
             progress.status["trained"] -= 1
             progress.status["done"] += 1
+        if run.refiner is not None:
+            run.refiner.check()
         progress.evals_done, progress.evals_failed = tracker.done, tracker.failed
         progress.evals_pending = len(tracker.pending)
         progress.refresh()
@@ -357,6 +373,7 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
         progress.phase = "statistics"
         progress.refresh(force=True)
         stats, stats_failed = ensure_stats(run, todo)
+        run.stats_uri.update(stats)
         for tid, msg in stats_failed.items():
             run.record(tid, TrialStatus.FAILED, error=msg, finished_at=_now())
             progress.status["failed"] += 1
@@ -375,12 +392,30 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
                     f"The evaluation's error:\n{broken[t.model]}"))
                 progress.status["failed"] += 1
         todo = [t for t in todo if t.trial_id not in stats_failed and t.model not in broken]
-        if todo:
+        queue = TrialQueue([run.trial_config(t, stats[t.trial_id]) for t in todo], lambda: refiner.more_may_come())
+
+        def queue_refined(trials: list[Trial]) -> None:
+            """Refinement added these trials: record them pending and hand them to Tune."""
+            run.add_trials(trials)
+            new_stats, failed = ensure_stats(run, trials)
+            run.stats_uri.update(new_stats)
+            for t in trials:
+                if t.trial_id in failed:
+                    run.record(t.trial_id, TrialStatus.FAILED, error=failed[t.trial_id], finished_at=_now())
+                else:
+                    run.record(t.trial_id, TrialStatus.PENDING)
+            queue.add([run.trial_config(t, new_stats[t.trial_id]) for t in trials if t.trial_id not in failed])
+            progress.n_trials = len(run.grid)
+
+        refiner = run.refiner = Refiner(run, tracker, queue_refined)
+        refiner.check()  # a series an earlier run left between two rounds
+        if queue.items:
             progress.phase = "training"
             tuner = tune.Tuner(
                 tune.with_resources(_trial_fn(), {"CPU": 0.01, **role_resources(r.cluster_roles, "driver")}),
-                param_space={"cfg": tune.grid_search([run.trial_config(t, stats[t.trial_id]) for t in todo])},
-                tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=True),
+                tune_config=tune.TuneConfig(
+                    search_alg=sweep_searcher(queue), num_samples=len(queue.items) + max_refine_trials(spec),
+                    max_concurrent_trials=concurrency, reuse_actors=True),
                 run_config=tune.RunConfig(
                     storage_path=_abs_uri(store.uri).rstrip("/") + "/_tune",
                     name=f"run-{int(time.time())}",
@@ -392,8 +427,8 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
             tuner.fit()
             # Tune returns early when interrupted (Ctrl-C): trials it stopped go back to pending,
             # which is what a re-run picks up; their evaluations so far are kept.
-            for t in todo:
-                if t.trial_id not in run.finished:
+            for t in run.grid:
+                if run.status.get(t.trial_id) == TrialStatus.RUNNING.value and t.trial_id not in run.finished:
                     run.record(t.trial_id, TrialStatus.PENDING)
         progress.phase = "evaluating"
         drain()

@@ -1,0 +1,146 @@
+"""Refinement inside a running sweep (issue 11, part 3): trials handed to Tune one at a time,
+so that a series adds its next round's lrs as soon as its own points are in.
+
+The policy (which lrs) is `refine.py`; this module is the glue to the driver:
+
+- `TrialQueue` holds the trial configs still to start. Tune takes them through a `Searcher`
+  (`sweep_searcher`), which answers "nothing yet" while refinement may still add trials and
+  "finished" once no series can; without a `refine:` section it is a plain queue of the grid.
+- `Refiner.check()` runs on the driver's tick whenever a trial settled or ended: a series
+  whose current round is all terminal (done / diverged / failed, so every checkpoint is
+  evaluated), and whose model's base evaluation landed, gets `next_lrs` from the store's points;
+  its new trials are recorded `pending` and queued. A series is asked once per round.
+
+Resume needs nothing more: refined trials are ordinary trials rows with a `round`; the driver
+rebuilds them from the store (`stored_refined_trials`), their pending ones are queued again,
+and the same stored points give the same next lrs.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable
+
+from cliffsweep.orchestrator.grid import Trial, base_trial_id, refined_trials, series_key
+from cliffsweep.orchestrator.policies import TrialStatus
+
+TERMINAL = {TrialStatus.DONE.value, TrialStatus.DIVERGED.value, TrialStatus.FAILED.value}
+
+
+def stored_refined_trials(spec, grid: list[Trial], stored: list[dict]) -> list[Trial]:
+    """Refined trials of earlier runs, rebuilt from their trials rows (same ids)."""
+    like = {(*series_key(t), t.seed): t for t in grid}
+    out = []
+    for row in stored:
+        rnd = row.get("round")
+        if rnd is None or rnd != rnd or int(rnd) < 1:
+            continue
+        base = like.get((row["model"], row["series"], int(row["epochs"]), int(row["seed"])))
+        if base is None:
+            continue  # a series this spec no longer has
+        (t,) = [x for x in refined_trials(spec, base, [float(row["lr"])], int(rnd)) if x.seed == int(row["seed"])]
+        if t.trial_id == row["trial_id"]:
+            out.append(t)
+    return out
+
+
+class TrialQueue:
+    """Trial configs waiting for Tune, and whether more may come (`more`: a callable)."""
+
+    def __init__(self, configs: list[dict], more: Callable[[], bool]):
+        self.items: deque = deque(configs)
+        self.more = more
+
+    def add(self, configs: list[dict]) -> None:
+        self.items.extend(configs)
+
+
+class Refiner:
+    def __init__(self, run, tracker, queue_configs: Callable[[list[Trial]], None]):
+        self.run, self.tracker, self.queue_configs = run, tracker, queue_configs
+        self.cfg = run.spec.refine
+        self.asked: dict[tuple, int] = {}  # series -> the round whose next lrs were computed
+        self.dirty = True
+
+    @property
+    def on(self) -> bool:
+        return self.cfg is not None and self.cfg.rounds > 0
+
+    def check(self) -> list[Trial]:
+        """Add the next round of every series that is ready; returns the new trials."""
+        if not self.on or not self.dirty:
+            return []
+        self.dirty = False
+        run, spec = self.run, self.run.spec
+        series: dict[tuple, list[Trial]] = {}
+        for t in run.grid:
+            series.setdefault(series_key(t), []).append(t)
+        ready = []
+        for key, trials in series.items():
+            rnd = max(t.round for t in trials)
+            if rnd >= self.cfg.rounds or self.asked.get(key) == rnd:
+                continue
+            if any(run.status.get(t.trial_id) not in TERMINAL for t in trials if t.round == rnd):
+                continue
+            if (base_trial_id(key[0]), 0) not in self.tracker.evaluated:
+                continue
+            ready.append((key, trials, rnd))
+        if not ready:
+            return []
+        from cliffsweep.analysis.points import points_from_evals
+        from cliffsweep.orchestrator.refine import next_lrs, series_curve
+
+        points, _ = points_from_evals(run.store.read("evals"), run.store.read("trials"),
+                                      spec.tasks.learn.name, spec.tasks.retain[0].name)
+        added: list[Trial] = []
+        for key, trials, rnd in ready:
+            self.asked[key] = rnd
+            lrs = next_lrs(series_curve(points, *key), self.cfg, rnd + 1, known_lrs=[t.lr for t in trials])
+            added += refined_trials(spec, trials[0], lrs, rnd + 1)
+        if added:
+            self.queue_configs(added)
+        return added
+
+    def more_may_come(self) -> bool:
+        """Whether a trial not yet terminal (or not yet checked) could still start a round."""
+        if not self.on:
+            return False
+        self.check()
+        return self.dirty or any(self.run.status.get(t.trial_id) not in TERMINAL for t in self.run.grid)
+
+
+_LIVE: dict[int, TrialQueue] = {}
+
+
+def sweep_searcher(queue: TrialQueue) -> Any:
+    """A Tune Searcher that hands out `queue`'s configs (Tune pickles its search algorithm with
+    the experiment state: the live queue stays here, the searcher carries only its key)."""
+    from ray.tune.search import Searcher
+
+    key = id(queue)
+    _LIVE[key] = queue
+
+    class SweepSearcher(Searcher):
+        def __reduce__(self):
+            return (_searcher_from_key, (key,))
+
+        def suggest(self, trial_id: str):
+            if queue.items:
+                return {"cfg": queue.items.popleft()}
+            return None if queue.more() else Searcher.FINISHED
+
+        def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
+            pass  # the driver's callback and the store keep the state
+
+        def save(self, checkpoint_path: str) -> None:
+            with open(checkpoint_path, "w") as f:
+                f.write("{}")  # nothing to save: the store is the source of truth on resume
+
+        def restore(self, checkpoint_path: str) -> None:
+            pass
+
+    return SweepSearcher()
+
+
+def _searcher_from_key(key: int):
+    return sweep_searcher(_LIVE[key])

@@ -1,0 +1,55 @@
+"""Adaptive refinement through the real sweep path (issue 11's acceptance): a coarse 10x lr grid
+with `refine: {rounds: 2}` adds lrs inside the transition while the sweep runs, and analysis
+then brackets the highest safe lr within a factor of 3.2."""
+
+from __future__ import annotations
+
+import pytest
+
+from cliffsweep.orchestrator.spec import load_spec, parse_spec
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def test_refinement_adds_lrs_inside_the_transition(tmp_path):
+    import ray
+
+    from cliffsweep.analysis.run import analyze_store
+    from cliffsweep.orchestrator.driver import run_sweep
+
+    data = load_spec("cliffsweep/configs/toy_refine.yaml").model_dump()
+    data["store"] = str(tmp_path / "store")
+    data["eval"]["backend"] = "hf"  # the refinement path is the point here, not the engine
+    spec = parse_spec(data)
+    try:
+        store = run_sweep(spec, num_cpus=3)
+    finally:
+        ray.shutdown()
+    trials = store.read("trials")
+    refined = trials[trials["round"] > 0]
+    assert len(refined) >= 2 and set(refined["round"]) <= {1, 2}, trials[["lr", "round", "status"]]
+    grid = sorted(trials.loc[trials["round"] == 0, "lr"])
+    assert grid == [1e-4, 1e-3, 1e-2]
+    assert all(1e-4 < lr < 1e-2 for lr in refined["lr"])  # inside the coarse grid's brackets
+    from cliffsweep.orchestrator.grid import expand_grid
+    from cliffsweep.orchestrator.refiner import stored_refined_trials
+
+    spec_now = parse_spec(data)
+    rebuilt = stored_refined_trials(spec_now, expand_grid(spec_now), trials.to_dict("records"))
+    assert {t.trial_id for t in rebuilt} == set(refined["trial_id"])  # a re-run finds them again
+    table = analyze_store(store.uri, str(tmp_path / "report"), n_boot=20, report=False)
+    row = table.iloc[0]
+    assert row["max_safe_lr"] > 0 and row["max_safe_lr_next"] / row["max_safe_lr"] < 3.2, row
+    # the invariant over grid + refined trials: every grid point done and evaluated
+    assert (trials["status"] == "done").all(), trials[["trial_id", "status"]]
+    assert_invariant_refined(store, spec_now, trials)
+
+
+def assert_invariant_refined(store, spec, trials):
+    ck, ev = store.read("checkpoints"), store.read("evals")
+    acc = ev[ev["metric"] == "accuracy"]
+    for tid in trials["trial_id"]:
+        steps = set(ck.loc[ck["trial_id"] == tid, "step"])
+        assert steps and all(set(acc[(acc["trial_id"] == tid) & (acc["step"] == s)]["task"]) ==
+                             {"toy_facts", "toy_arith"} for s in steps), tid
+    assert not ev.duplicated(["trial_id", "step", "task", "metric"]).any()
