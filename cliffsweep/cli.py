@@ -2,6 +2,7 @@
 
     cliffsweep run [SWEEP.yaml] [--store DIR]   run a sweep (default: the packaged toy sweep)
     cliffsweep validate SWEEP.yaml              list every problem, print the grid size, start nothing
+    cliffsweep plan SWEEP.yaml [...]            budget: tokens, FLOPs, GPU-hours, checkpoints, memory
     cliffsweep status STORE                     trials done / running / failed, evals done
     cliffsweep analyze STORE --out DIR          frontiers, regimes and the report
 """
@@ -37,6 +38,13 @@ def cmd_validate(args) -> int:
           f"x {len(spec.lrs)} lr(s) x {len(spec.epochs)} epoch setting(s) x {len(spec.seeds)} seed(s)")
     print(f"  + {len(spec.models)} base evaluation(s); {spec.eval.points_per_trial} eval point(s) per trial")
     print(f"  store: {spec.store_uri}")
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from cliffsweep.plan import plan_text
+
+    print(plan_text(args.specs, args.mfu))
     return 0
 
 
@@ -87,6 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check a sweep file; start nothing")
     v.add_argument("spec")
     v.set_defaults(fn=cmd_validate)
+
+    from cliffsweep.plan import DEFAULT_MFU
+
+    pl = sub.add_parser("plan", help="what a sweep costs (tokens, FLOPs, GPU-hours, checkpoints, "
+                                     "memory per GPU); offline, starts nothing")
+    pl.add_argument("specs", nargs="+", help="sweep YAML(s); several are totalled (e.g. a study split by resources)")
+    pl.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                    help=f"model FLOPs utilisation for GPU-hours (default {DEFAULT_MFU})")
+    pl.set_defaults(fn=cmd_plan)
 
     s = sub.add_parser("status", help="summarise a store")
     s.add_argument("store")

@@ -83,14 +83,18 @@ def test_sib_on_the_real_gqa_model_preserves_function_and_lowers_retain_grad_nor
     model = copy.deepcopy(base)
     sib.prepare(model, stats)
     model.eval(), base.eval()
+    diff, scale = 0.0, 0.0
     with torch.no_grad():
-        diff = max(float((model(**{k: b[k] for k in ("input_ids", "attention_mask")}).logits
-                          - base(**{k: b[k] for k in ("input_ids", "attention_mask")}).logits).abs().max())
-                   for b in batches)
-    assert diff <= 1e-4, f"SIB changed the function: max |logit diff| {diff}"
+        for b in batches:
+            ref = base(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+            new = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+            diff, scale = max(diff, float((new - ref).abs().max())), max(scale, float(ref.abs().max()))
+    # fp32 rounding through 30 layers with alphas up to R = 100: ~1e-4 on logits of ~20
+    # (measured 9e-5 here, 2.3e-5 in the probe); a broken pairing moves them by > 1e-2.
+    assert diff <= 1e-5 * scale, f"SIB changed the function: max |logit diff| {diff} (max |logit| {scale})"
     before, predicted = float(stats["sib:grad_sq_before"]), float(stats["sib:grad_sq_after"])
     retain_gradients(model, batches)
     measured = float(grad_sq_norm(model))
-    print(f"max |logit diff| {diff:.2e}; ||grad L(D_R)||^2 {before:.2f} -> {measured:.2f} (predicted {predicted:.2f})")
+    print(f"max |logit diff| {diff:.2e} (max |logit| {scale:.1f}); ||grad L(D_R)||^2 {before:.2f} -> {measured:.2f} (predicted {predicted:.2f})")
     assert measured == pytest.approx(predicted, rel=1e-3)
     assert measured < 0.9 * before  # 000: 10-35 points lower on real backbones
