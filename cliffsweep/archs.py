@@ -88,9 +88,7 @@ class Arch:
         kw = dict(hidden_size=self.hidden, num_hidden_layers=self.layers, num_attention_heads=self.heads,
                   num_key_value_heads=self.kv_heads, intermediate_size=self.intermediate,
                   vocab_size=self.vocab, tie_word_embeddings=self.tied, max_position_embeddings=self.max_positions,
-                  hidden_act="silu")
-        if self.head_dim:
-            kw["head_dim"] = self.head_dim
+                  hidden_act="silu", head_dim=self.hd)  # explicit: Qwen3Config defaults to 128
         kw.update(overrides)
         return getattr(transformers, cls[self.model_type])(**kw)
 

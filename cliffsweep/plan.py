@@ -191,9 +191,12 @@ def activation_elements_per_token_layer(arch: Arch) -> int:
     """Tensors a Llama-style layer saves for backward, per token, with fused (SDPA/flash)
     attention, which stores no s x s matrix: residual input, two norm outputs and the residual
     after attention (4 h); q, attention output and RoPE'd q (3 q); k, v and RoPE'd k (3 kv);
-    gate, up, silu(gate) and their product (4 I)."""
+    gate, up, silu(gate) and their product (4 I); Qwen3 and OLMo2 normalise q and k too (their
+    RMSNorms save input, scale and output: 3 q + 3 kv more). Checked against the tensors autograd
+    saves (tests/test_plan.py)."""
     q, kv = arch.heads * arch.hd, arch.kv_heads * arch.hd
-    return 4 * arch.hidden + 3 * q + 3 * kv + 4 * arch.intermediate
+    qk_norm = 3 * q + 3 * kv if arch.model_type in ("qwen3", "olmo2") else 0
+    return 4 * arch.hidden + 3 * q + 3 * kv + 4 * arch.intermediate + qk_norm
 
 
 def rpsft_basis_elements(arch: Arch, k: int) -> int:
