@@ -111,8 +111,20 @@ def packaged(name: str, params: dict) -> Lengths:
     return base.with_n(n)
 
 
+def prompt_lengths(tokenizer, name: str, params: dict) -> list[int]:
+    """Rendered prompt tokens of every test question (what eval.max_model_len must hold, plus
+    the task's max_tokens)."""
+    from cliffsweep.chat import render_prompt
+    from cliffsweep.evals.tasks import build_task
+
+    task = build_task(name, params)
+    return [len(tokenizer(render_prompt(tokenizer, e.prompt), add_special_tokens=False)["input_ids"])
+            for e in task.eval_examples()]
+
+
 def main(data_dir: str) -> None:
-    """Print PACKAGED measured on `data_dir` (gsm8k/, sciknoweval-chem-l3/)."""
+    """Print PACKAGED measured on `data_dir` (gsm8k/, sciknoweval-chem-l3/), and the test
+    prompts' lengths (docs/models.md, max_model_len)."""
     from transformers import AutoTokenizer
 
     from cliffsweep.realmodels import ensure_smollm2
@@ -124,6 +136,9 @@ def main(data_dir: str) -> None:
         src = f"{sub}/ train split, SmolLM2-135M-Instruct tokenizer + chat template (proxy)"
         print(f"    {name!r}: Lengths({got.n}, {got.quantiles!r},\n        {src!r}),")
     print("}")
+    for name, sub, n in (("chem_l3", "sciknoweval-chem-l3", 443), ("gsm8k", "gsm8k", 1319)):
+        p = prompt_lengths(tok, name, {"path": os.path.join(data_dir, sub), "n_eval": n})
+        print(f"# {name} test prompts: {len(p)}, max {max(p)} tokens, mean {sum(p) / len(p):.0f}")
 
 
 if __name__ == "__main__":
