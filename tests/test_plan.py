@@ -278,3 +278,16 @@ def test_gpu_bench_generates_with_vllm_on_cpu(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     row = json.loads((tmp_path / "b.json").read_text())["tiny"]
     assert row["gen_tokens"] == 4 * 8 and row["gen_tokens_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_packaged_token_lengths_reproduce_from_the_shared_data(smollm2_folder, shared_data):
+    """PACKAGED is what `python -m cliffsweep.tokenstats ../shared/data` measures."""
+    from transformers import AutoTokenizer
+
+    from cliffsweep.tokenstats import measure
+
+    tok = AutoTokenizer.from_pretrained(smollm2_folder)
+    for name, sub in (("chem_l3", "sciknoweval-chem-l3"), ("gsm8k", "gsm8k")):
+        got = measure(tok, name, {"path": str(shared_data / sub)})
+        assert (got.n, got.quantiles) == (PACKAGED[name].n, PACKAGED[name].quantiles), name
