@@ -2,8 +2,9 @@
 
 Per model and in total: trials, training tokens, training FLOPs, GPU-hours per GPU type at a
 stated MFU, evaluation generations and generated tokens, checkpoint bytes written and kept, and
-the peak memory of one training GPU per method. Everything below `plan_spec` is a pure function
-of an architecture (archs.py), token lengths (tokenstats.py) and the spec.
+the peak memory of one training GPU per method. All but `plan_spec`, `lengths_for` and
+`plan_text` (which read configs and data) are pure functions of an architecture (archs.py),
+token lengths (tokenstats.py) and the spec's numbers.
 
 Stated assumptions (printed with every plan):
 - FLOPs = 6 N D (Kaplan et al. 2020): N = matmul parameters (all but the input embedding; the LM
@@ -17,7 +18,7 @@ Stated assumptions (printed with every plan):
   activations of one micro-batch at max_seq_len (the worst case: batches pad to their longest
   row). fp32 on GPU = mixed precision (fp32 weights, grads and AdamW moments, bf16 activations:
   trainables/microbatch.py autocast); bf16 = everything in bf16 (AdamW moments in the parameter
-  dtype). Not counted: CUDA context and allocator fragmentation (typically 1-3 GB).
+  dtype). Not counted: the CUDA context and allocator fragmentation (docs/gpu.md: to measure).
 """
 
 from __future__ import annotations
