@@ -2,6 +2,7 @@
 
     cliffsweep run [SWEEP.yaml] [--store DIR]   run a sweep (default: the packaged toy sweep)
     cliffsweep validate SWEEP.yaml              list every problem, print the grid size, start nothing
+    cliffsweep plan SWEEP.yaml [...]            budget: tokens, FLOPs, GPU-hours, checkpoints, memory
     cliffsweep status STORE                     trials done / running / failed, evals done
     cliffsweep analyze STORE --out DIR          frontiers, regimes and the report
     cliffsweep submit SWEEP.yaml --address URL  run it on a Ray cluster (Jobs API); prints the job id
@@ -49,6 +50,13 @@ def cmd_validate(args) -> int:
               f"{r.points_per_round} lr(s) x {len({(t.model, t.series, t.epochs) for t in grid})} series "
               f"x {len(spec.seeds)} seed(s); a bracket stops at {r.target_ratio:g}x")
     print(f"  store: {spec.store_uri}")
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from cliffsweep.plan import plan_text
+
+    print(plan_text(args.specs, args.mfu))
     return 0
 
 
@@ -103,6 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check a sweep file; start nothing")
     v.add_argument("spec")
     v.set_defaults(fn=cmd_validate)
+
+    from cliffsweep.plan import DEFAULT_MFU
+
+    pl = sub.add_parser("plan", help="what a sweep costs (tokens, FLOPs, GPU-hours, checkpoints, "
+                                     "memory per GPU); offline, starts nothing")
+    pl.add_argument("specs", nargs="+", help="sweep YAML(s); several are totalled (e.g. a study split by resources)")
+    pl.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                    help=f"model FLOPs utilisation for GPU-hours (default {DEFAULT_MFU})")
+    pl.set_defaults(fn=cmd_plan)
 
     s = sub.add_parser("status", help="summarise a store")
     s.add_argument("store")

@@ -1,0 +1,438 @@
+"""`cliffsweep plan`: what a sweep will cost, before it runs, offline.
+
+Per model and in total: trials, training tokens, training FLOPs, GPU-hours per GPU type at a
+stated MFU, evaluation generations and generated tokens, checkpoint bytes written and kept, and
+the peak memory of one training GPU per method. All but `plan_spec`, `lengths_for` and
+`plan_text` (which read configs and data) are pure functions of an architecture (archs.py),
+token lengths (tokenstats.py) and the spec's numbers.
+
+Stated assumptions (printed with every plan):
+- FLOPs = 6 N D (Kaplan et al. 2020): N = matmul parameters (all but the input embedding; the LM
+  head counted, tied or not), D = token positions processed, padding included (collate pads a
+  micro-batch to its longest row). The attention-score term (12 L s h per token, half that with
+  causal kernels) is left out: relative to 6 N it is about s / (6 h), 3 % at s = 256 and h = 1536.
+  Per method: KL and IW run one more forward of the frozen base (+2 N D); LoRA skips the
+  weight-gradient matmuls of the frozen weights (-2 N D, adapters negligible); activation
+  checkpointing recomputes the forward (+2 N D).
+- Memory per training GPU: weights + gradients + optimizer state (+ the method's copies) +
+  activations of one micro-batch at max_seq_len (the worst case: batches pad to their longest
+  row). fp32 on GPU = mixed precision (fp32 weights, grads and AdamW moments, bf16 activations:
+  trainables/microbatch.py autocast); bf16 = everything in bf16 (AdamW moments in the parameter
+  dtype). Not counted: the CUDA context and allocator fragmentation (docs/gpu.md: to measure).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from cliffsweep.archs import Arch
+from cliffsweep.tokenstats import Lengths
+
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    bf16_tflops: float
+    """Dense bf16 tensor-core peak (no sparsity), NVIDIA datasheets."""
+    memory_gb: float
+
+
+GPUS: tuple[GPU, ...] = (GPU("A100-80GB", 312.0, 80.0), GPU("H100-SXM", 989.0, 80.0), GPU("H200", 989.0, 141.0))
+DEFAULT_MFU = 0.35
+"""Model FLOPs utilisation assumed for GPU-hours (our assumption: dense decoder training at
+1-8B reaches 35-50 % on H100 with FSDP and bf16; sub-1B models with short sequences reach less).
+Measure yours with bench/bench_gpu.py and pass --mfu."""
+
+BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+# --- per-method facts ------------------------------------------------------------------------
+# Copies of the weights a method keeps on the training device, in the parameter dtype (read off
+# each method file; tests/test_plan.py requires an entry for every registered method).
+EXTRA_COPIES: dict[str, float] = {
+    "sft": 0, "lora": 0, "sib": 0, "replay": 0, "talr": 0, "dft": 0, "flow": 0, "migu": 0,
+    "wise_ft": 0,  # theta* lives on the CPU (methods/wise_ft.py)
+    "kl": 1, "iw": 1,  # frozen base copy (whole on every worker, also under FSDP)
+    "l2sp": 1,  # theta*
+    "ewc": 2, "mas": 2,  # theta* and the importances
+    "rpsft": 1,  # theta*, plus the U_k / V_k bases (rpsft_basis_elements)
+    "nanoadam": 1.5,  # anchors (a weight copy) and bool masks (1 byte per weight, in bf16 units: 0.5)
+}
+# Once-per-model statistics passes: (data the pass reads, FLOPs per matmul parameter per token).
+STATS_PASSES: dict[str, tuple[str, int]] = {
+    "ewc": ("retain", 6), "mas": ("retain", 6), "sib": ("retain", 6), "rpsft": ("none", 0), "flow": ("learn", 2),
+}
+EXTRA_FLOPS: dict[str, int] = {"kl": 2, "iw": 2, "lora": -2}
+OPTIMIZER_STATES: dict[str, int] = {"adamw": 2, "muon": 1, "sgd": 1}
+"""State tensors per trained weight (muon: momentum on hidden matrices; its AdamW part on
+embeddings/head/1-D parameters keeps 2, see optimizer_state_elements)."""
+LOSS_CHUNK_ELEMENTS = 1 << 24
+"""Logits per chunk of the chunked CE/KL (h-recipe's trainables/losses.py CHUNK_ELEMENTS);
+backward holds about three chunks in fp32. Without chunking the full logits would add
+micro x seq x vocab x 12 bytes."""
+
+
+@dataclass(frozen=True)
+class Precision:
+    weight: int
+    grad: int
+    moment: int
+    act: int
+    label: str
+
+
+def precision(dtype: str, on_gpu: bool) -> Precision:
+    if dtype == "float32":
+        if on_gpu:
+            return Precision(4, 4, 4, 2, "fp32 weights/grads/AdamW, bf16 autocast")
+        return Precision(4, 4, 4, 4, "fp32 throughout (CPU)")
+    b = BYTES[dtype]
+    return Precision(b, b, b, b, f"{dtype} throughout (AdamW moments in {dtype})")
+
+
+# --- training compute ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Batching:
+    workers: int
+    rows_per_worker: int
+    micro_rows: int
+    micro_per_worker: int
+
+    @classmethod
+    def of(cls, batch_size: int, workers: int, micro_batch_size: int | None) -> Batching:
+        rows = math.ceil(batch_size / workers)
+        micro = min(rows, micro_batch_size or rows)
+        return cls(workers, rows, micro, math.ceil(rows / micro))
+
+
+def padded_tokens_per_step(b: Batching, lengths: Lengths, cap: int) -> float:
+    """Token positions one optimizer step processes over all workers (micro-batches padded to
+    their longest row)."""
+    return b.workers * b.micro_per_worker * b.micro_rows * lengths.expected_max(b.micro_rows, cap)
+
+
+def flops_per_token(arch: Arch, method: str, grad_ckpt: bool) -> int:
+    return (6 + EXTRA_FLOPS.get(method, 0) + (2 if grad_ckpt else 0)) * arch.matmul_params
+
+
+@dataclass(frozen=True)
+class TrialCost:
+    steps: int
+    tokens: float
+    """Real (unpadded) tokens trained on."""
+    flops: float
+    eval_points: int
+
+
+def trial_cost(arch: Arch, method: str, epochs: int, steps_per_epoch: int, eval_points: int, b: Batching,
+               learn: Lengths, retain: Lengths | None, replay_rows: int, cap: int, grad_ckpt: bool) -> TrialCost:
+    steps = steps_per_epoch * epochs
+    learn_rows = b.workers * b.rows_per_worker - replay_rows
+    real = learn_rows * learn.mean(cap) + (replay_rows * retain.mean(cap) if replay_rows else 0.0)
+    padded = padded_tokens_per_step(b, learn, cap)  # replay rows padded like learn rows (approx.)
+    return TrialCost(steps, steps * real, steps * padded * flops_per_token(arch, method, grad_ckpt), eval_points)
+
+
+def stats_flops(arch: Arch, method: str, stats_examples: int, learn: Lengths, retain: Lengths | None, cap: int) -> float:
+    data, per = STATS_PASSES.get(method, ("none", 0))
+    if data == "retain" and retain is not None:
+        return per * arch.matmul_params * min(stats_examples, retain.n) * retain.mean(cap)
+    if data == "learn":
+        return per * arch.matmul_params * learn.n * learn.mean(cap)
+    return 0.0
+
+
+def gpu_hours(flops: float, gpu: GPU, mfu: float) -> float:
+    return flops / (mfu * gpu.bf16_tflops * 1e12) / 3600
+
+
+# --- checkpoints -----------------------------------------------------------------------------
+def optimizer_state_elements(arch: Arch, optimizer: str, trainable: int, lora: bool) -> float:
+    if optimizer == "muon" and not lora:
+        # AdamW (2 states) on embeddings, head and 1-D parameters; momentum (1) on hidden matrices
+        hidden_2d = arch.layers * sum(a * b for a, b in arch.layer_linears().values())
+        return hidden_2d + 2 * (trainable - hidden_2d)
+    return OPTIMIZER_STATES[optimizer] * trainable
+
+
+@dataclass(frozen=True)
+class CheckpointBytes:
+    export: float
+    """The evaluated folder: full weights, or the LoRA adapter."""
+    train_state: float
+    """train_state.pt (trainables/resume.py): weights as trained + optimizer + method state;
+    0 under FSDP (restarts from step 0)."""
+
+    def written(self, points: int) -> float:
+        return points * (self.export + self.train_state)
+
+    def kept(self, points: int, keep: int = 2) -> float:
+        """After the trial: every export, and the training state of the `keep` latest."""
+        return points * self.export + min(keep, points) * self.train_state
+
+
+def checkpoint_bytes(arch: Arch, method: str, optimizer: str, dtype: str, lora_rank: int | None,
+                     strategy: str) -> CheckpointBytes:
+    b = BYTES[dtype]
+    lora = lora_rank is not None
+    trainable = arch.lora_params(lora_rank) if lora else arch.params
+    export = trainable * b if lora else arch.params * b
+    if strategy == "fsdp":
+        return CheckpointBytes(export, 0.0)
+    model_state = arch.params * b + (trainable * b if lora else 0)
+    optim = optimizer_state_elements(arch, optimizer, trainable, lora) * b
+    method_state = arch.params * (b + 1) if method == "nanoadam" else 0.0  # anchors + bool masks
+    return CheckpointBytes(export, model_state + optim + method_state)
+
+
+# --- memory per training GPU ------------------------------------------------------------------
+def activation_elements_per_token_layer(arch: Arch) -> int:
+    """Tensors a Llama-style layer saves for backward, per token, with fused (SDPA/flash)
+    attention, which stores no s x s matrix: residual input, two norm outputs and the residual
+    after attention (4 h); q, attention output and RoPE'd q (3 q); k, v and RoPE'd k (3 kv);
+    gate, up, silu(gate) and their product (4 I); Qwen3 and OLMo2 normalise q and k too (their
+    RMSNorms save input, scale and output: 3 q + 3 kv more). Checked against the tensors autograd
+    saves (tests/test_plan.py)."""
+    q, kv = arch.heads * arch.hd, arch.kv_heads * arch.hd
+    qk_norm = 3 * q + 3 * kv if arch.model_type in ("qwen3", "olmo2") else 0
+    return 4 * arch.hidden + 3 * q + 3 * kv + 4 * arch.intermediate + qk_norm
+
+
+def rpsft_basis_elements(arch: Arch, k: int) -> int:
+    return arch.layers * sum(min(k, a, b) * (a + b) for a, b in arch.layer_linears().values())
+
+
+@dataclass(frozen=True)
+class Memory:
+    parts: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return sum(self.parts.values())
+
+
+def train_memory(arch: Arch, method: str, method_params: dict, optimizer: str, prec: Precision,
+                 strategy: str, workers: int, micro_rows: int, seq: int, grad_ckpt: bool) -> Memory:
+    """Peak bytes on one training GPU (see the module docstring for what is and is not counted)."""
+    shard = workers if strategy == "fsdp" else 1
+    lora = method == "lora"
+    trainable = arch.lora_params(method_params.get("rank", 16)) if lora else arch.params
+    parts = {
+        "weights": arch.params * prec.weight / shard + (trainable * prec.weight if lora else 0),
+        "grads": trainable * prec.grad / shard,
+        "optimizer": optimizer_state_elements(arch, optimizer, trainable, lora) * prec.moment / shard,
+    }
+    extra = EXTRA_COPIES[method] * arch.params * prec.weight
+    if method == "rpsft":
+        extra += rpsft_basis_elements(arch, method_params.get("k", 768)) * 4  # fp32 SVD bases
+    parts["method"] = extra
+    if strategy == "fsdp":  # one layer gathered, one prefetched
+        parts["fsdp_gather"] = 2 * arch.layer_params() * prec.weight
+    tokens = micro_rows * seq
+    per_layer = activation_elements_per_token_layer(arch)
+    saved = arch.layers * arch.hidden + per_layer if grad_ckpt else arch.layers * per_layer
+    parts["activations"] = tokens * saved * prec.act
+    chunks = 3 * (2 if method in ("kl", "iw") else 1)
+    parts["loss"] = min(LOSS_CHUNK_ELEMENTS, tokens * arch.vocab) * chunks * 4
+    return Memory(parts)
+
+
+# --- the whole sweep ---------------------------------------------------------------------------
+@dataclass
+class ModelPlan:
+    name: str
+    arch: Arch
+    trials: int = 0
+    tokens: float = 0.0
+    train_flops: float = 0.0
+    stats_flops: float = 0.0
+    generations: int = 0
+    gen_tokens: int = 0
+    ckpt_written: float = 0.0
+    ckpt_kept: float = 0.0
+    memory: dict[str, Memory] = field(default_factory=dict)
+    """series -> peak memory per training GPU."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def flops(self) -> float:
+        return self.train_flops + self.stats_flops
+
+
+def eval_load(tasks: list[tuple[int, int]]) -> tuple[int, int]:
+    """(generations, generated tokens at most) of one evaluation over tasks (n_eval, max_tokens)."""
+    return sum(n for n, _ in tasks), sum(n * m for n, m in tasks)
+
+
+def recipe_extras(recipe) -> tuple[int | None, bool]:
+    """(micro_batch_size, gradient_checkpointing) of the recipe. The fields come with the
+    micro-batching change (branch h-recipe); until then: None (the whole per-worker batch in one
+    pass) and False."""
+    fields = recipe.model_dump()
+    return fields.get("micro_batch_size"), bool(fields.get("gradient_checkpointing", False))
+
+
+def plan_spec(spec) -> list[ModelPlan]:
+    """Budget of every model of a validated SweepSpec (reads configs and data; see module doc)."""
+    from cliffsweep.archs import arch_for
+    from cliffsweep.evals.tasks import build_task
+    from cliffsweep.orchestrator.grid import expand_grid
+    from cliffsweep.trainables import data
+    from cliffsweep.trainables.methods import build_method
+    from cliffsweep.trainables.schedule import eval_steps
+
+    r, res, ev = spec.recipe, spec.resources, spec.eval
+    micro, grad_ckpt = recipe_extras(r)
+    b = Batching.of(r.batch_size, res.workers_per_trial, micro)
+    learn_t, retain_t = spec.tasks.learn, spec.tasks.retain[0]
+    built = [build_task(s.name, s.params) for s in (learn_t, *spec.tasks.retain)]
+    per_eval = eval_load([(t.params.n_eval, t.sampling.max_tokens) for t in built])
+    grid = expand_grid(spec)
+    plans = []
+    for m in spec.models:
+        plan = ModelPlan(m.name, arch_for(m.path))
+        arch, prec = plan.arch, precision(m.dtype, res.gpus_per_worker > 0)
+        learn = lengths_for(m.path, learn_t.name, learn_t.params, plan.notes)
+        retain: Lengths | None = None
+        stats_done: set[str] = set()
+        for t in (t for t in grid if t.model == m.name):
+            method = build_method(t.method, t.method_params)
+            needs = STATS_PASSES.get(t.method, ("none", 0))[0] == "retain" or method.retain_fraction > 0
+            if needs and retain is None:
+                retain = lengths_for(m.path, retain_t.name, retain_t.params, plan.notes)
+            per_epoch = data.steps_per_epoch(learn.n, r.batch_size, method.retain_fraction)
+            points = len(eval_steps(per_epoch * t.epochs, per_epoch, ev.points_per_trial, ev.every_epoch))
+            rows = data.replay_rows(r.batch_size, method.retain_fraction)
+            cost = trial_cost(arch, t.method, t.epochs, per_epoch, points, b, learn, retain, rows,
+                              r.max_seq_len, grad_ckpt)
+            rank = t.method_params.get("rank", 16) if t.method == "lora" else None
+            ck = checkpoint_bytes(arch, t.method, t.optimizer, m.dtype, rank, res.strategy)
+            plan.trials += 1
+            plan.tokens += cost.tokens
+            plan.train_flops += cost.flops
+            plan.generations += points * per_eval[0]
+            plan.gen_tokens += points * per_eval[1]
+            plan.ckpt_written += ck.written(points)
+            plan.ckpt_kept += ck.kept(points)
+            plan.memory[t.series] = train_memory(arch, t.method, t.method_params, t.optimizer, prec, res.strategy,
+                                                 res.workers_per_trial, b.micro_rows, r.max_seq_len, grad_ckpt)
+            key = f"{t.method}:{method.stats_inputs()}"
+            if method.stats_inputs() is not None and key not in stats_done:
+                stats_done.add(key)
+                plan.stats_flops += stats_flops(arch, t.method, r.stats_examples, learn, retain, r.max_seq_len)
+        plan.generations += per_eval[0]  # the base model, once
+        plan.gen_tokens += per_eval[1]
+        plans.append(plan)
+    return plans
+
+
+def lengths_for(model_path: str, task: str, params: dict, notes: list[str]) -> Lengths:
+    """Exact token lengths when the data and the model's tokenizer are local, else the packaged
+    proxy (tokenstats.py); the choice is noted in the plan."""
+    from cliffsweep import tokenstats
+    from cliffsweep.archs import local_folder
+
+    folder = local_folder(model_path)
+    if folder is not None and tokenstats.task_is_local(task, params):
+        from transformers import AutoTokenizer
+
+        got = tokenstats.measure(AutoTokenizer.from_pretrained(folder), task, params)
+        notes.append(f"{task}: {got.n} training examples, exact lengths (the model's tokenizer, local data)")
+        return got
+    got = tokenstats.packaged(task, params)
+    why = "hub model, offline" if folder is None else "data not local"
+    notes.append(f"{task}: {got.n} training examples, lengths from the packaged proxy ({why}): {got.source}")
+    return got
+
+
+# --- rendering ----------------------------------------------------------------------------------
+def _si(x: float, unit: str = "") -> str:
+    for div, suffix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suffix}{unit}"
+    return f"{x:.3g}{unit}"
+
+
+def _row(cells: list[str], widths: list[int]) -> str:
+    return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return [_row(header, widths), *(_row(r, widths) for r in rows)]
+
+
+def budget_rows(plans: list[ModelPlan], mfu: float) -> tuple[list[str], list[list[str]]]:
+    header = ["model", "params", "trials", "train tokens", "FLOPs", *(f"{g.name} h" for g in GPUS),
+              "generations", "gen tokens <=", "ckpt written", "ckpt kept"]
+
+    def cells(name: str, params: str, ps: list[ModelPlan]) -> list[str]:
+        flops = sum(p.flops for p in ps)
+        return [name, params, f"{sum(p.trials for p in ps):,}", _si(sum(p.tokens for p in ps)), _si(flops),
+                *(f"{gpu_hours(flops, g, mfu):,.1f}" for g in GPUS), f"{sum(p.generations for p in ps):,}",
+                _si(sum(p.gen_tokens for p in ps)), _si(sum(p.ckpt_written for p in ps), "B"),
+                _si(sum(p.ckpt_kept for p in ps), "B")]
+
+    rows = [cells(p.name, _si(p.arch.params), [p]) for p in plans]
+    rows.append(cells("total", "", plans))
+    return header, rows
+
+
+def memory_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]]]:
+    series = list(dict.fromkeys(s for p in plans for s in p.memory))
+    header = ["model", *series]
+    rows = [[p.name, *(f"{p.memory[s].total / GB:.1f}" if s in p.memory else "-" for s in series)] for p in plans]
+    return header, rows
+
+
+def render(plans: list[ModelPlan], spec, source: str, mfu: float) -> str:
+    r, res = spec.recipe, spec.resources
+    micro, grad_ckpt = recipe_extras(r)
+    b = Batching.of(r.batch_size, res.workers_per_trial, micro)
+    gpu = f"{res.gpus_per_worker:g} GPU" if res.gpus_per_worker else f"{res.cpus_per_worker:g} CPU"
+    out = [f"== {source} (sweep {spec.name!r}): {sum(p.trials for p in plans):,} trials, "
+           f"{len(plans)} model(s); {res.workers_per_trial} worker(s) x {gpu} per trial, strategy {res.strategy}",
+           f"   batch {r.batch_size} = {b.workers} worker(s) x {b.micro_per_worker} micro-batch(es) of "
+           f"{b.micro_rows} row(s), max_seq_len {r.max_seq_len}, gradient checkpointing "
+           f"{'on' if grad_ckpt else 'off'}; eval: {spec.eval.points_per_trial} point(s) per trial + base"]
+    out += ["", *_table(*budget_rows(plans, mfu))]
+    dtypes = sorted({m.dtype for m in spec.models})
+    precs = "; ".join(f"{d}: {precision(d, res.gpus_per_worker > 0).label}" for d in dtypes)
+    out += ["", f"Peak memory per training GPU, GB ({precs}; micro-batch {b.micro_rows} x {r.max_seq_len} tokens):",
+            *_table(*memory_rows(plans))]
+    over = [(p.name, s, m.total / GB) for p in plans for s, m in p.memory.items() if m.total > 80 * GB]
+    if over:
+        out.append("   over 80 GB (A100/H100): " + ", ".join(f"{n} {s} {gb:.0f}" for n, s, gb in over))
+    notes = list(dict.fromkeys(n for p in plans for n in p.notes))
+    out += ["", "Token lengths:", *(f"   {n}" for n in notes)]
+    out += ["Architectures:", *(f"   {p.name}: {p.arch.source}" for p in plans)]
+    return "\n".join(out)
+
+
+ASSUMPTIONS = """Assumptions (cliffsweep/plan.py):
+   FLOPs = 6 N D: N = matmul parameters (all but the input embedding), D = token positions incl.
+   padding; +2 N D for kl/iw (frozen base forward) and for activation checkpointing, -2 N D for
+   lora (no weight gradients of frozen weights); attention scores and eval FLOPs not counted.
+   GPU-hours = FLOPs / (MFU x dense bf16 peak: A100 312, H100/H200 989 TFLOP/s), MFU {mfu:.0%}.
+   Generated tokens: an upper bound (n_eval x max_tokens; generation stops earlier at a stop).
+   Checkpoints: exported weights at every eval point (+ train_state.pt: weights, optimizer and
+   method state, the two latest kept; none under fsdp). Memory: no CUDA context/fragmentation."""
+
+
+def plan_text(paths: list[str], mfu: float = DEFAULT_MFU) -> str:
+    """The plan of one or more sweep files (several: the parts of one study, e.g. the paper grid
+    split by resources), with a grand total when there are several."""
+    from cliffsweep.orchestrator.spec import load_spec
+
+    parts, everything = [], []
+    for path in paths:
+        spec = load_spec(path)
+        plans = plan_spec(spec)
+        everything += plans
+        parts.append(render(plans, spec, path, mfu))
+    if len(paths) > 1:
+        header, rows = budget_rows(everything, mfu)
+        parts.append("== all files\n" + "\n".join(_table(header, rows[-1:])))
+    return "\n\n".join(parts) + "\n\n" + ASSUMPTIONS.format(mfu=mfu)

@@ -1,0 +1,293 @@
+"""`cliffsweep plan` (cliffsweep/plan.py, archs.py, tokenstats.py): each number of the budget is
+checked against the real thing on small models: parameter counts against transformers' models
+and the model cards, FLOPs against torch's FLOP counter, activation bytes against the tensors
+autograd really saves, checkpoint bytes against the files training writes, method memory against
+what each method really holds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from cliffsweep import plan
+from cliffsweep.archs import PUBLISHED, Arch, arch_for
+from cliffsweep.tokenstats import PACKAGED, Lengths
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {kind: Arch(kind, hidden=64, layers=2, heads=4, kv_heads=2, intermediate=96, vocab=256, tied=tied,
+                   max_positions=256)
+        for kind, tied in (("qwen2", True), ("llama", False), ("qwen3", True), ("olmo2", False))}
+
+# Totals the model cards publish (Qwen: "Number of Parameters"; Meta and AI2: the hub's
+# safetensors total), as written there: compared to within one unit of the last digit.
+CARD_PARAMS_B = {
+    "Qwen/Qwen2.5-0.5B-Instruct": "0.49", "Qwen/Qwen2.5-1.5B-Instruct": "1.54", "Qwen/Qwen2.5-3B-Instruct": "3.09",
+    "Qwen/Qwen2.5-7B-Instruct": "7.61", "Qwen/Qwen3-0.6B": "0.6", "Qwen/Qwen3-1.7B": "1.7", "Qwen/Qwen3-4B": "4.0",
+    "Qwen/Qwen3-8B": "8.2", "meta-llama/Llama-3.2-1B-Instruct": "1.24", "meta-llama/Llama-3.2-3B-Instruct": "3.21",
+    "meta-llama/Llama-3.1-8B-Instruct": "8.03", "allenai/OLMo-2-1124-7B-Instruct": "7.30",
+}
+
+
+def hf_model(arch: Arch, meta: bool = False, **kw):
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    if meta:
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(arch.hf_config())
+    return AutoModelForCausalLM.from_config(arch.hf_config(), dtype=torch.float32, **kw)
+
+
+def n_params(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# --- architectures ------------------------------------------------------------------------------
+@pytest.mark.parametrize("hub", sorted(PUBLISHED))
+def test_published_configs_count_what_transformers_builds_and_the_cards_publish(hub):
+    arch = PUBLISHED[hub]
+    assert n_params(hf_model(arch, meta=True)) == arch.params
+    card = CARD_PARAMS_B[hub]
+    assert abs(arch.params / 1e9 - float(card)) <= 10.0 ** -len(card.split(".")[1])
+
+
+def test_local_config_json_is_read_for_toy_models():
+    from cliffsweep.models import load_model, resolve_model
+
+    for name in ("qwen2-tiny", "llama-tiny"):
+        arch = arch_for(f"toy:{name}")
+        model, _ = load_model(resolve_model(f"toy:{name}"))
+        assert arch.params == n_params(model) and arch.source.endswith("config.json")
+    with pytest.raises(KeyError, match="published configs"):
+        arch_for("nobody/unknown-model")
+
+
+# --- FLOPs and activations ----------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["qwen2", "llama"])
+def test_six_n_d_matches_torch_flop_counter(kind):
+    """FlopCounterMode counts every matmul of forward + backward; 6 N D must account for all but
+    the attention scores (computed apart and added here; eager attention, whose matmuls the
+    counter sees)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    arch = TINY[kind]
+    model = hf_model(arch, attn_implementation="eager")
+    rows, seq = 2, 32
+    ids = torch.randint(0, arch.vocab, (rows, seq))
+    with FlopCounterMode(display=False) as fc:
+        model(input_ids=ids, labels=ids).loss.backward()
+    attention = 3 * 2 * 2 * arch.layers * rows * seq * seq * arch.heads * arch.hd  # QK^T and AV, fwd + 2x bwd
+    assert fc.get_total_flops() == pytest.approx(plan.flops_per_token(arch, "sft", False) * rows * seq + attention, rel=0.02)
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "llama", "qwen3", "olmo2"])
+def test_activation_estimate_matches_what_autograd_saves(kind):
+    arch = TINY[kind]
+    model = hf_model(arch)
+    rows, seq = 2, 64
+    params = {p.data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        if t.data_ptr() not in params and t.dtype.is_floating_point:
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    ids = torch.randint(0, arch.vocab, (rows, seq))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        hidden = model.model(input_ids=ids).last_hidden_state  # the layers, without the LM head
+    hidden.sum().backward()
+    est = plan.train_memory(arch, "sft", {}, "adamw", plan.precision("float32", False), "ddp", 1, rows, seq,
+                            False).parts["activations"]
+    assert sum(seen.values()) == pytest.approx(est, rel=0.15), (sum(seen.values()), est)
+
+
+# --- checkpoints and method memory -------------------------------------------------------------
+@pytest.mark.parametrize("method", ["sft", "lora"])
+def test_checkpoint_bytes_match_the_files_training_writes(method, tmp_path):
+    from cliffsweep.trainables import resume
+    from cliffsweep.trainables.methods import build_method
+    from cliffsweep.trainables.optimizers import build_optimizer
+
+    # big enough that torch.save's per-tensor overhead is small next to the tensors
+    arch = Arch("qwen2", hidden=256, layers=2, heads=4, kv_heads=2, intermediate=512, vocab=2048, tied=True)
+    m = build_method(method, {"rank": 4} if method == "lora" else {})
+    model = m.prepare(hf_model(arch), {})
+    opt = build_optimizer("adamw", model, 1e-3, 0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    ids = torch.randint(0, arch.vocab, (2, 16))
+    model(input_ids=ids, labels=ids).loss.backward()
+    opt.step()
+    resume.save(tmp_path, 1, model, opt, sched, m)
+    m.export(model).save_pretrained(tmp_path / "export", safe_serialization=True)
+    got = plan.checkpoint_bytes(arch, method, "adamw", "float32", 4 if method == "lora" else None, "ddp")
+    from safetensors.torch import load_file
+
+    exported = [t for f in (tmp_path / "export").glob("*.safetensors") for t in load_file(f).values()]
+    assert sum(t.nbytes for t in exported) == got.export  # + a small header per file
+    assert (tmp_path / resume.TRAIN_STATE).stat().st_size == pytest.approx(got.train_state, rel=0.05)
+
+
+@pytest.mark.parametrize("method", ["sft", "sib", "lora", "kl", "iw", "l2sp", "ewc", "mas"])
+def test_method_copies_match_what_the_method_holds(method):
+    from cliffsweep.trainables.methods import build_method
+
+    arch = TINY["llama"]
+    m = build_method(method)
+    model = hf_model(arch)
+    ids = torch.randint(1, arch.vocab, (2, 12))
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids,
+             "example_idx": torch.arange(2), "is_retain": torch.ones(2, dtype=torch.bool)}
+    stats = m.compute_stats(model, [batch], [batch]) if m.stats_inputs() is not None else {}
+    model = m.prepare(model, stats)
+    own = {p.data_ptr() for p in model.parameters()}
+    held: dict[int, int] = {}
+
+    def walk(x):
+        if isinstance(x, torch.Tensor):
+            if x.data_ptr() not in own:
+                held[x.data_ptr()] = x.nbytes
+        elif isinstance(x, torch.nn.Module):
+            for t in [*x.parameters(), *x.buffers()]:
+                walk(t)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(vars(m))
+    weights = arch.params * 4
+    assert sum(held.values()) / weights == pytest.approx(plan.EXTRA_COPIES[method], abs=0.05)
+
+
+def test_every_method_and_optimizer_has_plan_facts():
+    from cliffsweep.trainables.methods import METHODS, method_class
+    from cliffsweep.trainables.methods.base import Method
+    from cliffsweep.trainables.optimizers import OPTIMIZERS
+
+    assert set(plan.EXTRA_COPIES) == set(METHODS)
+    assert set(plan.OPTIMIZER_STATES) == set(OPTIMIZERS)
+    with_stats = {n for n in METHODS if method_class(n).compute_stats is not Method.compute_stats}
+    assert set(plan.STATS_PASSES) == with_stats
+
+
+def test_fsdp_shards_weights_grads_and_optimizer_but_not_the_kl_base():
+    arch, prec = PUBLISHED["meta-llama/Llama-3.1-8B-Instruct"], plan.precision("float32", True)
+    ddp = plan.train_memory(arch, "kl", {}, "adamw", prec, "ddp", 4, 1, 1024, True).parts
+    fsdp = plan.train_memory(arch, "kl", {}, "adamw", prec, "fsdp", 4, 1, 1024, True).parts
+    for k in ("weights", "grads", "optimizer"):
+        assert fsdp[k] == pytest.approx(ddp[k] / 4)
+    assert fsdp["method"] == ddp["method"] == arch.params * 4
+    assert ddp["weights"] + ddp["grads"] + ddp["optimizer"] == 16 * arch.params  # mixed precision AdamW
+
+
+# --- token lengths ------------------------------------------------------------------------------
+def test_lengths_quantiles_mean_and_padded_width():
+    lengths = Lengths.of(list(range(1, 1001)), "1..1000")
+    assert lengths.quantiles[0] == 1 and lengths.quantiles[-1] == 1000
+    assert lengths.mean(10_000) == pytest.approx(500.5, rel=0.01)
+    assert lengths.mean(100) == pytest.approx(95, rel=0.02)  # truncation
+    assert lengths.expected_max(1, 10_000) == pytest.approx(lengths.mean(10_000))
+    widths = [lengths.expected_max(k, 10_000) for k in (1, 2, 8, 64)]
+    assert widths == sorted(widths) and widths[2] == pytest.approx(1000 * 8 / 9, rel=0.02)
+
+
+def test_packaged_proxy_follows_n_train_and_split():
+    from cliffsweep.tokenstats import packaged
+
+    assert packaged("chem_l3", {}).n == PACKAGED["chem_l3"].n
+    assert packaged("chem_l3", {"n_train": 100}).n == 100
+    assert packaged("chem_l3", {"test_fraction": 0.6}).n == round(PACKAGED["chem_l3"].n * 0.5)
+    with pytest.raises(KeyError, match="local `path:`"):
+        packaged("toy_facts", {})
+
+
+# --- the whole plan -----------------------------------------------------------------------------
+def test_plan_of_the_toy_sweep_adds_up():
+    from cliffsweep.orchestrator.grid import expand_grid
+    from cliffsweep.orchestrator.spec import load_spec
+
+    spec = load_spec(ROOT / "cliffsweep/configs/toy.yaml")
+    plans = plan.plan_spec(spec)
+    assert [p.name for p in plans] == [m.name for m in spec.models]
+    assert sum(p.trials for p in plans) == len(expand_grid(spec))
+    n_eval = 200 + 100  # toy_facts + toy_arith, see toy.yaml
+    points = spec.eval.points_per_trial
+    for p in plans:
+        assert p.generations == (p.trials * points + 1) * n_eval
+        assert any("exact lengths" in n for n in p.notes)
+        assert set(p.memory) == {"sft", "lora(rank=16)"}
+        assert p.memory["lora(rank=16)"].total < p.memory["sft"].total
+
+
+def test_cli_plan_prints_the_budget_of_the_paper_grid():
+    files = sorted(str(p) for p in (ROOT / "cliffsweep/configs").glob("paper*.yaml"))
+    r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "plan", *files], capture_output=True, text=True,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for word in ("H100-SXM h", "ckpt written", "Peak memory per training GPU", "Assumptions", "total"):
+        assert word in r.stdout
+    if len(files) > 1:
+        assert "== all files" in r.stdout
+
+
+# --- the paper grid's precision, and the GPU benchmark's CPU smoke runs ---------------------------
+def test_paper_grid_trains_in_fp32_because_bf16_swallows_small_lr_updates():
+    from cliffsweep.orchestrator.spec import load_spec
+
+    for path in (ROOT / "cliffsweep/configs").glob("paper*.yaml"):
+        assert {m.dtype for m in load_spec(path).models} == {"float32"}, path.name
+    torch.manual_seed(0)
+    changed = {}
+    for dtype in (torch.bfloat16, torch.float32):
+        w = torch.nn.Parameter((torch.randn(512, 512) * 0.02).to(dtype))  # weights of typical scale
+        w0 = w.detach().clone()
+        w.grad = torch.randn_like(w)
+        torch.optim.AdamW([w], lr=1e-5, weight_decay=0.01).step()
+        changed[dtype] = float((w.detach() != w0).float().mean())
+    assert changed[torch.float32] == 1.0 and changed[torch.bfloat16] < 0.3  # measured 0.155 (4096 x 1024)
+
+
+def run_bench(*args: str, timeout: int) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "bench/bench_gpu.py", "--tiny", "--steps", "2", "--micro", "2",
+                           "--seq", "64", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+
+
+def test_gpu_bench_trains_a_tiny_config_on_cpu(tmp_path):
+    import json
+
+    r = run_bench("--skip-vllm", "--json", str(tmp_path / "b.json"), timeout=300)
+    assert r.returncode == 0, r.stderr
+    row = json.loads((tmp_path / "b.json").read_text())["tiny"]
+    assert row["train_tokens_per_s"] > 0 and row["mfu"] is None and row["plan_memory_gb"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_gpu_bench_generates_with_vllm_on_cpu(tmp_path):
+    import json
+
+    r = run_bench("--prompts", "4", "--prompt-len", "16", "--gen-tokens", "8", "--json", str(tmp_path / "b.json"),
+                  timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    row = json.loads((tmp_path / "b.json").read_text())["tiny"]
+    assert row["gen_tokens"] == 4 * 8 and row["gen_tokens_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_packaged_token_lengths_reproduce_from_the_shared_data(smollm2_folder, shared_data):
+    """PACKAGED is what `python -m cliffsweep.tokenstats ../shared/data` measures."""
+    from transformers import AutoTokenizer
+
+    from cliffsweep.tokenstats import measure
+
+    tok = AutoTokenizer.from_pretrained(smollm2_folder)
+    for name, sub in (("chem_l3", "sciknoweval-chem-l3"), ("gsm8k", "gsm8k")):
+        got = measure(tok, name, {"path": str(shared_data / sub)})
+        assert (got.n, got.quantiles) == (PACKAGED[name].n, PACKAGED[name].quantiles), name

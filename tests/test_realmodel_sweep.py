@@ -1,0 +1,122 @@
+"""The real-task path on a real instruct model: SmolLM2-135M-Instruct (GQA 9/3 heads, tied
+embeddings, its own chat template; cliffsweep/realmodels.py) finetuned on ChemL3 and evaluated on
+ChemL3 + GSM8K from ../shared/data, with sft, lora, sib and kl, through a local Ray cluster,
+Ray Train, vLLM CPU evaluators that reload each checkpoint's weights, and the Parquet store.
+
+Sized for 2 CPU cores: 2 training examples of at most 256 tokens, one optimizer step per trial,
+one checkpoint per trial, 3 evaluation examples per task, 48 generated GSM8K tokens. The model is
+weak at both tasks (it tests code paths, not science), so no accuracy is asserted, only that
+every metric and sample landed and that the served checkpoints were the trained ones (the
+canary check in every load, and the tied embedding really changed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from cliffsweep.orchestrator.grid import base_trial_id, expand_grid
+from cliffsweep.orchestrator.spec import parse_spec
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.vllm]
+
+METHODS = ["sft", "lora", "sib", "kl"]
+N_EVAL = 3
+
+
+def spec_for(store: str, data: Path):
+    return parse_spec({
+        "name": "realmodel",
+        "models": [{"name": "smollm2", "path": "smollm2:135m-instruct"}],
+        "methods": [{"name": m} for m in METHODS],
+        "lrs": [1e-4],
+        "epochs": [1],
+        "tasks": {"learn": {"name": "chem_l3", "params": {"path": str(data / "sciknoweval-chem-l3"),
+                                                          "n_train": 2, "n_eval": N_EVAL}},
+                  "retain": [{"name": "gsm8k", "params": {"path": str(data / "gsm8k"), "n_eval": N_EVAL,
+                                                          "max_tokens": 48}}]},
+        # full lr from the first step, so that one step visibly moves the weights
+        "recipe": {"batch_size": 2, "max_seq_len": 256, "warmup_steps": 0, "cooldown_steps": 0,
+                   "stats_examples": 2},
+        # ChemL3 prompts reach ~900 tokens; fp32 KV of this model: 46 KB/token (30 layers x 3 kv heads x 64)
+        "eval": {"points_per_trial": 1, "backend": "vllm", "cpus_per_evaluator": 0.5, "kv_cache_mb": 96,
+                 "max_model_len": 1024},
+        "resources": {"workers_per_trial": 1, "cpus_per_worker": 2, "max_concurrent_trials": 1},
+        "store": store,
+    })
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, smollm2_folder, shared_data):
+    import ray
+
+    from cliffsweep.orchestrator.driver import run_sweep
+
+    spec = spec_for(str(tmp_path_factory.mktemp("realmodel") / "store"), shared_data)
+    store = run_sweep(spec)
+    yield spec, store
+    ray.shutdown()
+
+
+def test_every_trial_trains_and_both_tasks_are_scored(swept):
+    spec, store = swept
+    trials = store.read("trials").set_index("trial_id")
+    grid = expand_grid(spec)
+    assert sorted(trials.loc[[t.trial_id for t in grid], "method"]) == sorted(METHODS)
+    errors = store.read("errors")
+    assert errors.empty, errors[["trial_id", "kind", "message"]].to_string()
+    evals, samples = store.read("evals"), store.read("samples")
+    for tid in [t.trial_id for t in grid] + [base_trial_id("smollm2")]:
+        if tid in trials.index:
+            assert trials.loc[tid, "status"] == "done", trials.loc[tid, "error"]
+            assert torch.isfinite(torch.tensor(trials.loc[tid, "final_loss"]))
+        mine = evals[evals["trial_id"] == tid]
+        assert set(mine["metric"][mine["task"] == "chem_l3"]) >= {"accuracy"}
+        assert set(mine["metric"][mine["task"] == "gsm8k"]) >= {"accuracy", "strict_match", "flexible_match"}
+        assert (mine["n"] == N_EVAL).all()
+        got = samples[samples["trial_id"] == tid]
+        assert sorted(got.groupby("task").size().items()) == [("chem_l3", N_EVAL), ("gsm8k", N_EVAL)]
+
+
+def test_served_checkpoints_hold_the_trained_tied_embedding(swept, smollm2_folder):
+    """Every load passed the canary (no errors above); here: the full finetunes' checkpoints
+    really differ from the base in the tied embedding, the tensor whose reload vLLM's CPU
+    backend used to miss (evals/backends/vllm_backend.py ReloadExtension)."""
+    from safetensors.torch import load_file
+
+    spec, store = swept
+    base = load_file(str(Path(smollm2_folder) / "model.safetensors"))["model.embed_tokens.weight"]
+    ckpts = sorted(Path(spec.checkpoint_uri).glob("smollm2-sft-*/step-*/model.safetensors"))
+    assert ckpts, f"no sft checkpoint under {spec.checkpoint_uri}"
+    tuned = load_file(str(ckpts[-1]))
+    assert "lm_head.weight" not in tuned  # tied: the head is the embedding
+    assert not torch.equal(tuned["model.embed_tokens.weight"], base)
+
+
+def test_sib_statistics_of_the_sweep_preserve_function_and_lower_retain_grad_norm(swept, smollm2_folder, shared_data):
+    """000 Sec. 4 on a real GQA model, with the alphas the sweep computed and stored."""
+    import copy
+
+    from safetensors.torch import load_file
+
+    from cliffsweep.chat import render_prompt
+    from cliffsweep.models import load_model
+    from cliffsweep.trainables.methods import build_method
+
+    spec, store = swept
+    files = sorted(Path(store.uri).glob("stats/smollm2/sib-*.safetensors"))
+    assert len(files) == 1, files
+    stats = load_file(str(files[0]))
+    before, after = float(stats["sib:grad_sq_before"]), float(stats["sib:grad_sq_after"])
+    print(f"SIB ||grad L(D_R)||^2: {before:.2f} -> {after:.2f} (predicted)")
+    assert after < 0.9 * before
+
+    base, tok = load_model(smollm2_folder)
+    model = build_method("sib").prepare(copy.deepcopy(base), stats)
+    ids = tok(render_prompt(tok, "Natalia sold clips to 48 of her friends. How many?"),
+              add_special_tokens=False, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        ref, new = base(ids).logits, model(ids).logits
+    assert float((new - ref).abs().max()) <= 1e-5 * float(ref.abs().max())
