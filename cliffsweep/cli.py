@@ -5,6 +5,7 @@
     cliffsweep plan SWEEP.yaml [...]            budget: tokens, FLOPs, GPU-hours, checkpoints, memory
     cliffsweep status STORE                     trials done / running / failed, evals done
     cliffsweep analyze STORE --out DIR          frontiers, regimes and the report
+    cliffsweep compact STORE                    fold the store's small files into one per table
     cliffsweep submit SWEEP.yaml --address URL  run it on a Ray cluster (Jobs API); prints the job id
     cliffsweep logs JOB --address URL           the job's output (--follow: until it ends)
 """
@@ -86,6 +87,14 @@ def cmd_run(args) -> int:
     return 1 if unfinished or unevaluated else 0
 
 
+def cmd_compact(args) -> int:
+    from cliffsweep.orchestrator.store import Store
+
+    folded = Store(args.store).compact()
+    print(", ".join(f"{t}: {n} unit file(s) folded" for t, n in folded.items()))
+    return 0
+
+
 def cmd_status(args) -> int:
     from cliffsweep.orchestrator.store import Store
     from cliffsweep.orchestrator.summary import status_text
@@ -120,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--mfu", type=float, default=DEFAULT_MFU,
                     help=f"model FLOPs utilisation for GPU-hours (default {DEFAULT_MFU})")
     pl.set_defaults(fn=cmd_plan)
+
+    c = sub.add_parser("compact", help="fold a store's small files into one per table (no sweep writing)")
+    c.add_argument("store")
+    c.set_defaults(fn=cmd_compact)
 
     s = sub.add_parser("status", help="summarise a store")
     s.add_argument("store")

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 BACKEND=${CLIFFSWEEP_BACKEND:-cpu}
-stamp="$VENV/.cliffsweep-setup-$BACKEND-$(sha1sum pyproject.toml | cut -c1-12)"
+stamp="$VENV/.cliffsweep-setup-$BACKEND-$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-12)"
 if [ -f "$stamp" ]; then exit 0; fi
 python3 -m venv "$VENV"
 PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"

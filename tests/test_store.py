@@ -88,3 +88,30 @@ def test_killed_writer_leaves_no_partial_file_visible(tmp_path):
     assert len(pd.read_parquet(tmp_path / "samples")) == len(df)
     assert reads > 3
     assert all(f.endswith(".tmp") for f in leftovers)
+
+
+def test_compaction_folds_units_and_reads_the_same(tmp_path):
+    """compact() folds every unit file into one file per table; the store reads the same rows
+    before and after, a unit written again afterwards overrides its folded rows, has() still
+    knows folded units, and compacting twice is harmless."""
+    from cliffsweep.orchestrator.store import Store
+
+    store = Store(str(tmp_path / "s"))
+    rows = lambda tid, st: [{"trial_id": tid, "status": st, "lr": 0.1}]  # noqa: E731
+    for i in range(5):
+        store.write("trials", f"t{i}", rows(f"t{i}", "running"))
+    before = store.read("trials").sort_values("trial_id").reset_index(drop=True)
+    assert store.compact(("trials",)) == {"trials": 5}
+    files = sorted(p.name for p in (tmp_path / "s" / "trials").iterdir())
+    assert len(files) == 2 and files[0] == "_compaction.json" and files[1].startswith("compacted-")
+    after = store.read("trials").sort_values("trial_id").reset_index(drop=True)
+    assert after.equals(before)
+    assert store.has("trials", "t3") and not store.has("trials", "t9")
+    store.write("trials", "t3", rows("t3", "done"))  # rewritten after compaction
+    got = store.read("trials").set_index("trial_id")
+    assert len(got) == 5 and got.loc["t3", "status"] == "done"
+    assert store.compact(("trials",)) == {"trials": 1}
+    got = store.read("trials").set_index("trial_id")
+    assert len(got) == 5 and got.loc["t3", "status"] == "done" and got.loc["t1", "status"] == "running"
+    assert store.compact(("trials",)) == {"trials": 0}
+    assert len(list((tmp_path / "s" / "trials").iterdir())) == 2  # the old compacted file is gone

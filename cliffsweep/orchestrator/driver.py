@@ -441,6 +441,9 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
         progress.phase = "finished"
     tracker.close()
     ray.kill(run.inbox.actor)
+    # One file per table instead of one per write unit: `status` / `analyze` / the next run read
+    # the store in a few requests (docs/store.md, docs/benchmarks.md).
+    store.compact()
     return store
 
 

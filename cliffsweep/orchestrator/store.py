@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -56,6 +58,13 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("message", pa.string()), ("at", pa.timestamp("us", tz="UTC")),
     ]),
 }
+
+
+# Compaction (Store.compact): a table's folded rows live in one `compacted-<uuid>.parquet`, named
+# by the table's manifest, each row tagged with its write unit.
+COMPACTED_PREFIX = "compacted-"
+MANIFEST = "_compaction.json"
+UNIT = "_unit"
 
 
 def _safe(part: str) -> str:
@@ -108,6 +117,7 @@ class Store:
         self.uri = uri
         self.fs, self.root = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), _abs(uri))
         self._retry("create the store folder", lambda: self.fs.create_dir(self.root, recursive=True))
+        self._folded: dict[str, tuple[str, set[str]]] = {}
 
     def _retry(self, what: str, fn):
         return retrying(what, self.uri, fn)
@@ -154,20 +164,101 @@ class Store:
         return self._retry(f"read table {table}", lambda: self._read(table))
 
     def _read(self, table: str) -> pd.DataFrame:
+        units, compacted, manifest = self._listing(table)
+        schema = SCHEMAS[table]
+        parts = []
+        if manifest:
+            folded = self._read_files([compacted], schema.append(pa.field(UNIT, pa.string())))
+            # a unit written again since the compaction overrides its folded rows
+            parts.append(folded.filter(pc.invert(pc.is_in(folded[UNIT], pa.array(list(units), pa.string()))))
+                         .drop_columns([UNIT]))
+        if units:
+            parts.append(self._read_files(list(units.values()), schema))
+        if not parts:
+            return schema.empty_table().to_pandas()
+        return pa.concat_tables(parts).to_pandas()
+
+    def _read_files(self, files: list[str], schema: pa.Schema) -> pa.Table:
+        """Many small files in parallel (one request each: on object storage, latency-bound)."""
+        return ds.dataset(sorted(files), schema=schema, filesystem=self.fs, format="parquet").to_table()
+
+    def _listing(self, table: str) -> tuple[dict[str, str], str | None, dict | None]:
+        """(unit key -> file path, compacted file path, its manifest) of `table`."""
         path = f"{self.root}/{table}"
-        info = self.fs.get_file_info(path)
-        if info.type == pafs.FileType.NotFound:
-            return SCHEMAS[table].empty_table().to_pandas()
-        files = [f.path for f in self.fs.get_file_info(pafs.FileSelector(path))
+        infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        units = {f.base_name[: -len(".parquet")]: f.path for f in infos
                  if f.type == pafs.FileType.File and f.base_name.endswith(".parquet")
-                 and not f.base_name.startswith((".", "_"))]
-        if not files:
-            return SCHEMAS[table].empty_table().to_pandas()
-        tables = [pq.read_table(f, filesystem=self.fs, schema=SCHEMAS[table]) for f in sorted(files)]
-        return pa.concat_tables(tables).to_pandas()
+                 and not f.base_name.startswith((".", "_", COMPACTED_PREFIX))}
+        names = {f.base_name for f in infos}
+        manifest = json.loads(self.read_bytes(f"{table}/{MANIFEST}")) if MANIFEST in names else None
+        compacted = f"{path}/{manifest['file']}" if manifest else None
+        return units, compacted, manifest
+
+    # --- compaction -------------------------------------------------------------------------
+    def compact(self, tables: tuple[str, ...] = TABLES) -> dict[str, int]:
+        """Fold each table's unit files into one Parquet file, so that reading a large store on
+        object storage is a handful of requests instead of one per write unit. Returns the unit
+        files folded per table.
+
+        Safe against a crash at any point and against a reader at any time: the new compacted
+        file is written first (atomically), then the manifest naming it is replaced (atomically:
+        readers switch from old to new in one step), then the folded unit files and the old
+        compacted file are deleted; a unit file still present is read in preference to its
+        folded rows, so the store reads the same before, during and after. Writes stay unit
+        files (atomic, idempotent); run it when no sweep writes (a run does it at its end).
+        """
+        folded = {}
+        for table in tables:
+            folded[table] = self._retry(f"compact table {table}", lambda t=table: self._compact(t))
+        return folded
+
+    def _compact(self, table: str) -> int:
+        units, compacted, manifest = self._listing(table)
+        if not units:
+            return 0
+        schema = SCHEMAS[table]
+        parts = []
+        if manifest:
+            old = self._read_files([compacted], schema.append(pa.field(UNIT, pa.string())))
+            parts.append(old.filter(pc.invert(pc.is_in(old[UNIT], pa.array(list(units), pa.string())))))
+        parts.append(self._units_with_keys(units, schema))
+        merged = pa.concat_tables(parts)
+        name = f"{COMPACTED_PREFIX}{uuid.uuid4().hex}.parquet"
+        sink = pa.BufferOutputStream()
+        pq.write_table(merged, sink)
+        self.put_bytes(f"{table}/{name}", sink.getvalue().to_pybytes())
+        self.put_bytes(f"{table}/{MANIFEST}", json.dumps({"file": name, "rows": len(merged)}).encode())
+        for f in units.values():
+            self.fs.delete_file(f)
+        if compacted:
+            self.fs.delete_file(compacted)
+        return len(units)
+
+    def _units_with_keys(self, units: dict[str, str], schema: pa.Schema) -> pa.Table:
+        """The unit files' rows, each tagged with its unit key."""
+        dataset = ds.dataset(sorted(units.values()), schema=schema, filesystem=self.fs, format="parquet")
+        by_path = {v: k for k, v in units.items()}
+        tables = []
+        for fragment in dataset.get_fragments():
+            t = fragment.to_table(schema=schema)
+            tables.append(t.append_column(UNIT, pa.array([by_path[fragment.path]] * len(t), pa.string())))
+        return pa.concat_tables(tables) if tables else schema.append(pa.field(UNIT, pa.string())).empty_table()
 
     def has(self, table: str, key: str) -> bool:
-        return self.exists(f"{table}/{_safe(key)}.parquet")
+        """Whether write unit `key` of `table` holds rows (a unit file, or folded by compaction)."""
+        if self.exists(f"{table}/{_safe(key)}.parquet"):
+            return True
+        return _safe(key) in self._folded_units(table)
+
+    def _folded_units(self, table: str) -> set[str]:
+        """Unit keys folded into `table`'s compacted file (cached per compacted file)."""
+        if not self.exists(f"{table}/{MANIFEST}"):
+            return set()
+        name = json.loads(self.read_bytes(f"{table}/{MANIFEST}"))["file"]
+        if self._folded.get(table, (None,))[0] != name:
+            keys = pq.read_table(f"{self.root}/{table}/{name}", filesystem=self.fs, columns=[UNIT])[UNIT]
+            self._folded[table] = (name, set(keys.to_pylist()))
+        return self._folded[table][1]
 
     def read_bytes(self, name: str) -> bytes:
         def get() -> bytes:
