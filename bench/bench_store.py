@@ -46,7 +46,7 @@ def build(store, n_trials: int, n_ckpts: int, tasks: list[str], n_examples: int)
                 jobs.append(("evals", key, [dict(base, step=step, epoch=c * 3 / n_ckpts, task=t, role=role,
                                                  metric="accuracy", value=0.5, n=n_examples, scorer_version="v",
                                                  evaluated_at=now, eval_seconds=1.0)]))
-    with ThreadPoolExecutor(16) as pool:
+    with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda j: store.write(*j), jobs))
     return len(jobs)
 
