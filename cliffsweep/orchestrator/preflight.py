@@ -19,16 +19,13 @@ CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
 
 
 def local_config(path: str) -> dict | None:
-    """The model's config.json when its folder is on this machine (toy models are built or
-    copied into their cache here, cheaply); None for a hub id."""
-    if path.startswith("toy:"):
-        from cliffsweep.models import resolve_model
+    """The model's config.json when its folder is on this machine or can be built here without
+    the hub (toy and smollm2 models, cached once built: archs.local_folder); None for a hub id."""
+    from cliffsweep.archs import local_folder
 
-        folder = resolve_model(path)
-    else:
-        folder = os.path.expanduser(path)
-    cfg = os.path.join(folder, "config.json")
-    if not os.path.isfile(cfg):
+    folder = local_folder(path)
+    cfg = os.path.join(folder, "config.json") if folder else None
+    if cfg is None or not os.path.isfile(cfg):
         return None
     with open(cfg) as f:
         return json.load(f)
