@@ -392,7 +392,8 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
                     f"The evaluation's error:\n{broken[t.model]}"))
                 progress.status["failed"] += 1
         todo = [t for t in todo if t.trial_id not in stats_failed and t.model not in broken]
-        queue = TrialQueue([run.trial_config(t, stats[t.trial_id]) for t in todo], lambda: refiner.more_may_come())
+        queue = TrialQueue([run.trial_config(t, stats[t.trial_id]) for t in todo], lambda: refiner.more_may_come(),
+                           pump=lambda: tick(wait=0.2))
 
         def queue_refined(trials: list[Trial]) -> None:
             """Refinement added these trials: record them pending and hand them to Tune."""

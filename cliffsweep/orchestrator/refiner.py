@@ -45,11 +45,15 @@ def stored_refined_trials(spec, grid: list[Trial], stored: list[dict]) -> list[T
 
 
 class TrialQueue:
-    """Trial configs waiting for Tune, and whether more may come (`more`: a callable)."""
+    """Trial configs waiting for Tune, and whether more may come (`more`: a callable). `pump`
+    runs the driver's tick: when nothing is running, Tune blocks in the searcher (asking once a
+    second) and calls no callback, so the searcher itself must keep evaluations, settling and
+    refinement moving, or a series waiting for its last evaluation would wait forever."""
 
-    def __init__(self, configs: list[dict], more: Callable[[], bool]):
+    def __init__(self, configs: list[dict], more: Callable[[], bool], pump: Callable[[], None] = lambda: None):
         self.items: deque = deque(configs)
         self.more = more
+        self.pump = pump
 
     def add(self, configs: list[dict]) -> None:
         self.items.extend(configs)
@@ -125,6 +129,8 @@ def sweep_searcher(queue: TrialQueue) -> Any:
             return (_searcher_from_key, (key,))
 
         def suggest(self, trial_id: str):
+            if not queue.items:
+                queue.pump()
             if queue.items:
                 return {"cfg": queue.items.popleft()}
             return None if queue.more() else Searcher.FINISHED
