@@ -69,7 +69,7 @@ class MIGU(Method):
 
     def data_loss(self, model, batch, n_tokens=None):
         # Kept until the next micro-batch: gradient checkpointing re-runs the forward inside
-        # backward (sums and counts then both double, so the means stay the same).
+        # backward (if the hooks fire there, sums and counts both double: the means stay).
         self._token_mask = batch["attention_mask"]
         return super().data_loss(model, batch, n_tokens)
 
