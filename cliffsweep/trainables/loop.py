@@ -69,9 +69,10 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         return data.epoch_steps(learn, retain, recipe["batch_size"], method.retain_fraction,
                                 trial["seed"], epoch, rank, world, pad, recipe["micro_batch_size"])
 
-    per_epoch = len(steps(0))
+    first = steps(0)
+    per_epoch = len(first)
     amp = microbatch.autocast_dtype(next(unwrap(model).parameters()).dtype, device.type)
-    check_head(model, {k: v.to(device) for k, v in steps(0)[0].micro[0].items()})
+    check_head(model, {k: v.to(device) for k, v in first[0].micro[0].items()})
     total = per_epoch * trial["epochs"]
     evals = set(eval_steps(total, per_epoch, cfg["eval_points"], cfg["every_epoch"]))
     opt = build_optimizer(trial["optimizer"], unwrap(model), trial["lr"], recipe["weight_decay"])
