@@ -46,14 +46,19 @@ def train(tmp_path, name: str, workers: int, **recipe) -> dict[str, torch.Tensor
 
 
 def test_two_workers_in_micro_batches_with_checkpointing_end_with_one_worker_weights(ray_local, tmp_path):
-    one = train(tmp_path, "one-pass", workers=1)
-    micro = train(tmp_path, "micro", workers=2, micro_batch_size=3, gradient_checkpointing=True)
-    assert one.keys() == micro.keys()
-    worst = max(float((one[k] - micro[k]).abs().max()) for k in one)
-    assert worst < 1e-5, worst
     from safetensors.torch import load_file
 
     from cliffsweep.models import resolve_model
 
+    one = train(tmp_path, "one-pass", workers=1)
+    micro = train(tmp_path, "micro", workers=2, micro_batch_size=3, gradient_checkpointing=True)
     base = load_file(f"{resolve_model('toy:qwen2-tiny')}/model.safetensors")
-    assert max(float((one[k] - base[k]).abs().max()) for k in one) > 1e-4  # it trained
+    assert one.keys() == micro.keys() == base.keys()
+    # Compared as updates: AdamW's first steps are lr * g / (|g| + eps), so where a gradient is
+    # rounding noise (|g| ~ 1e-9) its update is noise of up to lr; such entries are few and
+    # weigh nothing in the norm, while a wrong gradient (another normalisation) moves many.
+    moved = sum(float((one[k] - base[k]).square().sum()) for k in one) ** 0.5
+    diff = sum(float((micro[k] - one[k]).square().sum()) for k in one) ** 0.5
+    worst = max(float((one[k] - micro[k]).abs().max()) for k in one)
+    assert moved > 1e-2  # it trained
+    assert diff / moved < 1e-3, (diff / moved, worst)
