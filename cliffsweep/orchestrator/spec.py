@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class SpecError(ValueError):
@@ -65,6 +65,13 @@ class RecipeSpec(_Strict):
 
     batch_size: int = Field(16, ge=1)
     """Global batch size (split across workers)."""
+    micro_batch_size: int | None = Field(None, ge=1)
+    """Rows per forward/backward pass on each worker (ours, for memory): a worker's share of
+    the global batch runs in micro-batches whose gradients accumulate into one optimizer step,
+    equal to the whole batch's (trainables/microbatch.py). None = the whole share in one pass."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in backward instead of keeping them (ours,
+    for memory; about a third more compute per step)."""
     max_seq_len: int = Field(512, ge=8)
     weight_decay: float = Field(0.01, ge=0)
     warmup_steps: int = Field(20, ge=0)
@@ -74,6 +81,13 @@ class RecipeSpec(_Strict):
     grad_clip: float | None = Field(1.0, gt=0)
     stats_examples: int = Field(256, ge=1)
     """Retain-set examples used for once-per-model statistics (Fisher, SIB, MAS, ...)."""
+
+    @model_validator(mode="after")
+    def _micro_within_batch(self) -> "RecipeSpec":
+        if self.micro_batch_size is not None and self.micro_batch_size > self.batch_size:
+            raise ValueError(f"micro_batch_size ({self.micro_batch_size}, rows per worker) exceeds "
+                             f"batch_size ({self.batch_size}, the global batch)")
+        return self
 
 
 DEFAULT_MAX_MODEL_LEN = 4096

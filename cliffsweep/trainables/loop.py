@@ -1,7 +1,9 @@
 """The Ray Train loop: one trial's SFT run on each worker (DDP over gloo on CPU, NCCL/FSDP on GPU).
 
 Implements the recipe of 000 App. B (chat template, response-only loss, AdamW wd 0.01,
-warmup + cosine to 0.1x + cool-down) with the method's hooks (methods/base.py). At each eval
+warmup + cosine to 0.1x + cool-down) with the method's hooks (methods/base.py), each step's
+gradient accumulated over micro-batches (microbatch.py: micro-batching, activation
+checkpointing, bf16 autocast on GPU). At each eval
 point rank 0 saves an HF folder (LoRA: an adapter folder) with a canary and reports it; the
 driver hands it to the evaluator pool, so training never waits for evaluation. A non-finite
 loss ends the run as 'diverged' (agreed across workers) with its earlier checkpoints kept.
@@ -24,8 +26,8 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     from cliffsweep.faults import maybe_fail
     from cliffsweep.models import load_model, resolve_model
     from cliffsweep.orchestrator.stats import load_stats
-    from cliffsweep.trainables import data, parallel, resume
-    from cliffsweep.trainables.losses import unwrap
+    from cliffsweep.trainables import data, microbatch, parallel, resume
+    from cliffsweep.trainables.losses import check_head, unwrap
     from cliffsweep.trainables.methods import build_method
     from cliffsweep.trainables.optimizers import build_optimizer
     from cliffsweep.trainables.schedule import eval_steps, lr_multiplier
@@ -43,6 +45,8 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     method = build_method(trial["method"], trial["method_params"])
     stats = load_stats(cfg["stats_uri"]) if cfg.get("stats_uri") else {}
     model = method.prepare(model, stats)
+    if recipe["gradient_checkpointing"]:
+        microbatch.enable_checkpointing(model)
     # A retried or re-run trial continues from its latest checkpoint (resume.py). Loaded after
     # prepare(): statistics, anchors and frozen copies come from the base weights.
     state = resume.load(ray.train.get_checkpoint()) if cfg["strategy"] == "ddp" else None
@@ -63,11 +67,14 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         retain = data.encode(tok, retain_task.train_examples(), recipe["max_seq_len"], retain=True)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
 
-    def batches(epoch: int):
-        return data.epoch_batches(learn, retain, recipe["batch_size"], method.retain_fraction,
-                                  trial["seed"], epoch, rank, world, pad)
+    def steps(epoch: int) -> list[data.Step]:
+        return data.epoch_steps(learn, retain, recipe["batch_size"], method.retain_fraction,
+                                trial["seed"], epoch, rank, world, pad, recipe["micro_batch_size"])
 
-    per_epoch = len(batches(0))
+    first = steps(0)
+    per_epoch = len(first)
+    amp = microbatch.autocast_dtype(next(unwrap(model).parameters()).dtype, device.type)
+    check_head(model, {k: v.to(device) for k, v in first[0].micro[0].items()})
     total = per_epoch * trial["epochs"]
     evals = set(eval_steps(total, per_epoch, cfg["eval_points"], cfg["every_epoch"]))
     opt = build_optimizer(trial["optimizer"], unwrap(model), trial["lr"], recipe["weight_decay"])
@@ -87,17 +94,16 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     t_loop = time.time()
     model.train()
     for epoch in range(start // per_epoch, trial["epochs"]):
-        for i, batch in enumerate(batches(epoch)):
+        for i, todo in enumerate(steps(epoch)):
             if epoch * per_epoch + i < start:
                 continue  # trained on before the resume
-            batch = {k: v.to(device) for k, v in batch.items()}
-            loss, logs = method.loss(model, batch)
-            if not all_finite([loss.detach()], world):
+            micro = [{k: v.to(device) for k, v in b.items()} for b in todo.micro]
+            loss = microbatch.accumulate(model, method, micro, todo.n_tokens, world, amp)
+            if not all_finite([loss], world):  # before the step: the weights stay the last good ones
                 ray.train.report({"status": "diverged", "step": step, "epoch": step / per_epoch,
                                   "loss": float("nan"), "total_steps": total,
                                   "train_seconds": time.time() - t_loop})
                 return
-            loss.backward()
             method.before_step(model, step)
             if recipe["grad_clip"]:
                 torch.nn.utils.clip_grad_norm_(unwrap(model).parameters(), recipe["grad_clip"])
@@ -106,7 +112,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
             opt.zero_grad(set_to_none=True)
             method.after_step(model, step)
             step += 1
-            loss_val = float(loss.detach())
+            loss_val = float(loss)
             if step in evals:
                 train_s = time.time() - t_loop
                 # A finite loss can still leave non-finite weights after the step: such a

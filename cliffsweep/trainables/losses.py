@@ -1,11 +1,29 @@
-"""Plain loss functions shared by methods. Labels use -100 for masked (prompt/pad) tokens."""
+"""Plain loss functions shared by methods. Labels use -100 for masked (prompt/pad) tokens.
+
+Training losses never build the full-vocabulary logits of a whole batch (issue 9: at batch 8 x
+512 tokens and a 49,152-token vocabulary they alone are 0.8 GB in fp32, several times over in
+log-softmax and its gradient). `response_ce` takes the final hidden states from a forward that
+computes no logits, keeps the positions that predict a response token, and applies the model's
+own LM head (so a tied head is the embedding, as in the model) chunk by chunk, each chunk under
+activation checkpointing: backward recomputes one chunk's logits at a time. Only the loss terms
+are chunked; the per-token values are the same as `token_ce` on the model's logits (tested).
+The logits-based functions below remain for statistics and tests.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 IGNORE = -100
+
+CHUNK_ELEMENTS = 1 << 24
+"""Logit entries per chunk: 16M, 64 MiB in fp32 (SmolLM2's 49,152 tokens: 341 positions per
+chunk). Backward holds about three such buffers at once; large enough that each chunk is one
+sizeable matmul, small beside any real model's activations."""
 
 
 def shift(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,11 +67,138 @@ def token_kl(logits: torch.Tensor, base_logits: torch.Tensor, labels: torch.Tens
     return kl * (lb != IGNORE)
 
 
-def weighted_token_mean(ce: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def token_norm(mask: torch.Tensor, n_tokens: float | None) -> torch.Tensor | float:
+    """The denominator of a per-token loss: `n_tokens` when given (the training loop passes the
+    step's global response-token count over the number of workers, so that micro-batches and
+    workers add up to the global batch's mean: trainables/microbatch.py), else this batch's own
+    count of response tokens."""
+    return mask.sum().clamp_min(1) if n_tokens is None else n_tokens
+
+
+def weighted_token_mean(ce: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor,
+                        n_tokens: float | None = None) -> torch.Tensor:
     """sum_i w_i l_i / n_tokens: a reweighted SFT loss that equals `masked_token_ce` when all
     weights are 1 (so reweighting methods keep the lr scale of plain SFT). `weights` broadcasts
-    against the (B, T-1) token losses: (B, T-1) per token or (B, 1) per sequence."""
-    return (weights * ce * mask).sum() / mask.sum().clamp_min(1)
+    against the (B, T-1) token losses: (B, T-1) per token or (B, 1) per sequence. `n_tokens`:
+    see `token_norm`."""
+    return (weights * ce * mask).sum() / token_norm(mask, n_tokens)
+
+
+# --- chunked losses from hidden states ------------------------------------------------------
+def final_hidden(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The LM head's input (B, T, H): the last entry of `hidden_states` (transformers ties it to
+    the final-norm output), from a forward whose `logits_to_keep` names no position, so no logits
+    are computed. Called through any DDP wrapper (its reducer must see the forward); no KV cache
+    (a training forward would otherwise keep one for every layer)."""
+    ids = batch["input_ids"]
+    out = model(input_ids=ids, attention_mask=batch["attention_mask"], use_cache=False,
+                output_hidden_states=True, logits_to_keep=ids.new_empty(0))
+    return out.hidden_states[-1]
+
+
+def lm_head(model: torch.nn.Module) -> torch.nn.Module:
+    """The model's output layer, as the model applies it (tied to the embedding where it is)."""
+    return unwrap(model).get_output_embeddings()
+
+
+def check_head(model: torch.nn.Module, batch: dict[str, torch.Tensor], atol: float = 1e-4) -> None:
+    """Fail unless the head applied to `final_hidden` gives the model's own logits (on the first
+    row, a few positions): a model that scales or soft-caps its logits after the head (Gemma 2's
+    soft-capping, say) would otherwise train on a different loss without a word."""
+    small = {k: batch[k][:1, :8] for k in ("input_ids", "attention_mask")}
+    with torch.no_grad():
+        ref = model(**small, use_cache=False).logits.float()
+        got = lm_head(model)(final_hidden(model, small)).float()
+    if not torch.allclose(got, ref, atol=atol, rtol=1e-3):
+        raise ValueError(f"{type(unwrap(model)).__name__}: the LM head on the final hidden states does "
+                         f"not give the model's logits (max diff {(got - ref).abs().max():.3g}); the "
+                         "chunked loss (trainables/losses.py) does not support this architecture")
+
+
+def response_states(hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Hidden states of the positions that predict a response token (N, H), those tokens (N,),
+    and the (B, T-1) mask of such positions (the mask of `token_ce`)."""
+    h, lb = hidden[:, :-1], labels[:, 1:]
+    mask = lb != IGNORE
+    return h[mask], lb[mask], mask
+
+
+def over_chunks(fn: Callable[..., torch.Tensor], rows: int, *tensors: torch.Tensor) -> torch.Tensor:
+    """fn over row chunks of `tensors`, concatenated. While gradients are recorded each chunk
+    is checkpointed: only its inputs are kept, and backward recomputes its logits."""
+    outs = []
+    for i in range(0, tensors[0].shape[0], rows):
+        args = [t[i : i + rows] for t in tensors]
+        grad = torch.is_grad_enabled() and any(a.requires_grad for a in args)
+        outs.append(checkpoint(fn, *args, use_reentrant=False) if grad else fn(*args))
+    return torch.cat(outs)
+
+
+def chunk_rows(head: torch.nn.Module, chunk_elements: int = CHUNK_ELEMENTS) -> int:
+    return max(1, chunk_elements // head.weight.shape[0])
+
+
+def scatter_tokens(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-position values (B, T-1) from the N response positions' `values` (0 elsewhere)."""
+    out = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    return out.masked_scatter(mask, values.float())
+
+
+def no_tokens(hidden: torch.Tensor, head: torch.nn.Module, mask: torch.Tensor) -> torch.Tensor:
+    """Zeros (B, T-1) for a batch without a response token, still a function of every parameter
+    (through one head position): backward runs and DDP sees each gradient it waits for."""
+    return torch.zeros(mask.shape, device=mask.device) + 0.0 * head(hidden[:1, :1]).float().sum()
+
+
+def hidden_ce(hidden: torch.Tensor, head: torch.nn.Module, labels: torch.Tensor,
+              chunk_elements: int = CHUNK_ELEMENTS) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token CE (B, T-1) in fp32 and its mask, as `token_ce` on `head(hidden)`, chunked."""
+    h, targets, mask = response_states(hidden, labels)
+    if not len(targets):
+        return no_tokens(hidden, head, mask), mask
+
+    def ce(h_chunk, t_chunk):
+        return F.cross_entropy(head(h_chunk).float(), t_chunk, reduction="none")
+
+    return scatter_tokens(over_chunks(ce, chunk_rows(head, chunk_elements), h, targets), mask), mask
+
+
+def response_ce(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token CE (B, T-1) of the response tokens and its mask, without full-batch logits."""
+    return hidden_ce(final_hidden(model, batch), lm_head(model), batch["labels"])
+
+
+def frozen_response_ce(base: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """`response_ce` of a frozen copy (frozen_copy), without autograd."""
+    follow_device(base, batch["input_ids"].device)
+    with torch.no_grad():
+        return response_ce(base, batch)
+
+
+def response_ce_kl(model: torch.nn.Module, base: torch.nn.Module, batch: dict[str, torch.Tensor]
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-token CE and KL(pi_theta || pi_base) over the full vocabulary (both (B, T-1), 0 off
+    the response) and the mask: `token_ce` and `token_kl` on the two models' logits, chunked
+    (both heads are applied to the same positions in one pass)."""
+    follow_device(base, batch["input_ids"].device)
+    hidden = final_hidden(model, batch)
+    with torch.no_grad():
+        base_hidden = final_hidden(base, batch)
+    h, targets, mask = response_states(hidden, batch["labels"])
+    hb = base_hidden[:, :-1][mask]
+    head, base_head = lm_head(model), lm_head(base)
+    if not len(targets):
+        zero = no_tokens(hidden, head, mask)
+        return zero, zero, mask
+
+    def ce_kl(h_chunk, hb_chunk, t_chunk):
+        logp = F.log_softmax(head(h_chunk).float(), dim=-1)
+        logq = F.log_softmax(base_head(hb_chunk).float(), dim=-1)
+        ce = -logp.gather(-1, t_chunk.unsqueeze(-1)).squeeze(-1)
+        return torch.stack([ce, (logp.exp() * (logp - logq)).sum(-1)], dim=-1)
+
+    flat = over_chunks(ce_kl, chunk_rows(head), h, hb, targets)
+    return scatter_tokens(flat[:, 0], mask), scatter_tokens(flat[:, 1], mask), mask
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -72,10 +217,3 @@ def follow_device(module: torch.nn.Module, device: torch.device) -> None:
     differs: methods build such copies in prepare(), before the trainer moves the model."""
     if next(module.parameters()).device != device:
         module.to(device)
-
-
-def frozen_logits(base: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Logits of a frozen copy (frozen_copy) on a training batch, without autograd."""
-    follow_device(base, batch["input_ids"].device)
-    with torch.no_grad():
-        return base(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits

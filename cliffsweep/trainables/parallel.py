@@ -14,9 +14,15 @@ buffer, and methods that look parameters up by name find nothing) and refuses CP
 none of it could be tested here. FSDP2 runs over gloo on CPU too (tests/test_fsdp.py).
 
 Methods declare whether they run under FSDP (`Method.fsdp_safe`); optimizers, here.
+
+Gradient accumulation (trainables/microbatch.py) syncs gradients on a step's last micro-batch
+only (`grad_sync`): DDP's `no_sync()`, FSDP2's `set_requires_gradient_sync(False)`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -36,6 +42,36 @@ def prepare(model: torch.nn.Module, strategy: str) -> torch.nn.Module:
     model = model.to(ray.train.torch.get_device())
     # One worker has nothing to shard with (Ray's DDP does not wrap a single worker either).
     return shard(model) if ray.train.get_context().get_world_size() > 1 else model
+
+
+def torch_threads(cpus_per_worker: float) -> int:
+    """Torch's intra-op threads for a worker given `cpus_per_worker` CPUs: the nearest whole
+    number, at least 1. Why round: Ray hands out fractional CPUs as a share of the machine,
+    torch can only run whole threads; truncating (int) left a worker with 1.9 CPUs on one
+    thread, while rounding never oversubscribes a worker's share by more than half a core."""
+    return max(1, round(cpus_per_worker))
+
+
+@contextmanager
+def grad_sync(model: torch.nn.Module, sync: bool) -> Iterator[None]:
+    """Within it, backward passes sync gradients across workers only if `sync`: otherwise they
+    only accumulate locally (DDP `no_sync`; FSDP2 keeps unsharded gradients and skips its
+    reduce-scatter), and the next synced backward reduces the sum. One worker: no-op."""
+    from torch.distributed.fsdp import FSDPModule
+
+    if sync:
+        yield
+    elif isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        with model.no_sync():
+            yield
+    elif isinstance(model, FSDPModule):
+        model.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            model.set_requires_gradient_sync(True)
+    else:
+        yield
 
 
 def shard(model: torch.nn.Module) -> torch.nn.Module:

@@ -9,13 +9,21 @@ Order of calls, per trial (on every Train worker):
 
     stats = load_stats(...)                       # computed once per model by compute_stats()
     model = method.prepare(model, stats)          # before DDP wrapping (peft wrap, SIB rescale, theta*)
-    for each step:
-        loss, logs = method.loss(model, batch)    # model may be DDP-wrapped: call it, don't poke it
-        loss.backward()
+    for each step:                                # this worker's rows, in micro-batches (microbatch.py)
+        method.begin_step(model, micro_batches)   # whole-batch statistics (TALR's tau)
+        for each micro-batch:
+            loss = method.data_loss(model, micro, n_tokens)   # model may be DDP-wrapped: call it, don't poke it
+            (+ method.penalty_term(model), on the last micro-batch only)
+            loss.backward()                       # gradients add up; synced on the last one only
         method.before_step(model, step)           # gradient masks (MIGU)
         optimizer.step()
         method.after_step(model, step)            # update masks (NanoAdam)
     save(method.export(model))                    # at each eval point (WiSE-FT interpolates here)
+
+`loss(model, batch)` is the same objective on one whole batch (data term + penalty), for callers
+that do not micro-batch (tests, benchmarks). Data terms are sums over response tokens divided by
+`n_tokens`, so the micro-batches' gradients add up to the whole batch's; penalty terms depend on
+the parameters only and are added once per step (docs/design.md, "Fitting real sizes").
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import torch
 from pydantic import BaseModel, ConfigDict
 from torch import nn
 
-from cliffsweep.trainables.losses import masked_token_ce
+from cliffsweep.trainables.losses import response_ce, token_norm
 
 
 class MethodParams(BaseModel):
@@ -71,14 +79,37 @@ class Method:
         """Called once before DDP/FSDP wrapping; returns the model to train."""
         return model
 
-    def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        """Training loss of one batch and scalars to log. Default: response-token CE.
+    def loss(self, model: nn.Module, batch: dict[str, torch.Tensor],
+             n_tokens: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """Training loss of one whole batch (data term + penalty term) and scalars to log.
 
         batch: input_ids, attention_mask, labels (-100 on prompt and padding), example_idx
-        (index in the learn train split; -1 for retain examples), is_retain (bool)."""
-        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-        ce = masked_token_ce(out.logits, batch["labels"])
-        return ce, {"ce": float(ce.detach())}
+        (index in the learn train split; -1 for retain examples), is_retain (bool).
+        n_tokens: see `data_loss`."""
+        loss, logs = self.data_loss(model, batch, n_tokens)
+        term = self.penalty_term(model)
+        if term is None:
+            return loss, logs
+        penalty, raw = term
+        return loss + penalty, {**logs, "penalty": raw}
+
+    def begin_step(self, model: nn.Module, micro_batches: list[dict[str, torch.Tensor]]) -> None:
+        """Once per optimizer step, before the first micro-batch's data_loss, with all of this
+        worker's micro-batches of the step (on the device): a method whose loss needs a statistic
+        of the whole batch computes it here (TALR's tau)."""
+
+    def data_loss(self, model: nn.Module, batch: dict[str, torch.Tensor],
+                  n_tokens: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """The data term of one (micro-)batch: a sum over its response tokens divided by
+        `n_tokens` (None: this batch's own count; the loop passes the step's global count over
+        the number of workers). Default: response-token CE (000 App. B)."""
+        ce, mask = response_ce(model, batch)
+        return ce.sum() / token_norm(mask, n_tokens), {"ce": float(ce.detach().sum() / mask.sum().clamp_min(1))}
+
+    def penalty_term(self, model: nn.Module) -> tuple[torch.Tensor, float] | None:
+        """A term on the parameters alone, added once per optimizer step (lambda included), and
+        its raw value to log; None for methods without one."""
+        return None
 
     def before_step(self, model: nn.Module, step: int) -> None:
         """After backward, before optimizer.step(): edit gradients here."""

@@ -7,7 +7,7 @@ i.e. each token's gradient is rescaled by its own probability. No params.
 
 from __future__ import annotations
 
-from cliffsweep.trainables.losses import token_ce, weighted_token_mean
+from cliffsweep.trainables.losses import response_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method
 
 
@@ -20,10 +20,9 @@ class DFT(Method):
     name = "dft"
     fsdp_safe = True  # changes the loss only
 
-    def loss(self, model, batch):
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        ce, mask = token_ce(logits, batch["labels"])
+    def data_loss(self, model, batch, n_tokens=None):
+        ce, mask = response_ce(model, batch)
         w = dft_weights(ce)
-        loss = weighted_token_mean(ce, mask, w)
+        loss = weighted_token_mean(ce, mask, w, n_tokens)
         n = mask.sum().clamp_min(1)
         return loss, {"ce": float(ce.detach().sum() / n), "mean_p": float((w * mask).sum() / n)}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from cliffsweep.trainables.losses import sequence_mean_ce, token_ce, weighted_token_mean
+from cliffsweep.trainables.losses import response_ce, sequence_mean_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method
 
 
@@ -65,10 +65,9 @@ class Flow(Method):
         w = torch.where(example_idx.cpu() < 0, torch.ones_like(w), w)
         return w.unsqueeze(1)
 
-    def loss(self, model, batch):
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        ce, mask = token_ce(logits, batch["labels"])
+    def data_loss(self, model, batch, n_tokens=None):
+        ce, mask = response_ce(model, batch)
         w = self.sequence_weights(batch["example_idx"]).to(ce.device)
-        loss = weighted_token_mean(ce, mask, w)
+        loss = weighted_token_mean(ce, mask, w, n_tokens)
         n = mask.sum().clamp_min(1)
         return loss, {"ce": float(ce.detach().sum() / n), "mean_w": float(w.mean())}

@@ -16,7 +16,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from cliffsweep.trainables.losses import frozen_copy, frozen_logits, token_ce, weighted_token_mean
+from cliffsweep.trainables.losses import frozen_copy, frozen_response_ce, response_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method, MethodParams
 
 
@@ -42,12 +42,10 @@ class IW(Method):
         self.base = frozen_copy(model)
         return model
 
-    def loss(self, model, batch):
-        ids, attn, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
-        logits = model(input_ids=ids, attention_mask=attn).logits
-        base_ce, _ = token_ce(frozen_logits(self.base, batch), labels)
-        ce, mask = token_ce(logits, labels)
+    def data_loss(self, model, batch, n_tokens=None):
+        ce, mask = response_ce(model, batch)
+        base_ce, _ = frozen_response_ce(self.base, batch)
         w = iw_weights(ce, base_ce, mask, self.params.clip)
-        loss = weighted_token_mean(ce, mask, w)
+        loss = weighted_token_mean(ce, mask, w, n_tokens)
         n = mask.sum().clamp_min(1)
         return loss, {"ce": float(ce.detach().sum() / n), "mean_w": float(w.mean())}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import Field
 from torch import nn
 
-from cliffsweep.trainables.losses import frozen_copy, frozen_logits, masked_token_ce, token_kl
+from cliffsweep.trainables.losses import frozen_copy, response_ce_kl, token_norm
 from cliffsweep.trainables.methods.base import Method, MethodParams
 
 
@@ -31,12 +31,9 @@ class KL(Method):
         self.base = frozen_copy(model)
         return model
 
-    def loss(self, model, batch):
-        ids, attn, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
-        logits = model(input_ids=ids, attention_mask=attn).logits
-        base_logits = frozen_logits(self.base, batch)
-        ce = masked_token_ce(logits, labels)
-        kl_tok = token_kl(logits, base_logits, labels)
-        kl = kl_tok.sum() / (labels[:, 1:] != -100).sum().clamp_min(1)
-        loss = ce + self.params.beta * kl
-        return loss, {"ce": float(ce.detach()), "kl": float(kl.detach())}
+    def data_loss(self, model, batch, n_tokens=None):
+        ce_tok, kl_tok, mask = response_ce_kl(model, self.base, batch)
+        norm = token_norm(mask, n_tokens)
+        loss = (ce_tok.sum() + self.params.beta * kl_tok.sum()) / norm
+        n = mask.sum().clamp_min(1)  # logs: this batch's own means
+        return loss, {"ce": float(ce_tok.detach().sum() / n), "kl": float(kl_tok.detach().sum() / n)}

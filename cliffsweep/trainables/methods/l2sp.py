@@ -28,7 +28,6 @@ class L2SP(Method):
         self.anchor = penalties.snapshot(penalties.trainable(model))
         return model
 
-    def loss(self, model, batch):
-        ce, logs = super().loss(model, batch)
+    def penalty_term(self, model):
         pen = penalties.anchor_penalty(model, self.anchor)
-        return ce + self.params.lam * pen, {**logs, "penalty": float(pen.detach())}
+        return self.params.lam * pen, float(pen.detach())

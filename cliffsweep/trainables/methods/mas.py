@@ -48,7 +48,6 @@ class MAS(Method):
         self.anchor, self.importance = penalties.importance_anchor(model, stats, self.name)
         return model
 
-    def loss(self, model, batch):
-        ce, logs = super().loss(model, batch)
+    def penalty_term(self, model):
         pen = penalties.anchor_penalty(model, self.anchor, self.importance)
-        return ce + 0.5 * self.params.lam * pen, {**logs, "penalty": float(pen.detach())}
+        return 0.5 * self.params.lam * pen, float(pen.detach())

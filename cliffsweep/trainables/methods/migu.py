@@ -67,10 +67,11 @@ class MIGU(Method):
 
         return hook
 
-    def loss(self, model, batch):
-        # Kept until before_step: gradient checkpointing re-runs the forward inside backward.
+    def data_loss(self, model, batch, n_tokens=None):
+        # Kept until the next micro-batch: gradient checkpointing re-runs the forward inside
+        # backward (if the hooks fire there, sums and counts both double: the means stay).
         self._token_mask = batch["attention_mask"]
-        return super().loss(model, batch)
+        return super().data_loss(model, batch, n_tokens)
 
     def channel_means(self) -> dict[str, torch.Tensor]:
         """Mean |activation| per output channel of each layer since the last step (all ranks)."""

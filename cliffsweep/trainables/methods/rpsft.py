@@ -90,7 +90,6 @@ class RPSFT(Method):
         terms = [projected_drift(weights[n], w0, self.u[n], self.v[n]) for n, w0 in self.anchor.items()]
         return torch.stack(terms).sum()
 
-    def loss(self, model, batch):
-        ce, logs = super().loss(model, batch)
+    def penalty_term(self, model):
         pen = self.penalty(model)
-        return ce + self.params.lam * pen, {**logs, "penalty": float(pen.detach())}
+        return self.params.lam * pen, float(pen.detach())

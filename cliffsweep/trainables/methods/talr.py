@@ -10,6 +10,11 @@ tau is recomputed every step from the batch (003 App. D.2: "the median of the av
 loss within a batch"); the median is taken over this worker's rows (torch.quantile, i.e. the
 mean of the two middle values for an even count). w_min default 0.01 (003 App. D.2 cutoff as
 given in METHODS.md). Hard (low-probability) tokens get small weights; easy ones weight ~1.
+
+Under gradient accumulation tau must still be the median over the worker's whole batch, which no
+single micro-batch knows before its backward: `begin_step` runs one extra no-grad forward over
+the step's micro-batches to get it (about a third more compute per step, only when a step has
+more than one micro-batch), so the accumulated gradient equals the whole batch's.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from cliffsweep.trainables.losses import token_ce, weighted_token_mean
+from cliffsweep.trainables.losses import response_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method, MethodParams
 
 
@@ -26,14 +31,25 @@ class TALRParams(MethodParams):
     """Lower cutoff of every token weight (003 App. D.2)."""
 
 
-def talr_weights(ce: torch.Tensor, mask: torch.Tensor, min_weight: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token weights (B, T-1) and the temperature tau, both detached."""
+def sequence_means(ce: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean token loss of each row that has response tokens (detached)."""
     ce = ce.detach()
     has = mask.sum(1) > 0
-    seq_mean = (ce * mask).sum(1)[has] / mask.sum(1)[has]
+    return (ce * mask).sum(1)[has] / mask.sum(1)[has]
+
+
+def median_tau(seq_means: torch.Tensor) -> torch.Tensor:
     # tau -> 0 would send every weight to the cutoff; the floor only guards a division by zero.
-    tau = torch.quantile(seq_mean, 0.5).clamp_min(1e-8)
-    w = torch.exp(-ce / tau).clamp_min(min_weight)
+    return torch.quantile(seq_means, 0.5).clamp_min(1e-8)
+
+
+def talr_weights(ce: torch.Tensor, mask: torch.Tensor, min_weight: float,
+                 tau: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token weights (B, T-1) and the temperature tau (this batch's median unless given), both
+    detached."""
+    if tau is None:
+        tau = median_tau(sequence_means(ce, mask))
+    w = torch.exp(-ce.detach() / tau).clamp_min(min_weight)
     return w, tau
 
 
@@ -42,10 +58,20 @@ class TALR(Method):
     fsdp_safe = True  # token weights change the loss only
     Params = TALRParams
 
-    def loss(self, model, batch):
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        ce, mask = token_ce(logits, batch["labels"])
-        w, tau = talr_weights(ce, mask, self.params.min_weight)
-        loss = weighted_token_mean(ce, mask, w)
+    step_tau: torch.Tensor | None = None
+    """tau of the current step's whole batch when it is split into micro-batches (begin_step);
+    None: each batch's own median."""
+
+    @torch.no_grad()
+    def begin_step(self, model, micro_batches):
+        if len(micro_batches) == 1:
+            self.step_tau = None  # data_loss sees the whole batch: no extra forward needed
+            return
+        self.step_tau = median_tau(torch.cat([sequence_means(*response_ce(model, b)) for b in micro_batches]))
+
+    def data_loss(self, model, batch, n_tokens=None):
+        ce, mask = response_ce(model, batch)
+        w, tau = talr_weights(ce, mask, self.params.min_weight, self.step_tau)
+        loss = weighted_token_mean(ce, mask, w, n_tokens)
         n = mask.sum().clamp_min(1)
         return loss, {"ce": float(ce.detach().sum() / n), "tau": float(tau), "mean_w": float((w * mask).sum() / n)}
