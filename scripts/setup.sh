@@ -20,4 +20,8 @@ if [ "$BACKEND" = cpu ]; then
 else
   $PIP install -e ".[gpu,dev]"
 fi
+# The scorer tests compare with lm-evaluation-harness's own gsm8k code. --no-deps: its declared
+# dependencies (evaluate, scikit-learn, ...) are not needed to import its tasks, filters and
+# metrics, and the dev extra holds what is (numpy, pyyaml, sacrebleu, jinja2, requests, datasets).
+$PIP install --no-deps "lm-eval==0.4.13"
 touch "$stamp"
