@@ -8,7 +8,7 @@ extractor reads, in this order (the first rule that finds an answer wins):
 2. a letter opening the reply: "C", "C.", "(C)", "**C**", "C: methanol", "B because ...";
    an opening "A" followed by a lower-case word is the article ("A good guess ..."), not a choice;
 3. the text of exactly one option ("Methanol", "It is CCO."), when the task gives the options
-   (an option contained in another option that also matches does not count);
+   (not inside a longer word or number, nor inside the occurrence of a longer option);
 4. the first standalone capital A-D that is not the article "A".
 
 Upper-case letters only ("a" is an English word). tests/test_evals_letters.py holds the table
@@ -54,16 +54,20 @@ def _is_article(text: str, pos: int) -> bool:
 
 def option_answer(generation: str, options: Sequence[str]) -> str | None:
     """The letter of the only option whose text the reply contains (case- and space-
-    insensitive, not inside a longer word or number); None if none or several."""
+    insensitive, not inside a longer word or number); None if none or several. An occurrence
+    inside an occurrence of a longer option ("methanol" in "methanol solution") does not count."""
     text = " ".join(generation.split()).casefold()
-    found: dict[str, str] = {}
+    spans: dict[str, list[tuple[int, int]]] = {}
     for letter, option in zip(LETTERS, options):
         needle = " ".join(option.split()).casefold()
-        if needle and re.search(r"(?<![A-Za-z0-9.+\-])" + re.escape(needle) + r"(?![A-Za-z0-9]|\.[0-9])", text):
-            found[letter] = needle
-    # "CCO" also matches inside a reply "CCOC(C)=O" that names the longer option: keep the longest.
-    kept = {L: t for L, t in found.items() if not any(t != u and t in u for u in found.values())}
-    return next(iter(kept)) if len(kept) == 1 else None
+        if needle:
+            pattern = r"(?<![A-Za-z0-9.+\-])" + re.escape(needle) + r"(?![A-Za-z0-9]|\.[0-9])"
+            spans[letter] = [m.span() for m in re.finditer(pattern, text)]
+    found = [L for L, occ in spans.items()
+             if any(not any(a <= s and e <= b and (a, b) != (s, e) for M, other in spans.items() if M != L
+                            for a, b in other)
+                    for s, e in occ)]
+    return found[0] if len(found) == 1 else None
 
 
 def letter_answer(generation: str, options: Sequence[str] = ()) -> str | None:
