@@ -49,6 +49,7 @@ class EvalExample:
     """Few-shot examples as earlier chat turns (lm-eval's --fewshot_as_multiturn)."""
 
     def chat(self) -> Prompt:
+        """What the backend renders: the user turn alone, or the shots' turns before it."""
         if not self.shots:
             return self.prompt
         turns = [m for user, assistant in self.shots
