@@ -3,6 +3,7 @@ backend: what docs/evals.md quotes to compare the metrics with each other.
 
     PYTHONPATH=$PWD .venv/bin/python bench/eval_protocols.py MODEL_DIR --n-gsm8k 40 --n-chem 200
     PYTHONPATH=$PWD .venv/bin/python bench/eval_protocols.py MODEL_DIR --lengths   # prompt tokens only
+    PYTHONPATH=$PWD .venv/bin/python bench/eval_protocols.py MODEL_DIR --only chem_l3 --n-chem 100
 
 MODEL_DIR is an HF folder (e.g. the SmolLM2-135M-Instruct folder the real-model fixture builds).
 Data from ../shared/data. vLLM, engine in process, fp32 (CPU) unless --dtype says otherwise.
@@ -27,6 +28,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--kv-cache-mb", type=int, default=512)
     ap.add_argument("--lengths", action="store_true", help="print prompt lengths in tokens and exit")
+    ap.add_argument("--only", choices=["gsm8k", "chem_l3"], help="evaluate one task only")
     args = ap.parse_args()
     if args.lengths:
         return lengths(args.model)
@@ -40,6 +42,7 @@ def main() -> None:
     tasks = [build_task("gsm8k", {"path": str(DATA / "gsm8k"), "n_eval": args.n_gsm8k, "protocol": p})
              for p in ("fewshot_chat", "zeroshot")]
     tasks.append(build_task("chem_l3", {"path": str(DATA / "sciknoweval-chem-l3"), "n_eval": args.n_chem}))
+    tasks = [t for t in tasks if args.only in (None, t.name)]
     backend = build_backend("vllm", args.model, dtype=args.dtype, max_model_len=2048,
                             kv_cache_mb=args.kv_cache_mb, enforce_eager=True, enable_lora=False)
     for task in tasks:

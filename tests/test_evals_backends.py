@@ -195,10 +195,13 @@ def _manual_logprobs(backend, prompt, letters) -> list[float]:
 
 
 @pytest.mark.vllm
-@pytest.mark.parametrize("name,kind", [("b", "full"), ("lora", "lora")])
-def test_letter_logprobs_match_between_backends(vllm_backend, hf_backend, ckpts, name, kind):
+@pytest.mark.parametrize("name,kind,letters", [
+    ("b", "full", ("A", "B", "C", "D")),        # one token each: vLLM's logprob_token_ids path
+    ("lora", "lora", ("A", "B", "C", "D")),
+    ("b", "full", ("A", "B", " 7")),            # " 7": two tokens (character vocabulary): prompt_logprobs
+])
+def test_letter_logprobs_match_between_backends(vllm_backend, hf_backend, ckpts, name, kind, letters):
     prompts = [*PROMPTS, CHAT]
-    letters = ("A", "B", "C", "D", " 7")  # " 7": two tokens with the character vocabulary
     ref = CheckpointRef(ckpts[name], kind)
     vllm_backend.load(ref)
     hf_backend.load(ref)

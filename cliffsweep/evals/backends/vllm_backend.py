@@ -127,20 +127,29 @@ class VLLMBackend:
         return [o.outputs[0].text for o in outs]
 
     def continuation_logprobs(self, prompts: list[Prompt], continuations: tuple[str, ...]) -> list[list[float]]:
-        """Prompt log-probs of prompt + continuation (prompt_logprobs=0 returns the actual
-        token's log-prob whatever its rank), summed over the continuation's tokens."""
+        """One-token continuations (the letters A-D with every real tokenizer): one request per
+        prompt, max_tokens=1, `logprob_token_ids` = the continuations' tokens: the LM head runs
+        on the last position only. Longer continuations: prompt + continuation with
+        prompt_logprobs=0 (the actual token's log-prob whatever its rank), which computes the LM
+        head on every prompt position: SmolLM2-135M on 100 ChemL3 questions ran over 10 CPU
+        minutes that way, so it is kept for what the first path cannot score."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         conts = [continuation_ids(self.tokenizer, c) for c in continuations]
-        seqs = [(ids, c) for ids in (prompt_ids(self.tokenizer, p) for p in prompts) for c in conts]
+        ids = [prompt_ids(self.tokenizer, p) for p in prompts]
+        if all(len(c) == 1 for c in conts):
+            tokens = [c[0] for c in conts]
+            params = SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=tokens)
+            outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in ids], params,
+                                     lora_request=self._lora, use_tqdm=False)
+            return [[o.outputs[0].logprobs[0][t].logprob for t in tokens] for o in outs]
+        seqs = [(p, c) for p in ids for c in conts]
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=p + c) for p, c in seqs], params,
                                  lora_request=self._lora, use_tqdm=False)
-        sums = []
-        for (p, c), out in zip(seqs, outs):
-            entries = out.prompt_logprobs[len(p):]
-            sums.append(sum(entry[tok].logprob for tok, entry in zip(c, entries)))
+        sums = [sum(entry[tok].logprob for tok, entry in zip(c, out.prompt_logprobs[len(p):]))
+                for (p, c), out in zip(seqs, outs)]
         k = len(continuations)
         return [sums[j * k : (j + 1) * k] for j in range(len(prompts))]
 
