@@ -16,8 +16,10 @@ import torch
 from cliffsweep.evals.backends import CANARY_FILE, CheckpointRef, StaleWeightsError, build_backend
 from cliffsweep.evals.canary import canary_distance, read_canary, write_canary
 from cliffsweep.evals.runner import evaluate_task
+from cliffsweep.evals.scoring import logprob_choice
 from cliffsweep.evals.tasks import build_task
 from cliffsweep.evals.tasks.base import Sampling
+from cliffsweep.toy.tasks import ToyFacts
 
 PROMPTS = ["What is 3 + 4 ?", "Tom has 5 apples and eats 2 .", "How many legs does a cat have ?"]
 SAMPLING = Sampling(max_tokens=24, stop=())
@@ -159,8 +161,9 @@ def test_hf_backend_canary_catches_mismatched_weights(hf_backend, ckpts):
 
 @pytest.mark.vllm
 def test_runner_same_result_on_both_backends(vllm_backend, hf_backend, ckpts):
-    # GSM8K questions fit the toy models' 256 positions (ChemL3 prompts do not).
-    task = build_task("gsm8k", {"path": "/work/shared/data/gsm8k", "n_eval": 4, "max_tokens": 16})
+    # Zero-shot GSM8K questions fit the toy models' 256 positions (5-shot and ChemL3 do not).
+    task = build_task("gsm8k", {"path": "/work/shared/data/gsm8k", "n_eval": 4, "max_tokens": 16,
+                                "protocol": "zeroshot"})
     results = []
     for backend in (vllm_backend, hf_backend):
         backend.load(CheckpointRef(ckpts["b"]))
@@ -169,5 +172,84 @@ def test_runner_same_result_on_both_backends(vllm_backend, hf_backend, ckpts):
     assert v.samples == h.samples and v.n == 4 and v.task == "gsm8k"
     assert [sid for sid, _, _ in v.samples] == [ex.id for ex in task.eval_examples()]
     assert v.accuracy == sum(c for _, c, _ in v.samples) / 4
-    assert set(v.extra) == {"strict_match", "flexible_match"}
-    assert v.scorer_version == task.scorer_version and v.seconds > 0
+    assert set(v.extra) == {"strict_match", "flexible_extract", "numeric_match"}
+    assert v.scorer_version == task.scorer_version == "gsm8k-v2+zeroshot" and v.seconds > 0
+
+
+CHAT = ({"role": "user", "content": "What is 3 + 4 ?"}, {"role": "assistant", "content": "7"},
+        {"role": "user", "content": "What is 2 + 2 ?"})
+"""A few-shot prompt as earlier chat turns (GSM8K fewshot_chat sends these)."""
+
+
+def _manual_logprobs(backend, prompt, letters) -> list[float]:
+    """Unbatched, unpadded reference: the canary's per-token log-probs of prompt + letter."""
+    from cliffsweep.evals.backends.base import continuation_ids, prompt_ids
+    from cliffsweep.evals.canary import model_logprobs
+
+    p = prompt_ids(backend.tokenizer, prompt)
+    out = []
+    for letter in letters:
+        c = continuation_ids(backend.tokenizer, letter)
+        out.append(sum(model_logprobs(backend.model, p + c)[len(p) - 1:]))
+    return out
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("name,kind,letters", [
+    ("b", "full", ("A", "B", "C", "D")),        # one token each: vLLM's logprob_token_ids path
+    ("lora", "lora", ("A", "B", "C", "D")),
+    ("b", "full", ("A", "B", " 7")),            # " 7": two tokens (character vocabulary): prompt_logprobs
+])
+def test_letter_logprobs_match_between_backends(vllm_backend, hf_backend, ckpts, name, kind, letters):
+    prompts = [*PROMPTS, CHAT]
+    ref = CheckpointRef(ckpts[name], kind)
+    vllm_backend.load(ref)
+    hf_backend.load(ref)
+    v = vllm_backend.continuation_logprobs(prompts, letters)
+    h = hf_backend.continuation_logprobs(prompts, letters)
+    assert len(v) == len(h) == len(prompts) and all(len(row) == len(letters) for row in v)
+    for vr, hr, prompt in zip(v, h, prompts):
+        assert max(abs(a - b) for a, b in zip(vr, hr)) < 1e-4, (vr, hr)
+        manual = _manual_logprobs(hf_backend, prompt, letters)
+        assert max(abs(a - b) for a, b in zip(hr, manual)) < 1e-5
+        assert all(x < 0 for x in vr) and len(set(vr)) == len(letters)
+    base = CheckpointRef(None)
+    vllm_backend.load(base)
+    assert vllm_backend.continuation_logprobs(prompts, letters) != v  # the checkpoint matters
+
+
+@pytest.mark.vllm
+def test_chat_turn_prompts_match_between_backends(vllm_backend, hf_backend, ckpts):
+    from cliffsweep.evals.backends.base import render_chat
+
+    text = render_chat(hf_backend.tokenizer, CHAT)
+    assert text.index("3 + 4") < text.index("7") < text.index("2 + 2")
+    for backend in (vllm_backend, hf_backend):
+        backend.load(CheckpointRef(ckpts["a"]))
+    got = vllm_backend.generate([CHAT, PROMPTS[0]], SAMPLING)
+    assert got == hf_backend.generate([CHAT, PROMPTS[0]], SAMPLING)
+    assert got[0] != got[1]
+    with pytest.raises(ValueError, match="end with a user message"):
+        render_chat(hf_backend.tokenizer, CHAT[:2])
+
+
+class _ToyFactsByLogprob(ToyFacts):
+    """toy_facts with letter log-prob scoring, as ChemL3 has it (ChemL3's prompts are longer
+    than the toy models' 256 positions)."""
+
+    choice_letters = ("A", "B", "C", "D")
+
+
+@pytest.mark.vllm
+def test_runner_logprob_metric_same_on_both_backends(vllm_backend, hf_backend, ckpts):
+    task = _ToyFactsByLogprob(ToyFacts.Params(n_eval=12))
+    results = []
+    for backend in (vllm_backend, hf_backend):
+        backend.load(CheckpointRef(ckpts["b"]))
+        results.append(evaluate_task(backend, task))
+    v, h = results
+    assert set(v.extra) == {"logprob_accuracy"} and v.extra == h.extra and v.samples == h.samples
+    examples = task.eval_examples()
+    rows = hf_backend.continuation_logprobs([ex.chat() for ex in examples], task.choice_letters)
+    expected = sum(logprob_choice(r) == ex.reference for r, ex in zip(rows, examples)) / len(examples)
+    assert v.extra["logprob_accuracy"] == expected and v.n == 12

@@ -8,6 +8,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from cliffsweep.chat import encode_pair
+from cliffsweep.evals.tasks.base import EvalExample
 from cliffsweep.toy import TOY_MODELS, ensure_model
 from cliffsweep.toy import vocab as V
 from cliffsweep.toy.build import fingerprint
@@ -91,13 +92,15 @@ def test_scorers_on_known_answers():
     arith = ToyArith()
     for ex, ev in zip(arith.train_examples()[:20], arith.eval_examples()[:20]):
         answer = ex.response.rsplit("#### ", 1)[1]
-        assert arith.score(ex.response, answer).correct
-        assert arith.score(ex.response, answer).extra["strict_match"]
-        assert not arith.score(ex.response, str(int(answer) + 1)).correct
-        assert arith.score(f"so #### {ev.reference}", ev.reference).correct
+        right, wrong = EvalExample("x", "q", answer), EvalExample("x", "q", str(int(answer) + 1))
+        assert arith.score(ex.response, right).correct
+        assert arith.score(ex.response, right).extra["strict_match"]
+        assert not arith.score(ex.response, wrong).correct
+        assert arith.score(f"so #### {ev.reference}", ev).correct
     facts = ToyFacts()
-    assert facts.score("B", "B").correct and facts.score("B.", "B").correct
-    assert not facts.score("C", "B").correct and not facts.score("", "B").correct
+    b = EvalExample("x", "q", "B")
+    assert facts.score("B", b).correct and facts.score("B.", b).correct
+    assert not facts.score("C", b).correct and not facts.score("", b).correct
 
 
 def test_packaged_weights_match_manifest():
@@ -129,7 +132,7 @@ def vllm_base_scores():
             params = SamplingParams(temperature=0.0, max_tokens=task.sampling.max_tokens,
                                     stop=list(task.sampling.stop))
             outs = llm.generate([render_prompt(tok, e.prompt) for e in examples], params)
-            correct = [task.score(o.outputs[0].text, e.reference).correct for o, e in zip(outs, examples)]
+            correct = [task.score(o.outputs[0].text, e).correct for o, e in zip(outs, examples)]
             scores[name, task.name] = sum(correct) / len(correct)
         llm.llm_engine.engine_core.shutdown()
         del llm

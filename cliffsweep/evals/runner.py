@@ -1,16 +1,25 @@
 """Evaluate one task on whatever checkpoint a backend currently serves.
 
 Pure glue: all prompts go to the backend in one batched call (engines batch far better than a
-loop), then every generation is scored by the task's own scorer.
+loop), then every generation is scored by the task's own scorer. Multiple-choice tasks
+(`task.choice_letters`) are also scored by log-probability: one more batched call returns the
+log-probability of each letter as the start of the reply, and `logprob_accuracy` is whether the
+most probable letter is the reference (the usual log-likelihood scoring of MCQ benchmarks; it
+needs no answer extraction, so it separates "knows the answer" from "says it in a readable way").
+
+Examples with a `group` (ChemL3's SciKnowEval task) also give `<metric>/<group>` for every
+metric: per-subtask numbers, as SciKnowEval publishes them, beside the pooled ones.
 """
 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from cliffsweep.evals.backends.base import Backend
-from cliffsweep.evals.tasks.base import Task
+from cliffsweep.evals.scoring import logprob_choice
+from cliffsweep.evals.tasks.base import EvalExample, Score, Task
 
 
 @dataclass(frozen=True)
@@ -20,7 +29,9 @@ class TaskResult:
     """Mean primary correctness (what analysis uses)."""
     n: int
     extra: dict[str, float] = field(default_factory=dict)
-    """Secondary metrics: name -> mean over examples (GSM8K strict_match / flexible_match)."""
+    """Secondary metrics: name -> mean over examples (GSM8K strict_match / flexible_extract /
+    numeric_match; MCQ sciknoweval_match / logprob_accuracy; `<metric>/<group>` per subtask,
+    `accuracy/<group>` included)."""
     samples: list[tuple[str, bool, str]] = field(default_factory=list)
     """(example_id, correct, prediction) per example, for bootstrap confidence intervals."""
     seconds: float = 0.0
@@ -28,22 +39,55 @@ class TaskResult:
     scorer_version: str = ""
 
 
+def metric_means(examples: list[EvalExample], scores: list[Score]) -> dict[str, float]:
+    """Secondary metrics pooled over all examples, then per group (`name/group`, accuracy
+    included) when examples carry groups. Every score must report the same metric names."""
+    names = sorted({k for s in scores for k in s.extra})
+    for ex, s in zip(examples, scores):
+        if sorted(s.extra) != names:
+            raise ValueError(f"example {ex.id}: metrics {sorted(s.extra)}, others report {names}")
+    means = {k: sum(s.extra[k] for s in scores) / len(scores) for k in names}
+    by_group: dict[str, list[Score]] = defaultdict(list)
+    for ex, s in zip(examples, scores):
+        by_group[ex.group].append(s)
+    if "" in by_group and len(by_group) > 1:
+        raise ValueError("some examples have a group and some do not")
+    by_group.pop("", None)
+    for group, members in sorted(by_group.items()):
+        means[f"accuracy/{group}"] = sum(s.correct for s in members) / len(members)
+        for k in names:
+            means[f"{k}/{group}"] = sum(s.extra[k] for s in members) / len(members)
+    return means
+
+
+def with_logprob_metric(scores: list[Score], examples: list[EvalExample], logprobs: list[list[float]],
+                        letters: tuple[str, ...]) -> list[Score]:
+    """Each score with `logprob_accuracy`: the most probable letter is the reference."""
+    return [Score(s.correct, s.prediction,
+                  {**s.extra, "logprob_accuracy": logprob_choice(lp, letters) == ex.reference.strip().upper()})
+            for s, ex, lp in zip(scores, examples, logprobs)]
+
+
 def evaluate_task(backend: Backend, task: Task) -> TaskResult:
     start = time.perf_counter()
     examples = task.eval_examples()
     if not examples:
         raise ValueError(f"task {task.name}: no evaluation examples")
-    generations = backend.generate([ex.prompt for ex in examples], task.sampling)
+    prompts = [ex.chat() for ex in examples]
+    generations = backend.generate(prompts, task.sampling)
     if len(generations) != len(examples):
         raise RuntimeError(f"backend returned {len(generations)} generations for {len(examples)} prompts")
-    scores = [task.score(gen, ex.reference) for gen, ex in zip(generations, examples)]
-    extra_names = sorted({k for s in scores for k in s.extra})
-    extra = {k: sum(bool(s.extra.get(k, False)) for s in scores) / len(scores) for k in extra_names}
+    scores = [task.score(gen, ex) for gen, ex in zip(generations, examples)]
+    if task.choice_letters:
+        logprobs = backend.continuation_logprobs(prompts, task.choice_letters)
+        if len(logprobs) != len(examples):
+            raise RuntimeError(f"backend returned {len(logprobs)} log-prob rows for {len(examples)} prompts")
+        scores = with_logprob_metric(scores, examples, logprobs, task.choice_letters)
     return TaskResult(
         task=task.name,
         accuracy=sum(s.correct for s in scores) / len(scores),
         n=len(scores),
-        extra=extra,
+        extra=metric_means(examples, scores),
         samples=[(ex.id, s.correct, s.prediction) for ex, s in zip(examples, scores)],
         seconds=time.perf_counter() - start,
         scorer_version=task.scorer_version,

@@ -111,7 +111,7 @@ def greedy_accuracy(model, tokenizer, task, batch: int = 100) -> float:
         out = model.generate(**enc, max_new_tokens=task.sampling.max_tokens, do_sample=False,
                              eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
         for e, seq in zip(chunk, out[:, enc["input_ids"].shape[1]:]):
-            correct += task.score(tokenizer.decode(seq, skip_special_tokens=True), e.reference).correct
+            correct += task.score(tokenizer.decode(seq, skip_special_tokens=True), e).correct
     return correct / len(examples)
 
 

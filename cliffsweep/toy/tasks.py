@@ -94,8 +94,8 @@ class ToyArith(Task):
         rows = self._split("eval", self.params.n_eval)
         return [EvalExample(f"toy_arith-eval-{i}", q, str(a)) for i, (q, _, a) in enumerate(rows)]
 
-    def score(self, generation: str, reference: str) -> Score:
-        return gsm8k_score(generation, reference)
+    def score(self, generation: str, example: EvalExample) -> Score:
+        return gsm8k_score(generation, example.reference)
 
 
 # --- toy_facts --------------------------------------------------------------------------------
@@ -162,5 +162,5 @@ class ToyFacts(Task):
             rows.append(EvalExample(f"toy_facts-eval-{i}", prompt, letter))
         return rows
 
-    def score(self, generation: str, reference: str) -> Score:
-        return letter_score(generation, reference)
+    def score(self, generation: str, example: EvalExample) -> Score:
+        return letter_score(generation, example.reference)

@@ -3,7 +3,8 @@
 An evaluator actor owns one backend for its whole life (engine start is paid once per model).
 `load()` swaps in a checkpoint (full weights: in-place reload; LoRA: an adapter request) and
 must verify with the checkpoint's canary that the engine really serves it (vLLM has had
-stale-weight reload bugs). `generate()` is greedy, with explicit max_tokens and stop strings.
+stale-weight reload bugs). `generate()` is greedy, with explicit max_tokens and stop strings;
+`continuation_logprobs()` scores fixed replies (multiple-choice letters) without generating.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from cliffsweep.evals.tasks.base import Sampling
+from cliffsweep.chat import render_prompt
+from cliffsweep.evals.tasks.base import Prompt, Sampling
 
 CANARY_FILE = "cliffsweep_canary.json"
 """Written by the trainer into every checkpoint folder: {"token_ids": [...], "logprobs": [...]},
@@ -37,7 +39,38 @@ class Backend(Protocol):
     def load(self, ckpt: CheckpointRef) -> None:
         """Serve `ckpt` from now on; raise StaleWeightsError if the canary disagrees."""
 
-    def generate(self, prompts: list[str], sampling: Sampling) -> list[str]:
-        """Greedy completions of user `prompts`, each wrapped in the model's chat template."""
+    def generate(self, prompts: list[Prompt], sampling: Sampling) -> list[str]:
+        """Greedy completions of `prompts` (user messages or chat messages), each rendered
+        with the model's chat template (`render_chat`)."""
+
+    def continuation_logprobs(self, prompts: list[Prompt], continuations: tuple[str, ...]) -> list[list[float]]:
+        """[i][j] = log p(continuations[j] | rendered prompts[i]): the summed log-probability of
+        the continuation's tokens as the start of the assistant reply (`continuation_ids`)."""
 
     def close(self) -> None: ...
+
+
+def render_chat(tokenizer, prompt: Prompt) -> str:
+    """The prompt in the model's chat template, ending with the assistant header. A plain user
+    message is rendered exactly as training renders it; chat messages (few-shot turns) the way
+    lm-eval's --apply_chat_template does (apply_chat_template, add_generation_prompt=True)."""
+    if isinstance(prompt, str):
+        return render_prompt(tokenizer, prompt)
+    if not prompt or prompt[-1]["role"] != "user":
+        raise ValueError("a chat prompt must end with a user message")
+    return tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=False)
+
+
+def prompt_ids(tokenizer, prompt: Prompt) -> list[int]:
+    """Token ids of the rendered prompt. No special tokens are added: the chat template already
+    holds the BOS where the model wants one (a second BOS would change the output)."""
+    return tokenizer(render_chat(tokenizer, prompt), add_special_tokens=False)["input_ids"]
+
+
+def continuation_ids(tokenizer, continuation: str) -> list[int]:
+    """Token ids of a reply's start, tokenised on its own as training tokenises the reply
+    (cliffsweep.chat.encode_pair), so a letter is scored as the token SFT taught."""
+    ids = tokenizer(continuation, add_special_tokens=False)["input_ids"]
+    if not ids:
+        raise ValueError(f"continuation {continuation!r} tokenises to nothing")
+    return ids

@@ -4,7 +4,8 @@ the reference the vLLM backend is tested against.
 Greedy `generate` in batches with left padding; stop strings are applied by cutting each
 completion at the first stop string, which gives the same text as vLLM (it also stops at, and
 drops, the first stop string). LoRA checkpoints are served with peft's PeftModel on a fresh
-copy of the base weights.
+copy of the base weights. Continuation log-probs come from one forward pass per batch of
+prompt + continuation sequences, right-padded (so every sequence keeps positions 0..n-1).
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ import time
 
 import torch
 
-from cliffsweep.chat import render_prompt
-from cliffsweep.evals.backends.base import CheckpointRef
+from cliffsweep.evals.backends.base import CheckpointRef, continuation_ids, prompt_ids, render_chat
 from cliffsweep.evals.canary import TOLERANCE, Canary, canary_ids, check_canary, model_logprobs, read_canary
-from cliffsweep.evals.tasks.base import Sampling
+from cliffsweep.evals.tasks.base import Prompt, Sampling
 
 
 def cut_at_stop(text: str, stop: tuple[str, ...]) -> str:
@@ -82,8 +82,8 @@ class HFBackend:
         self.last_load_seconds = time.perf_counter() - start
 
     @torch.no_grad()
-    def generate(self, prompts: list[str], sampling: Sampling) -> list[str]:
-        texts = [render_prompt(self.tokenizer, p) for p in prompts]
+    def generate(self, prompts: list[Prompt], sampling: Sampling) -> list[str]:
+        texts = [render_chat(self.tokenizer, p) for p in prompts]
         out: list[str] = []
         for i in range(0, len(texts), self.batch_size):
             batch = self.tokenizer(texts[i : i + self.batch_size], return_tensors="pt", padding=True,
@@ -96,6 +96,28 @@ class HFBackend:
                 # detokenizer drops the partial character, so we drop its U+FFFD too.
                 out.append(cut_at_stop(row.rstrip("\ufffd"), sampling.stop))
         return out
+
+    @torch.no_grad()
+    def continuation_logprobs(self, prompts: list[Prompt], continuations: tuple[str, ...]) -> list[list[float]]:
+        conts = [continuation_ids(self.tokenizer, c) for c in continuations]
+        seqs = [(prompt_ids(self.tokenizer, p), c) for p in prompts for c in conts]
+        sums: list[float] = []
+        for i in range(0, len(seqs), self.batch_size):
+            chunk = seqs[i : i + self.batch_size]
+            width = max(len(p) + len(c) for p, c in chunk)
+            ids = torch.full((len(chunk), width), self.tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, (p, c) in enumerate(chunk):
+                ids[row, : len(p) + len(c)] = torch.tensor(p + c)
+                mask[row, : len(p) + len(c)] = 1
+            logp = torch.log_softmax(
+                self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float(), dim=-1)
+            for row, (p, c) in enumerate(chunk):
+                # Token p+k is predicted at position p+k-1.
+                pos = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=logp.device)
+                sums.append(float(logp[row, pos, torch.tensor(c, device=logp.device)].sum()))
+        k = len(continuations)
+        return [sums[j * k : (j + 1) * k] for j in range(len(prompts))]
 
     def close(self) -> None:
         self.model = None

@@ -25,13 +25,36 @@ class Example:
     response: str
 
 
+Turn = tuple[str, str]
+"""One earlier exchange of a chat prompt: (user message, assistant message)."""
+Prompt = str | tuple[dict[str, str], ...]
+"""What a backend renders with the model's chat template: a user message (exactly as training
+renders it, cliffsweep.chat.render_prompt) or whole chat messages ending with a user turn."""
+
+
 @dataclass(frozen=True)
 class EvalExample:
     """One evaluation item. `reference` is what the scorer compares against (a number, a letter)."""
 
     id: str
     prompt: str
+    """The user turn that the model answers."""
     reference: str
+    options: tuple[str, ...] = ()
+    """Multiple choice: the option texts in letter order (the scorer also reads an answer
+    given as an option's text)."""
+    group: str = ""
+    """Subtask: the runner stores `<metric>/<group>` beside each pooled metric when set."""
+    shots: tuple[Turn, ...] = ()
+    """Few-shot examples as earlier chat turns (lm-eval's --fewshot_as_multiturn)."""
+
+    def chat(self) -> Prompt:
+        """What the backend renders: the user turn alone, or the shots' turns before it."""
+        if not self.shots:
+            return self.prompt
+        turns = [m for user, assistant in self.shots
+                 for m in ({"role": "user", "content": user}, {"role": "assistant", "content": assistant})]
+        return (*turns, {"role": "user", "content": self.prompt})
 
 
 @dataclass(frozen=True)
@@ -76,6 +99,9 @@ class Task:
     scorer_version: ClassVar[str]
     """Bump when scoring changes: analysis refuses to mix versions (STYLE.md 8)."""
     sampling: ClassVar[Sampling]
+    choice_letters: ClassVar[tuple[str, ...]] = ()
+    """Multiple-choice tasks set the letters; the runner then also scores the letter with the
+    highest log-probability as the first token(s) of the reply (`logprob_accuracy`)."""
 
     def __init__(self, params: TaskParams | None = None):
         self.params = params if params is not None else self.Params()
@@ -86,5 +112,5 @@ class Task:
     def eval_examples(self) -> list[EvalExample]:
         raise NotImplementedError
 
-    def score(self, generation: str, reference: str) -> Score:
+    def score(self, generation: str, example: EvalExample) -> Score:
         raise NotImplementedError

@@ -9,13 +9,19 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 
 class DataError(ValueError):
     """A data file is missing or one of its rows is malformed (the message names file:line)."""
+
+
+class DataWarning(UserWarning):
+    """Rows left out on purpose (e.g. a repeated question with two different gold answers);
+    the message names them (file:line)."""
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -62,4 +68,24 @@ def seeded_subset(items: list, n: int | None, seed: int, what: str) -> list:
     if n > len(items):
         raise DataError(f"{what}: asked for {n} examples but only {len(items)} exist")
     keep = sorted(random.Random(seed).sample(range(len(items)), n))
+    return [items[i] for i in keep]
+
+
+def stratified_subset(items: list, n: int | None, seed: int, key: Callable[[Any], str], what: str) -> list:
+    """A fixed random subset of n items (None = all) in which every stratum (key(item)) has
+    its share of n (largest remainders, ties to the larger stratum, then by name), each drawn
+    with seeded_subset; kept in the original order."""
+    if n is None:
+        return list(items)
+    if n > len(items):
+        raise DataError(f"{what}: asked for {n} examples but only {len(items)} exist")
+    strata: dict[str, list[int]] = defaultdict(list)
+    for i, item in enumerate(items):
+        strata[key(item)].append(i)
+    exact = {k: n * len(v) / len(items) for k, v in strata.items()}
+    quota = {k: int(x) for k, x in exact.items()}
+    by_remainder = sorted(strata, key=lambda k: (-(exact[k] - quota[k]), -len(strata[k]), k))
+    for k in by_remainder[: n - sum(quota.values())]:
+        quota[k] += 1
+    keep = sorted(i for k, idx in strata.items() for i in seeded_subset(idx, quota[k], seed, f"{what} ({k})"))
     return [items[i] for i in keep]
