@@ -51,7 +51,7 @@ class Relay:
                 client.close()
                 continue
             with self._lock:
-                self._conns += [client, upstream]
+                self._conns = [c for c in self._conns if c.fileno() != -1] + [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
@@ -68,6 +68,7 @@ class Relay:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+                s.close()  # one connection per request from some clients: no descriptor may leak
 
     def down(self) -> None:
         self._up.clear()
