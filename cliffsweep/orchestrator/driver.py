@@ -124,6 +124,8 @@ class SweepRun:
 
     # --- configs ------------------------------------------------------------------------------
     def trial_config(self, t: Trial, stats_uri: str | None) -> dict[str, Any]:
+        from cliffsweep.trainables.parallel import torch_threads
+
         s = self.spec
         return {
             "checkpoint_root": self.checkpoint_root,
@@ -141,7 +143,7 @@ class SweepRun:
                 "eval_points": s.eval.points_per_trial,
                 "every_epoch": s.eval.every_epoch,
                 "strategy": s.resources.strategy,
-                "torch_threads": max(1, int(s.resources.cpus_per_worker)),
+                "torch_threads": torch_threads(s.resources.cpus_per_worker),
             },
         }
 
