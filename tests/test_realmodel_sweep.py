@@ -76,7 +76,7 @@ def test_every_trial_trains_and_both_tasks_are_scored(swept):
             assert torch.isfinite(torch.tensor(trials.loc[tid, "final_loss"]))
         mine = evals[evals["trial_id"] == tid]
         assert set(mine["metric"][mine["task"] == "chem_l3"]) >= {"accuracy"}
-        assert set(mine["metric"][mine["task"] == "gsm8k"]) >= {"accuracy", "strict_match", "flexible_match"}
+        assert set(mine["metric"][mine["task"] == "gsm8k"]) >= {"accuracy", "strict_match", "flexible_extract", "numeric_match"}
         assert (mine["n"] == N_EVAL).all()
         got = samples[samples["trial_id"] == tid]
         assert sorted(got.groupby("task").size().items()) == [("chem_l3", N_EVAL), ("gsm8k", N_EVAL)]
