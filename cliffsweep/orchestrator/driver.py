@@ -161,7 +161,9 @@ class SweepRun:
             rec = ledger.record_checkpoint(self.store, self.checkpoint_root, tid, step,
                                            float(metrics["epoch"]), metrics["checkpoint_kind"])
             self.evaluate(rec, tracker)
-            if tid not in self.finished:  # `cliffsweep status` shows how far it got
+            # `cliffsweep status` shows how far it got; a late report of a trial that Ctrl-C
+            # already sent back to pending must not mark it running again
+            if tid not in self.finished and self.status.get(tid) == TrialStatus.RUNNING.value:
                 self.record(tid, TrialStatus.RUNNING)
 
     def evaluate(self, rec: ledger.CheckpointRecord, tracker: EvalTracker, known_unevaluated: bool = False) -> None:
