@@ -35,12 +35,18 @@ def train(tmp_path, name: str, workers: int, **recipe) -> dict[str, torch.Tensor
         "recipe": RecipeSpec(batch_size=12, max_seq_len=128, **recipe).model_dump(),
         "learn": {"name": "toy_facts", "params": {"n_train": 24, "n_eval": 8}},
         "retain": {"name": "toy_arith", "params": {}},
+        # The loop records each checkpoint in the store's ledger once Ray has persisted it.
+        "store_uri": str(tmp_path / "store"), "checkpoint_root": str(tmp_path),
         "stats_uri": None, "eval_points": 1, "every_epoch": False, "strategy": "ddp", "torch_threads": 1,
     }
     result = TorchTrainer(train_loop_per_worker, train_loop_config=cfg,
                           scaling_config=ScalingConfig(num_workers=workers, resources_per_worker={"CPU": 0.5}),
                           run_config=RunConfig(storage_path=str(tmp_path), name=name)).fit()
     assert result.metrics["step"] == 2  # 24 examples, global batch 12
+    from cliffsweep.orchestrator import ledger
+    from cliffsweep.orchestrator.store import Store
+    rows = ledger.records(Store(str(tmp_path / "store")).read("checkpoints"))
+    assert sorted(r.step for r in rows if r.trial_id == name) == [2]
     with result.checkpoint.as_directory() as folder:
         return load_file(f"{folder}/model.safetensors")
 
