@@ -168,9 +168,17 @@ class CheckpointBytes:
     def written(self, points: int) -> float:
         return points * (self.export + self.train_state)
 
-    def kept(self, points: int, keep: int = 2) -> float:
-        """After the trial: every export, and the training state of the `keep` latest."""
-        return points * self.export + min(keep, points) * self.train_state
+    def kept(self, points: int, keep: str = "final") -> float:
+        """After the trial is done (spec.keep_checkpoints, ledger.prunable): 'final' keeps the
+        final export only; 'all' keeps every export and the training state of the two latest."""
+        if keep == "final":
+            return self.export
+        return points * self.export + min(2, points) * self.train_state
+
+    def running(self, points: int) -> float:
+        """Most a running trial holds: every export so far and two training states (pruning
+        waits until the trial is done)."""
+        return points * self.export + min(2, points) * self.train_state
 
 
 def checkpoint_bytes(arch: Arch, method: str, optimizer: str, dtype: str, lora_rank: int | None,
@@ -252,6 +260,8 @@ class ModelPlan:
     gen_tokens: int = 0
     ckpt_written: float = 0.0
     ckpt_kept: float = 0.0
+    ckpt_running: float = 0.0
+    """Largest single running trial's checkpoint bytes (times concurrent trials = the peak)."""
     memory: dict[str, Memory] = field(default_factory=dict)
     """series -> peak memory per training GPU."""
     notes: list[str] = field(default_factory=list)
@@ -315,7 +325,8 @@ def plan_spec(spec) -> list[ModelPlan]:
             plan.generations += points * per_eval[0]
             plan.gen_tokens += points * per_eval[1]
             plan.ckpt_written += ck.written(points)
-            plan.ckpt_kept += ck.kept(points)
+            plan.ckpt_kept += ck.kept(points, spec.keep_checkpoints)
+            plan.ckpt_running = max(plan.ckpt_running, ck.running(points))
             plan.memory[t.series] = train_memory(arch, t.method, t.method_params, t.optimizer, prec, res.strategy,
                                                  res.workers_per_trial, b.micro_rows, r.max_seq_len, grad_ckpt)
             key = f"{t.method}:{method.stats_inputs()}"
@@ -402,6 +413,9 @@ def render(plans: list[ModelPlan], spec, source: str, mfu: float) -> str:
     precs = "; ".join(f"{d}: {precision(d, res.gpus_per_worker > 0).label}" for d in dtypes)
     out += ["", f"Peak memory per training GPU, GB ({precs}; micro-batch {b.micro_rows} x {r.max_seq_len} tokens):",
             *_table(*memory_rows(plans))]
+    running = max((p.ckpt_running for p in plans), default=0.0)
+    out += ["", f"Checkpoints: keep_checkpoints {spec.keep_checkpoints}; the largest running trial holds "
+                f"{_si(running, 'B')} until it is done (times the trials running at once)"]
     over = [(p.name, s, m.total / GB) for p in plans for s, m in p.memory.items() if m.total > 80 * GB]
     if over:
         out.append("   over 80 GB (A100/H100): " + ", ".join(f"{n} {s} {gb:.0f}" for n, s, gb in over))
@@ -418,7 +432,9 @@ ASSUMPTIONS = """Assumptions (cliffsweep/plan.py):
    GPU-hours = FLOPs / (MFU x dense bf16 peak: A100 312, H100/H200 989 TFLOP/s), MFU {mfu:.0%}.
    Generated tokens: an upper bound (n_eval x max_tokens; generation stops earlier at a stop).
    Checkpoints: exported weights at every eval point (+ train_state.pt: weights, optimizer and
-   method state, the two latest kept; none under fsdp). Memory: no CUDA context/fragmentation."""
+   method state, the two latest kept; none under fsdp). "ckpt kept" = after each trial is done,
+   under keep_checkpoints (final: the final export only); a running trial holds more ("largest
+   running trial" below, times the trials that run at once). Memory: no CUDA context/fragmentation."""
 
 
 def plan_text(paths: list[str], mfu: float = DEFAULT_MFU) -> str:

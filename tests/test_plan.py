@@ -226,6 +226,24 @@ def test_plan_of_the_toy_sweep_adds_up():
         assert p.memory["lora(rank=16)"].total < p.memory["sft"].total
 
 
+def test_kept_checkpoint_bytes_follow_keep_checkpoints():
+    """`final` (the default) keeps one export per done trial, what ledger.prunable leaves;
+    `all` keeps every export plus the two latest training states, like a running trial."""
+    from cliffsweep.orchestrator.spec import load_spec
+
+    spec = load_spec(ROOT / "cliffsweep/configs/toy.yaml")
+    assert spec.keep_checkpoints == "final"
+    final = plan.plan_spec(spec)
+    every = plan.plan_spec(spec.model_copy(update={"keep_checkpoints": "all"}))
+    for f, a in zip(final, every):
+        assert f.ckpt_written == a.ckpt_written
+        assert f.ckpt_kept < a.ckpt_kept <= a.ckpt_written
+        assert 0 < f.ckpt_running <= a.ckpt_written
+    ck = plan.CheckpointBytes(export=10.0, train_state=30.0)
+    assert (ck.kept(4, "final"), ck.kept(4, "all"), ck.running(4), ck.written(4)) == (10, 100, 100, 160)
+    assert ck.kept(1, "all") == ck.running(1) == 40
+
+
 def test_cli_plan_prints_the_budget_of_the_paper_grid():
     files = sorted(str(p) for p in (ROOT / "cliffsweep/configs").glob("paper*.yaml"))
     r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "plan", *files], capture_output=True, text=True,
