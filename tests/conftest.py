@@ -3,12 +3,20 @@ shared by Ray workers and vLLM engines during the end-to-end tests."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 torch.set_num_threads(1)
+
+# Every Ray cluster the tests start is private, on loopback. Ray turns token authentication on
+# by itself once ~/.ray/auth_token exists, and reads the mode once per process: a test that
+# joins a cluster without auth (the multi-node one) left later local clusters of the same pytest
+# process rejecting their own driver. One mode for the whole session; token authentication is
+# tested where it matters (tests/test_submit.py: a head with a token, a client with and without).
+os.environ["RAY_AUTH_MODE"] = "disabled"
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
