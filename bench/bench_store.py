@@ -80,7 +80,7 @@ def main() -> None:
     from cliffsweep.orchestrator.store import Store
 
     tasks = ["chem_l3", "gsm8k"]
-    with tempfile.TemporaryDirectory() as tmp, s3_server(Path(tmp)) as (endpoint, relay):
+    with tempfile.TemporaryDirectory() as tmp, s3_server(Path(tmp), relay=False) as (endpoint, _):
         store = Store("s3://sweeps/bench")
         t_build = time.perf_counter()
         n = build(store, args.trials, args.checkpoints, tasks, args.examples)

@@ -90,15 +90,17 @@ class Relay:
 
 
 @contextmanager
-def s3_server(tmp: Path, bucket: str = "sweeps"):
+def s3_server(tmp: Path, bucket: str = "sweeps", relay: bool = True):
     """Start moto's S3 server on loopback behind a Relay; yield (endpoint, relay) with the
-    AWS_* environment set for this process (and so for Ray clusters it starts)."""
+    AWS_* environment set for this process (and so for Ray clusters it starts). relay=False:
+    the endpoint is moto's own port and the relay None (benchmarks: the relay's Python threads
+    would share the measuring process's interpreter lock)."""
     port = free_port()
     log = open(tmp / "moto.log", "w")
     proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "moto_server"),
                              "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
-    relay = Relay(port)
-    endpoint = f"http://127.0.0.1:{relay.port}"
+    relay = Relay(port) if relay else None
+    endpoint = f"http://127.0.0.1:{relay.port if relay else port}"
     env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing-key-id",
            "AWS_SECRET_ACCESS_KEY": "testing-secret-value-8f3a", "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_EC2_METADATA_DISABLED": "true"}
@@ -120,7 +122,8 @@ def s3_server(tmp: Path, bucket: str = "sweeps"):
                 time.sleep(0.3)
         yield endpoint, relay
     finally:
-        relay.close()
+        if relay:
+            relay.close()
         proc.terminate()
         proc.wait(timeout=10)
         log.close()
