@@ -25,7 +25,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--concurrency", type=int, default=2)
+    ap.add_argument("--trace", action="store_true",
+                    help="also print the Python allocation sites that grew most after the first tenth (tracemalloc)")
     args = ap.parse_args()
+    import tracemalloc
+
+    if args.trace:
+        tracemalloc.start(12)
+    snaps = []
 
     import ray
     from ray import tune
@@ -61,6 +68,8 @@ def main() -> None:
             if done >= finished[0] + args.trials // 10:
                 finished[0] = done
                 rss.append((done, me.memory_info().rss / 2**20))
+                if args.trace and len(snaps) < 2 and (not snaps or done >= args.trials * 0.9):
+                    snaps.append(tracemalloc.take_snapshot())
 
         def trivial(config: dict) -> None:
             return None
@@ -84,6 +93,13 @@ def main() -> None:
     print("driver RSS (MiB) after N trials: " + ", ".join(f"{n}: {m:.0f}" for n, m in rss))
     grow = (rss[-1][1] - rss[1][1]) / max(1, rss[-1][0] - rss[1][0]) * 1024
     print(f"growth after the first tenth: {grow:.1f} KiB per trial")
+    if len(snaps) == 2:
+        stats = snaps[1].compare_to(snaps[0], "traceback")
+        print(f"Python heap growth, first tenth -> nine tenths: {sum(s.size_diff for s in stats) / 2**20:.1f} MiB; top sites:")
+        for st in stats[:8]:
+            print(f"  {st.size_diff / 2**10:9.0f} KiB  {st.count_diff:+7d} blocks")
+            for line in st.traceback.format()[-6:]:
+                print("      " + line)
 
 
 if __name__ == "__main__":
