@@ -125,7 +125,11 @@ def s3_server(tmp: Path, bucket: str = "sweeps", relay: bool = True):
         if relay:
             relay.close()
         proc.terminate()
-        proc.wait(timeout=10)
+        try:  # a server holding tens of thousands of objects (bench_store) can take a while
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
         log.close()
         for k, v in old.items():
             if v is None:
