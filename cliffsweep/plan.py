@@ -171,9 +171,7 @@ class CheckpointBytes:
     def kept(self, points: int, keep: str = "final") -> float:
         """After the trial is done (spec.keep_checkpoints, ledger.prunable): 'final' keeps the
         final export only; 'all' keeps every export and the training state of the two latest."""
-        if keep == "final":
-            return self.export
-        return points * self.export + min(2, points) * self.train_state
+        return self.export if keep == "final" else self.running(points)
 
     def running(self, points: int) -> float:
         """Most a running trial holds: every export so far and two training states (pruning
