@@ -36,11 +36,13 @@ def spec_on(uri: str):
     })
 
 
-def outage_after_first_checkpoint(store_uri: str, relay, seconds: float, log: list) -> None:
+def outage_after_first_checkpoint(store_uri: str, relay, seconds: float, log: list,
+                                  sweep_over: threading.Event) -> None:
     store = Store(store_uri)
     deadline = time.time() + 400
     while time.time() < deadline and store.read("checkpoints").empty:
-        time.sleep(0.5)
+        if sweep_over.wait(0.5):  # the sweep ended (or failed) first: no outage, and no 400 s wait
+            return
     relay.down()
     log.append(time.time())
     time.sleep(seconds)
@@ -64,11 +66,13 @@ def test_sweep_on_s3_survives_an_outage_and_resumes(tmp_path):
     with s3_server(tmp_path) as (endpoint, relay):
         spec = spec_on(uri)
         outage: list[float] = []
-        t = threading.Thread(target=outage_after_first_checkpoint, args=(uri, relay, 4.0, outage))
+        sweep_over = threading.Event()
+        t = threading.Thread(target=outage_after_first_checkpoint, args=(uri, relay, 4.0, outage, sweep_over))
         t.start()
         try:
             store = run_sweep(spec, num_cpus=3)
         finally:
+            sweep_over.set()
             ray.shutdown()
             t.join()
         assert outage, "the storage outage never happened"
