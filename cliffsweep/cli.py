@@ -6,6 +6,7 @@
     cliffsweep status STORE                     trials done / running / failed, evals done
     cliffsweep analyze STORE --out DIR          frontiers, regimes and the report
     cliffsweep compact STORE                    fold the store's small files into one per table
+    cliffsweep export-tracking STORE            send the store to the sweep's trackers (MLflow, W&B, TensorBoard)
     cliffsweep submit SWEEP.yaml --address URL  run it on a Ray cluster (Jobs API); prints the job id
     cliffsweep logs JOB --address URL           the job's output (--follow: until it ends)
 """
@@ -95,6 +96,32 @@ def cmd_compact(args) -> int:
     return 0
 
 
+def cmd_export_tracking(args) -> int:
+    from cliffsweep.tracking.sync import export
+
+    tracking = None
+    if args.tracking:
+        import yaml
+
+        from cliffsweep.orchestrator.spec import SpecError
+        from cliffsweep.tracking.config import TrackingSpec
+        from pydantic import ValidationError
+
+        try:
+            tracking = TrackingSpec.model_validate(yaml.safe_load(open(args.tracking)) or {})
+        except ValidationError as e:
+            raise SpecError(args.tracking, [f"tracking.{'.'.join(map(str, err['loc']))}: {err['msg']}"
+                                            for err in e.errors()]) from None
+    try:
+        errors = export(args.store, tracking)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for name, err in errors.items():
+        print(f"{name}: " + ("up to date with the store" if err is None else f"FAILED: {err}"))
+    return 1 if any(errors.values()) else 0
+
+
 def cmd_status(args) -> int:
     from cliffsweep.orchestrator.store import Store
     from cliffsweep.orchestrator.summary import status_text
@@ -133,6 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compact", help="fold a store's small files into one per table (no sweep writing)")
     c.add_argument("store")
     c.set_defaults(fn=cmd_compact)
+
+    x = sub.add_parser("export-tracking", help="send a store to experiment trackers (what they missed)")
+    x.add_argument("store")
+    x.add_argument("--tracking", help="YAML of a tracking section to send to instead of the sweep file's own")
+    x.set_defaults(fn=cmd_export_tracking)
 
     s = sub.add_parser("status", help="summarise a store")
     s.add_argument("store")

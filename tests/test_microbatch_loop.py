@@ -38,6 +38,7 @@ def train(tmp_path, name: str, workers: int, **recipe) -> dict[str, torch.Tensor
         # The loop records each checkpoint in the store's ledger once Ray has persisted it.
         "store_uri": str(tmp_path / "store"), "checkpoint_root": str(tmp_path),
         "stats_uri": None, "eval_points": 1, "every_epoch": False, "strategy": "ddp", "torch_threads": 1,
+        "attempt": 1, "max_step_rows": 1000,
     }
     result = TorchTrainer(train_loop_per_worker, train_loop_config=cfg,
                           scaling_config=ScalingConfig(num_workers=workers, resources_per_worker={"CPU": 0.5}),
@@ -47,6 +48,11 @@ def train(tmp_path, name: str, workers: int, **recipe) -> dict[str, torch.Tensor
     from cliffsweep.orchestrator.store import Store
     rows = ledger.records(Store(str(tmp_path / "store")).read("checkpoints"))
     assert sorted(r.step for r in rows if r.trial_id == name) == [2]
+    # rank 0 alone wrote the training curve: one row per step, whatever the number of workers
+    steps = Store(str(tmp_path / "store")).read("steps")
+    mine = steps[steps["trial_id"] == name].sort_values("step")
+    assert mine["step"].tolist() == [1, 2] and mine["loss"].notna().all() and (mine["grad_norm"] > 0).all()
+    assert mine["tokens"].is_monotonic_increasing and (mine["lr"] > 0).all()
     with result.checkpoint.as_directory() as folder:
         return load_file(f"{folder}/model.safetensors")
 

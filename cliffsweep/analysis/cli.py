@@ -50,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
             "" if r.max_safe_lr_next != r.max_safe_lr_next else f" (next {r.max_safe_lr_next:g} forgets)")
         print(f"{r.model:>16} {r.label:<24} {r.regime}{conf}{bracket}{safe}")
     print(f"wrote {args.out}/frontiers.parquet" + ("" if args.no_report else f" and {args.out}/report.html"))
+    from cliffsweep.tracking.sync import log_analysis
+
+    for name, err in log_analysis(args.store, table, args.out).items():  # the sweep file's trackers
+        print(f"{name}: " + ("regimes tagged, report attached" if err is None else f"not updated: {err[:300]}"))
     return 0
 
 

@@ -144,6 +144,7 @@ class SweepRun:
                 "every_epoch": s.eval.every_epoch,
                 "strategy": s.resources.strategy,
                 "torch_threads": torch_threads(s.resources.cpus_per_worker),
+                "max_step_rows": s.tracking.max_step_rows,
             },
         }
 
@@ -320,6 +321,9 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
     store.write_text("spec.yaml", yaml.safe_dump(spec.model_dump(), sort_keys=False))
     store.write_json("spec.json", spec.model_dump())
     run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose)
+    from cliffsweep.tracking.sync import start_syncer
+
+    syncer = start_syncer(spec, store.uri)  # mirrors the store to MLflow / W&B / TensorBoard, off this thread
 
     stored = store.read("trials")
     run.add_trials(stored_refined_trials(spec, run.grid, stored.to_dict("records")))
@@ -446,6 +450,8 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
         progress.phase = "finished"
     tracker.close()
     ray.kill(run.inbox.actor)
+    if syncer is not None:  # before compaction: its last round still writes `tracking` rows
+        syncer.close()
     # One file per table instead of one per write unit: `status` / `analyze` / the next run read
     # the store in a few requests (docs/store.md, docs/benchmarks.md).
     store.compact()

@@ -23,6 +23,13 @@ class Inbox:
 
     def __init__(self):
         self._items: list[tuple[str, dict[str, Any]]] = []
+        self._attempts: dict[str, int] = {}
+
+    def begin(self, trial_id: str) -> int:
+        """A trial's attempt in this run starts: its number (1, then 2 after a retry, ...), the
+        count the driver keeps too (the `attempt` of its `trials` and `steps` rows)."""
+        self._attempts[trial_id] = self._attempts.get(trial_id, 0) + 1
+        return self._attempts[trial_id]
 
     def put(self, trial_id: str, metrics: dict[str, Any]) -> None:
         self._items.append((trial_id, metrics))

@@ -13,6 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cliffsweep.tracking.config import CREDENTIAL_KEYS, TrackingSpec
+
 
 class SpecError(ValueError):
     """A sweep file with problems. `problems` lists every one as 'field.path: message'."""
@@ -180,6 +182,9 @@ class SweepSpec(_Strict):
     (docs/benchmarks.md: bytes kept per trial); 'all' keeps everything."""
     ray_address: str | None = None
     """None = start a local Ray cluster; 'auto' or 'ray://host:10001' = join one."""
+    tracking: TrackingSpec = TrackingSpec()
+    """Experiment trackers that mirror the store (MLflow, W&B, TensorBoard: docs/tracking.md),
+    and how many training-curve rows per trial the store keeps."""
 
     @field_validator("lrs")
     @classmethod
@@ -275,6 +280,13 @@ def _semantic_problems(data: dict) -> list[str]:
             problems.append(f"{where}.name: unknown task {t['name']!r}; valid: {sorted(TASKS)}")
         else:
             problems += _params_problems(where, task_class(t["name"]), t.get("params"), f"task {t['name']}")
+    tracking = data.get("tracking") if isinstance(data.get("tracking"), dict) else {}
+    for tool, section in tracking.items():
+        for key in section if isinstance(section, dict) else ():
+            if str(key).lower() in CREDENTIAL_KEYS:
+                problems.append(f"tracking.{tool}.{key}: credentials are never read from the sweep file (it is "
+                                f"copied into the store); set the tool's own environment variable instead "
+                                f"(docs/tracking.md: MLFLOW_TRACKING_TOKEN, WANDB_API_KEY, ...)")
     res = data.get("resources") if isinstance(data.get("resources"), dict) else {}
     if res.get("strategy") == "fsdp":
         problems += _fsdp_problems(data)

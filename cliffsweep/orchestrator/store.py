@@ -22,7 +22,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-TABLES = ("trials", "checkpoints", "evals", "samples", "errors")
+TABLES = ("trials", "checkpoints", "evals", "samples", "errors", "steps", "tracking")
 
 # Column order and types of each table; a write is cast to this so that files always union.
 SCHEMAS: dict[str, pa.Schema] = {
@@ -56,6 +56,19 @@ SCHEMAS: dict[str, pa.Schema] = {
     "errors": pa.schema([
         ("trial_id", pa.string()), ("step", pa.int64()), ("kind", pa.string()),
         ("message", pa.string()), ("at", pa.timestamp("us", tz="UTC")),
+    ]),
+    # Training curves, written by a trial's rank 0 (trainables/steplog.py): one write unit per
+    # stretch between two checkpoints, so a resumed attempt rewrites its stretch, never adds to it.
+    "steps": pa.schema([
+        ("trial_id", pa.string()), ("attempt", pa.int64()), ("step", pa.int64()), ("epoch", pa.float64()),
+        ("tokens", pa.int64()), ("loss", pa.float64()), ("terms", pa.string()), ("grad_norm", pa.float64()),
+        ("lr", pa.float64()), ("seconds", pa.float64()), ("logged_at", pa.timestamp("us", tz="UTC")),
+    ]),
+    # What each experiment tracker has been sent (tracking/sync.py): one unit per (tracker, run).
+    "tracking": pa.schema([
+        ("tracker", pa.string()), ("trial_id", pa.string()), ("run_id", pa.string()),
+        ("steps_to", pa.int64()), ("evals", pa.string()), ("status", pa.string()),
+        ("synced_at", pa.timestamp("us", tz="UTC")),
     ]),
 }
 
@@ -283,6 +296,11 @@ def _abs(path: str) -> str:
     import os
 
     return os.path.abspath(os.path.expanduser(path))
+
+
+def steps_key(trial_id: str, first_step: int) -> str:
+    """Write-unit key of the training-curve rows from `first_step` on (up to the next checkpoint)."""
+    return f"{trial_id}__{first_step:08d}"
 
 
 def eval_key(trial_id: str, step: int, task: str) -> str:

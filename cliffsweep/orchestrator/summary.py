@@ -71,6 +71,28 @@ def status_text(store: Store) -> str:
     if not trained.empty:
         lines.append(f"  {len(trained)} trial(s) trained, awaiting evaluation of their checkpoints "
                      "(they count as done once evaluated)")
+    lines += tracking_lines(store, errors)
     for _, e in errors.tail(5).iterrows():
         lines.append(f"  {e['kind']} {e['trial_id']} step {e['step']}: {str(e['message']).strip().splitlines()[-1][:160]}")
     return "\n".join(lines)
+
+
+def tracking_lines(store: Store, errors: pd.DataFrame) -> list[str]:
+    """Per tracker of the sweep file: up to date with the store, or how many runs are behind
+    and its last error (a tracker outage never stops the sweep; the store has everything)."""
+    from cliffsweep.tracking.sync import behind, stored_spec
+
+    spec = stored_spec(store)
+    if spec is None or not spec.tracking.enabled:
+        return []
+    lines = []
+    for name, n in behind(spec, store).items():
+        if n == 0:
+            lines.append(f"tracking {name}: up to date with the store")
+            continue
+        err = errors[(errors["kind"] == "tracking") & (errors["message"].str.startswith(f"{name}:"))]
+        last = "" if err.empty else f"; last error {err['at'].max():%Y-%m-%d %H:%M:%S}: " + \
+            str(err.sort_values("at")["message"].iloc[-1]).strip().splitlines()[0][:200]
+        lines.append(f"tracking {name}: {n} run(s) behind the store{last} (a re-run, or "
+                     f"`cliffsweep export-tracking {store.uri}`, sends the rest)")
+    return lines

@@ -26,11 +26,13 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     from cliffsweep.faults import maybe_fail
     from cliffsweep.models import load_model, resolve_model
     from cliffsweep.orchestrator.stats import load_stats
+    from cliffsweep.orchestrator.store import Store
     from cliffsweep.trainables import data, microbatch, parallel, resume
     from cliffsweep.trainables.losses import check_head, unwrap
     from cliffsweep.trainables.methods import build_method
     from cliffsweep.trainables.optimizers import build_optimizer
     from cliffsweep.trainables.schedule import eval_steps, lr_multiplier
+    from cliffsweep.trainables.steplog import StepLog
 
     trial, recipe = cfg["trial"], cfg["recipe"]
     maybe_fail(f"train_start:{trial['trial_id']}")
@@ -91,32 +93,53 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     # checkpoints holding training state, oldest first (resume.keep_latest)
     with_state = [ray.train.get_checkpoint()] if state is not None else []
     step, train_s = start, 0.0
+    # the training curve (steplog.py): rank 0 writes it; the other ranks only step
+    curve = StepLog(Store(cfg["store_uri"]) if rank == 0 else None, trial["trial_id"], cfg["attempt"], start,
+                    total, cfg["max_step_rows"], evals)
+    tokens = 0  # response tokens of the global batches so far (the steps before a resume included)
     t_loop = time.time()
     model.train()
     for epoch in range(start // per_epoch, trial["epochs"]):
         for i, todo in enumerate(steps(epoch)):
             if epoch * per_epoch + i < start:
+                tokens += todo.n_tokens
                 continue  # trained on before the resume
             micro = [{k: v.to(device) for k, v in b.items()} for b in todo.micro]
-            loss = microbatch.accumulate(model, method, micro, todo.n_tokens, world, amp)
+            terms: dict[str, float] = {}
+            loss = microbatch.accumulate(model, method, micro, todo.n_tokens, world, amp, logs=terms)
+            tokens += todo.n_tokens
+            logged = curve.wants(step + 1)
             if not all_finite([loss], world):  # before the step: the weights stay the last good ones
+                curve.add(step + 1, (step + 1) / per_epoch, tokens, float("nan"), terms, None,
+                          opt.param_groups[0]["lr"], time.time() - t_loop)
+                curve.flush()
                 ray.train.report({"status": "diverged", "step": step, "epoch": step / per_epoch,
                                   "loss": float("nan"), "total_steps": total,
                                   "train_seconds": time.time() - t_loop})
                 return
             method.before_step(model, step)
+            grad_norm = None  # the norm comes free with clipping; without, it is taken for logged steps
             if recipe["grad_clip"]:
-                torch.nn.utils.clip_grad_norm_(unwrap(model).parameters(), recipe["grad_clip"])
+                grad_norm = torch.nn.utils.clip_grad_norm_(unwrap(model).parameters(), recipe["grad_clip"])
+            elif logged:
+                grad_norm = torch.nn.utils.get_total_norm(
+                    [p.grad for p in unwrap(model).parameters() if p.grad is not None])
+            if grad_norm is not None and logged:
+                grad_norm = parallel.full_value(grad_norm)
+            lr_now = opt.param_groups[0]["lr"]
             opt.step()
             sched.step()
             opt.zero_grad(set_to_none=True)
             method.after_step(model, step)
             step += 1
             loss_val = float(loss)
+            if logged:
+                curve.add(step, step / per_epoch, tokens, loss_val, terms, grad_norm, lr_now, time.time() - t_loop)
             if step in evals:
                 train_s = time.time() - t_loop
                 # A finite loss can still leave non-finite weights after the step: such a
                 # checkpoint is not a "last good" one, so the run ends here as diverged.
+                curve.close_stretch(step)  # before the report: a death after it leaves no gap
                 if not all_finite(list(unwrap(model).parameters()), world):
                     ray.train.report({"status": "diverged", "step": step, "epoch": step / per_epoch,
                                       "loss": loss_val, "total_steps": total, "train_seconds": train_s})

@@ -44,10 +44,12 @@ def enable_checkpointing(model: nn.Module) -> None:
 
 
 def accumulate(model: nn.Module, method: Method, micro: list[dict[str, torch.Tensor]], n_tokens: int,
-               world: int, amp: torch.dtype | None = None) -> torch.Tensor:
+               world: int, amp: torch.dtype | None = None, logs: dict[str, float] | None = None) -> torch.Tensor:
     """Forward and backward over one step's micro-batches, leaving the step's gradient in .grad
     (synced across workers). Returns the step's loss on this worker (detached): the whole batch's
-    loss with one worker; with several, their mean is. `micro`: on the model's device."""
+    loss with one worker; with several, their mean is. `micro`: on the model's device. `logs`,
+    when given, receives the method's logged terms (the micro-batches' mean of each, and the
+    penalty's raw value): the training curve's `terms` (steplog.py)."""
     device = micro[0]["input_ids"].device
     cast = (lambda: torch.autocast(device.type, dtype=amp)) if amp is not None else nullcontext
     norm = max(n_tokens, 1) / world
@@ -58,11 +60,16 @@ def accumulate(model: nn.Module, method: Method, micro: list[dict[str, torch.Ten
         last = j == len(micro) - 1
         with parallel.grad_sync(model, sync=last):
             with cast():
-                loss, _ = method.data_loss(model, batch, norm)
+                loss, terms = method.data_loss(model, batch, norm)
+            if logs is not None:
+                for k, v in terms.items():
+                    logs[k] = logs.get(k, 0.0) + float(v) / len(micro)
             if last:  # outside autocast: penalties are computed in fp32
                 term = method.penalty_term(model)
                 if term is not None:
                     loss = loss + term[0]
+                    if logs is not None:
+                        logs["penalty"] = float(term[1])
             loss.backward()
         total += loss.detach()
     return total

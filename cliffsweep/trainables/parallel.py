@@ -104,6 +104,13 @@ def local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if isinstance(t, DTensor) else t
 
 
+def full_value(t: torch.Tensor) -> float:
+    """A scalar that may be a DTensor (FSDP's gradient norm) as a float: the same on every rank."""
+    from torch.distributed.tensor import DTensor
+
+    return float(t.full_tensor() if isinstance(t, DTensor) else t)
+
+
 def full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The whole model's weights on CPU, on rank 0 ({} on the others). A collective when the
     model is sharded: every rank must call it at the same point."""

@@ -47,10 +47,14 @@ def run_trial(config: dict[str, Any]) -> None:
     from cliffsweep.orchestrator.policies import role_resources
     from cliffsweep.trainables.loop import train_loop_per_worker
 
+    import ray
+
     res = config["resources"]
+    tid = config["train"]["trial"]["trial_id"]
+    attempt = ray.get(ray.get_actor(config["inbox"]).begin.remote(tid))
     trainer = lean_trainer_cls()(
         train_loop_per_worker,
-        train_loop_config=config["train"],
+        train_loop_config={**config["train"], "attempt": attempt},
         scaling_config=ScalingConfig(
             num_workers=res["workers_per_trial"],
             use_gpu=res["gpus_per_worker"] > 0,
