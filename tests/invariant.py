@@ -1,7 +1,8 @@
 """The invariant every fault test checks after its sweep (orchestrator/ledger.py): every
 checkpoint a trial reported is evaluated exactly once on every task; every grid point has one
 trials row, `done`; the final checkpoint of every trial is among the evaluated ones; nothing
-is duplicated; every checkpoint folder in storage is in the ledger."""
+is duplicated; every checkpoint folder in storage is in the ledger; every training step is in
+the `steps` table once."""
 
 from __future__ import annotations
 
@@ -43,3 +44,10 @@ def assert_invariant(store, spec) -> None:
         assert (tid, int(steps)) in reported, f"{tid}: final checkpoint (step {steps}) not reported"
     for m in spec.models:
         assert evaluated.get((base_trial_id(m.name), 0)) == tasks
+    # the training curve (trainables/steplog.py): every step of every trial once, whatever the
+    # retries and resumes (these trials are short enough to log every step)
+    steps = store.read("steps")
+    assert not steps.duplicated(["trial_id", "step"]).any(), "a training step is logged twice"
+    logged = steps.groupby("trial_id")["step"].apply(set).to_dict()
+    for tid, final in trials.set_index("trial_id")["steps"].items():
+        assert logged.get(tid) == set(range(1, int(final) + 1)), f"{tid}: steps logged {sorted(logged.get(tid, []))}"
