@@ -41,6 +41,7 @@ def cmd_validate(args) -> int:
     check_preflight(spec, source=args.spec)
     grid = expand_grid(spec)
     print(f"{args.spec}: OK")
+    _warn_tracking(spec)
     print(f"  {len(grid)} trials = {len(spec.models)} model(s) x {len({t.series for t in grid})} series "
           f"x {len(spec.lrs)} lr(s) x {len(spec.epochs)} epoch setting(s) x {len(spec.seeds)} seed(s)")
     print(f"  + {len(spec.models)} base evaluation(s); {spec.eval.points_per_trial} eval point(s) per trial")
@@ -53,6 +54,13 @@ def cmd_validate(args) -> int:
               f"x {len(spec.seeds)} seed(s); a bracket stops at {r.target_ratio:g}x")
     print(f"  store: {spec.store_uri}")
     return 0
+
+
+def _warn_tracking(spec) -> None:
+    from cliffsweep.orchestrator.preflight import tracking_warnings
+
+    for w in tracking_warnings(spec):
+        print(f"warning: {w}", file=sys.stderr)
 
 
 def cmd_plan(args) -> int:
@@ -68,6 +76,7 @@ def cmd_run(args) -> int:
 
     spec = _load(args.spec, args.store)
     print(f"cliffsweep: sweep {spec.name!r} -> {spec.store_uri}", flush=True)
+    _warn_tracking(spec)
     store = run_sweep(spec, eval_backend=args.eval_backend, retry_failed=args.retry_failed,
                       num_cpus=args.num_cpus, verbose=args.verbose)
     print("\nFinal learn / retain accuracy per lr (last checkpoint; lr 0 = base model):")

@@ -78,3 +78,29 @@ def check_preflight(spec: SweepSpec, backend: str | None = None, source: str = "
                                   backend or spec.eval.backend)
     if problems:
         raise SpecError(source, problems)
+
+
+def tracking_warnings(spec: SweepSpec, timeout: float = 3.0) -> list[str]:
+    """What `validate` and `run` warn about before launch: an MLflow tracking server that does
+    not answer, a tracker whose client is not installed. Warnings, not errors: a tracker mirrors
+    the store, so the sweep runs without it and a re-run or `export-tracking` catches up."""
+    import importlib.util
+    import urllib.request
+
+    out = []
+    packages = {"mlflow": "mlflow", "wandb": "wandb", "tensorboard": "tensorboard"}
+    for name in spec.tracking.enabled:
+        if importlib.util.find_spec(packages[name]) is None:
+            out.append(f"tracking.{name}: the {packages[name]} package is not installed "
+                       f"(pip install 'cliffsweep[tracking]'); nothing is sent to {name}")
+    mlflow = spec.tracking.mlflow
+    if mlflow is not None and mlflow.tracking_uri.startswith(("http://", "https://")):
+        url = mlflow.tracking_uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as r:
+                if r.status != 200:
+                    out.append(f"tracking.mlflow.tracking_uri: {url} answered HTTP {r.status}")
+        except OSError as exc:
+            out.append(f"tracking.mlflow.tracking_uri: {mlflow.tracking_uri} does not answer ({exc}); the sweep "
+                       "runs anyway and its runs are sent once the server is up (a re-run or export-tracking)")
+    return out
