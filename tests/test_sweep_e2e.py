@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from cliffsweep.orchestrator.grid import base_trial_id, expand_grid
@@ -79,6 +80,15 @@ def test_diverged_trials_recorded_without_stopping_the_sweep(swept):
     big = trials[trials["lr"] == 1e30]
     assert len(big) == 2 and (big["status"] == "diverged").all(), big[["trial_id", "status", "error"]]
     assert (trials[trials["lr"] == 1e-3]["status"] == "done").all()
+    # the training curve keeps what happened: a diverged trial's last row is its non-finite loss
+    steps = store.read("steps")
+    assert not steps.duplicated(["trial_id", "step"]).any()
+    for tid in big["trial_id"]:
+        mine = steps[steps["trial_id"] == tid].sort_values("step")
+        assert len(mine) >= 1 and pd.isna(mine["loss"].iloc[-1]), mine[["step", "loss"]]
+    for row in trials[trials["lr"] == 1e-3].itertuples():
+        mine = steps[steps["trial_id"] == row.trial_id]
+        assert sorted(mine["step"]) == list(range(1, int(row.steps) + 1)) and mine["loss"].notna().all()
 
 
 def test_trained_checkpoint_scores_differ_from_base(swept):

@@ -91,6 +91,7 @@ def test_sweep_mirrored_to_mlflow_wandb_and_tensorboard(tmp_path):
         analyze = cli("analyze", tmp_path / "store", "--out", tmp_path / "report", "--n-boot", "20")
         assert analyze.returncode == 0, analyze.stdout[-3000:] + analyze.stderr[-3000:]
         assert "mlflow: regimes tagged, report attached" in analyze.stdout, analyze.stdout
+        assert "q: training curves" in (tmp_path / "report" / "report.html").read_text()  # loss vs step, in the report
 
         store = Store(str(tmp_path / "store"))
         trials = store.read("trials").set_index("trial_id")

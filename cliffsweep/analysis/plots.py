@@ -156,3 +156,38 @@ def plot_epochs(model: str, points: pd.DataFrame, table: pd.DataFrame, path: str
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return True
+
+
+def plot_training_curves(model: str, curves: pd.DataFrame, path: str) -> bool:
+    """Training loss vs optimizer step, one panel per series x epochs, one line per lr (the
+    store's `steps` table). A diverged trial's line is dashed and ends in a red cross at its
+    last finite loss. Returns False (and writes nothing) when the model has no curve."""
+    rows = curves[curves["model"] == model]
+    if rows.empty:
+        return False
+    panels = sorted(rows.groupby(["series", "epochs"]).groups)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.6), squeeze=False, dpi=DPI)
+    lrs = sorted(rows["lr"].unique())
+    cmap = plt.get_cmap("viridis")
+    shade = {lr: cmap(i / max(1, len(lrs) - 1)) for i, lr in enumerate(lrs)}
+    for ax, (series, epochs) in zip(axes[0], panels):
+        pts = rows[(rows["series"] == series) & (rows["epochs"] == epochs)]
+        for (lr, status), g in pts.groupby(["lr", "status"]):
+            g = g.sort_values("step")
+            ok = g[np.isfinite(g["loss"])]
+            diverged = status == "diverged"
+            ax.plot(ok["step"], ok["loss"], color=shade[lr], linestyle="--" if diverged else "-", linewidth=1.3,
+                    label=f"lr {lr_text(lr)}" + (" (diverged)" if diverged else ""))
+            if diverged and len(ok):
+                ax.scatter(ok["step"].iloc[-1:], ok["loss"].iloc[-1:], marker="x", color="red", s=60, zorder=5)
+        ax.set_title(f"{series}, {epochs} epoch(s)", fontsize=10)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("training loss")
+        ax.legend(fontsize=7, loc="upper right")
+    fig.suptitle(f"{model}: training curves (red x: the last finite loss of a diverged trial)", fontsize=10)
+    width = 4.6 * len(panels)  # margins in inches, so that one panel keeps its axis labels too
+    fig.subplots_adjust(**{**_MARGINS, "left": 0.75 / width, "right": 1 - 0.15 / width, "top": 0.85,
+                           "bottom": 0.15, "wspace": 0.3})
+    fig.savefig(path)
+    plt.close(fig)
+    return True

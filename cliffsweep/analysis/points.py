@@ -34,6 +34,9 @@ class StoreData:
     retain_task: str
     notes: list[str]
     """What was left out and why (e.g. a checkpoint evaluated on one task only)."""
+    curves: pd.DataFrame | None = None
+    """The training curves: the store's `steps` rows with their trial's model, series, epochs,
+    lr and status (empty for stores written before the `steps` table existed)."""
 
 
 def _one_task(evals: pd.DataFrame, role: str, chosen: str | None, primary: str | None) -> str:
@@ -137,4 +140,7 @@ def load_store(uri: str, learn_task: str | None = None, retain_task: str | None 
     points, notes = points_from_evals(evals, store.read("trials"), learn, retain)
     samples = store.read("samples")
     samples = samples[samples["task"].isin([learn, retain])].reset_index(drop=True)
-    return StoreData(points, samples, learn, retain, notes)
+    trials = store.read("trials")[["trial_id", "model", "series", "epochs", "lr", "status"]]
+    # the trial's peak lr names the line; the schedule's lr at each step becomes step_lr
+    curves = store.read("steps").rename(columns={"lr": "step_lr"}).merge(trials, on="trial_id", how="inner")
+    return StoreData(points, samples, learn, retain, notes, curves)

@@ -81,7 +81,7 @@ def _slug(text: str) -> str:
 
 
 def write_figures(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, learn_task: str,
-                  retain_task: str) -> dict[str, list[tuple[str, str]]]:
+                  retain_task: str, curves: pd.DataFrame | None = None) -> dict[str, list[tuple[str, str]]]:
     """PNG files per model: {model: [(caption, filename), ...]}."""
     figs: dict[str, list[tuple[str, str]]] = {}
     for model in sorted(table["model"].unique()):
@@ -93,6 +93,9 @@ def write_figures(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, learn
         ep = (f"{model}: effect of epochs", f"epochs_{slug}.png")
         if plots.plot_epochs(model, points, table, os.path.join(out_dir, ep[1]), learn_task, retain_task):
             names.append(ep)
+        tc = (f"{model}: training curves", f"training_{slug}.png")
+        if curves is not None and plots.plot_training_curves(model, curves, os.path.join(out_dir, tc[1])):
+            names.append(tc)
         figs[model] = names
     return figs
 
@@ -141,13 +144,14 @@ def _summary(rows: pd.DataFrame) -> str:
 
 def write_report(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, *, store_uri: str, learn_task: str,
                  retain_task: str, thresholds: Thresholds, min_confidence: float, n_boot: int,
-                 notes: list[str], refinement: pd.DataFrame | None = None) -> tuple[str, str]:
+                 notes: list[str], refinement: pd.DataFrame | None = None,
+                 curves: pd.DataFrame | None = None) -> tuple[str, str]:
     """Write the PNGs, report.md and report.html into ``out_dir``; return the two report paths.
     ``refinement``: analysis/refinement.py's table; each model with refined series gets a
     before / after table of its brackets."""
     refined = refinement_rows(refinement, table) if refinement is not None and len(refinement) else None
     os.makedirs(out_dir, exist_ok=True)
-    figs = write_figures(table, points, out_dir, learn_task, retain_task)
+    figs = write_figures(table, points, out_dir, learn_task, retain_task, curves)
     params = (f"learn task `{learn_task}`, retain task `{retain_task}`; thresholds "
               + ", ".join(f"{k}={v}" for k, v in thresholds.model_dump().items())
               + f"; min_confidence={min_confidence}; bootstrap replicates={n_boot}")

@@ -40,5 +40,5 @@ def analyze_store(store_uri: str, out_dir: str, *, learn_task: str | None = None
     if report:
         write_report(table, data.points, out_dir, store_uri=store_uri, learn_task=data.learn_task,
                      retain_task=data.retain_task, thresholds=th, min_confidence=min_confidence, n_boot=n_boot,
-                     notes=data.notes, refinement=refinement_table(data.points, th))
+                     notes=data.notes, refinement=refinement_table(data.points, th), curves=data.curves)
     return table
