@@ -174,3 +174,26 @@ def test_validate_warns_about_an_mlflow_server_that_does_not_answer(tmp_path):
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "warning: tracking.mlflow.tracking_uri" in out.stderr and "does not answer" in out.stderr
+
+
+def test_export_tracking_replays_a_store_into_a_tracker_its_sweep_did_not_name(tmp_path):
+    """`cliffsweep export-tracking STORE --tracking FILE`: a store written without trackers,
+    sent to TensorBoard afterwards; a second export sends nothing new."""
+    import yaml
+
+    from trackers import tensorboard_scalars
+
+    spec, store = _store_with(tmp_path, {}, steps_upto=4, eval_steps=[2, 4], status="done")
+    section = tmp_path / "tracking.yaml"
+    section.write_text(yaml.safe_dump({"tensorboard": {"dir": str(tmp_path / "tb")}}))
+    cmd = [sys.executable, "-m", "cliffsweep.cli", "export-tracking", store.uri, "--tracking", str(section)]
+    for _ in range(2):
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0 and "tensorboard: up to date with the store" in out.stdout, out.stdout + out.stderr
+    got = tensorboard_scalars(str(tmp_path / "tb" / "t1"))  # no step twice
+    assert got["train/loss"] == pytest.approx({1: 1.0, 2: 0.5, 3: 1 / 3, 4: 0.25})
+    assert tensorboard_scalars(str(tmp_path / "tb" / "_sweep"))["base/q/toy_facts/accuracy"] == pytest.approx({0: 0.25})
+    # the store's own sweep file names no tracker: said clearly, nothing sent
+    bare = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "export-tracking", store.uri],
+                          capture_output=True, text=True, timeout=300)
+    assert bare.returncode == 2 and "has no tracking section" in bare.stderr
