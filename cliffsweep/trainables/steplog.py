@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from datetime import datetime, timezone
 from typing import Any
 
-from cliffsweep.orchestrator.store import Store, steps_key
+from cliffsweep.orchestrator.store import StorageError, Store, steps_key
 
 # Long trials keep at most this many rows each; short ones log every step.
 DEFAULT_MAX_ROWS = 1000
@@ -48,6 +49,7 @@ class StepLog:
         self.every = log_every(total_steps, max_rows)
         self.first = start + 1  # first step of the current stretch
         self.rows: list[dict[str, Any]] = []
+        self.unwritten: dict[str, list[dict[str, Any]]] = {}  # stretch key -> rows storage refused
         self.flush_seconds = flush_seconds
         self._flushed_at = time.time()
 
@@ -65,10 +67,22 @@ class StepLog:
             self.flush()
 
     def flush(self) -> None:
-        """Rewrite the current stretch (atomic, idempotent)."""
+        """Rewrite the current stretch (atomic, idempotent). A curve never stops training: if
+        storage stays away through the store's retries, the stretch is kept and written again
+        at the next flush (a stretch still unwritten when the trial ends is lost, and said so)."""
         self._flushed_at = time.time()
-        if self.store is not None and self.rows:
-            self.store.write("steps", steps_key(self.trial_id, self.first), self.rows)
+        if self.store is None:
+            return
+        if self.rows:
+            self.unwritten[steps_key(self.trial_id, self.first)] = list(self.rows)
+        for key, rows in list(self.unwritten.items()):
+            try:
+                self.store.write("steps", key, rows)
+            except StorageError as exc:
+                print(f"cliffsweep: training curve of {self.trial_id} not written yet ({exc}); "
+                      "trying again at the next flush", file=sys.stderr, flush=True)
+                return
+            del self.unwritten[key]
 
     def close_stretch(self, step: int) -> None:
         """A checkpoint at `step`: flush its stretch; the next one starts after it."""
