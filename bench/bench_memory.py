@@ -4,6 +4,8 @@ checkpointing, on the real model (issue 9: on main the 135M model peaked at 15 G
 
     .venv/bin/python bench/bench_memory.py [--model smollm2:135m-instruct] [--batch 8] [--seq 512]
         [--micro 8,4,2,1] [--steps 1] [--warmup 0] [--threads 2] [--no-baseline]
+    .venv/bin/python bench/bench_memory.py --stats --micro 2 [--checkpointing] [--stats-batches 2]
+        (issue 15: each statistics method's compute_stats peak beside its training step's)
 
 Each configuration runs in a fresh process (so its peak RSS is its own), as one worker runs a
 trial: the model in fp32, AdamW (its state allocated up front by a step of lr 0 on zero gradients,
@@ -99,6 +101,88 @@ def child(cfg: dict) -> dict:
     return out
 
 
+def stats_child(cfg: dict) -> dict:
+    """Issue 15: one side of a method's statistics-vs-training comparison, in its own process.
+    side 'stats': the method's compute_stats on --stats-batches retain batches of --batch rows
+    (micro None = whole batches, main's way; else the recipe's micro-batches), saving them to
+    cfg['stats_file']; side 'train': the method prepared with those statistics, then one
+    training step (accumulate + AdamW, its state allocated up front) in the same micro-batches."""
+    from safetensors.torch import load_file, save_file
+
+    from cliffsweep.models import load_model, resolve_model
+    from cliffsweep.trainables import data, microbatch
+    from cliffsweep.trainables.methods import build_method
+    from cliffsweep.trainables.optimizers import build_optimizer
+
+    torch.set_num_threads(cfg["threads"])
+    model, _ = load_model(resolve_model(cfg["model"]), "float32")
+    model.train()
+    method = build_method(cfg["method"])
+    vocab = model.config.vocab_size
+    if cfg["checkpointing"]:
+        microbatch.enable_checkpointing(model)
+    rss_loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    t0 = time.perf_counter()
+    if cfg["side"] == "stats":
+        batches = []
+        for i in range(cfg["stats_batches"]):
+            rows = make_batch(cfg["batch"], cfg["seq"], vocab)
+            batches.append(data.collate([data.Encoded(r.input_ids, r.labels, j + i * cfg["batch"], False)
+                                         for j, r in enumerate(rows)], 0))
+        stats = method.compute_stats(model, batches, batches, micro_batch_size=cfg["micro"])
+        save_file({k: v.contiguous() for k, v in stats.items()}, cfg["stats_file"])
+        loss = float("nan")
+    else:
+        model = method.prepare(model, load_file(cfg["stats_file"]))
+        rows = make_batch(cfg["batch"], cfg["seq"], vocab)
+        (step,) = data.epoch_steps(rows, [], cfg["batch"], 0.0, 0, 0, 0, 1, 0, cfg["micro"])
+        opt = build_optimizer("adamw", model, 1e-5, 0.01)
+        for p in model.parameters():  # AdamW's state, as from a trial's second step on
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss = float(microbatch.accumulate(model, method, step.micro, step.n_tokens, world=1))
+        opt.step()
+    return {"peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            "loaded_rss_gb": rss_loaded, "seconds": time.perf_counter() - t0, "loss": loss}
+
+
+STATS_METHODS = ("ewc", "mas", "sib", "rpsft", "flow")
+
+
+def stats_main(args, base: dict) -> None:
+    """--stats: per method, its statistics' peak beside its training step's (issue 15)."""
+    import tempfile
+
+    micro = int(args.micro.split(",")[0])
+    print(f"model {args.model}: statistics over {args.stats_batches} batch(es) of {args.batch} x {args.seq} tokens "
+          f"vs one training step of the same batch; recipe micro-batch {micro}, checkpointing "
+          f"{'on' if args.checkpointing else 'off'}; {args.threads} torch threads; peak RSS per process", flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in STATS_METHODS:
+            res = {}
+            for label, cfg in (("stats, whole batches (main)", {"side": "stats", "micro": None, "checkpointing": False}),
+                               ("stats, recipe micro-batches", {"side": "stats", "micro": micro,
+                                                                "checkpointing": args.checkpointing}),
+                               ("training step", {"side": "train", "micro": micro, "checkpointing": args.checkpointing})):
+                res[label] = run_config({**base, **cfg, "method": name, "stats_batches": args.stats_batches,
+                                         "stats_file": f"{tmp}/{name}.safetensors", "mode": "stats"}, args.min_free_gb)
+                print(f"  done: {name} / {label}: {res[label]}", flush=True)
+            rows.append((name, res))
+    print(f"\n{'method':8s} {'stats whole GB':>14s} {'stats micro GB':>14s} {'train step GB':>13s} "
+          f"{'micro/train':>11s} {'whole/train':>11s}")
+    for name, res in rows:
+        vals = [res[k].get("peak_rss_gb") for k in ("stats, whole batches (main)", "stats, recipe micro-batches",
+                                                   "training step")]
+        if any(v is None for v in vals):
+            print(f"{name:8s} " + "; ".join(f"{k}: {v.get('error')}" for k, v in res.items() if "error" in v))
+            continue
+        whole, mic, train = vals
+        print(f"{name:8s} {whole:14.2f} {mic:14.2f} {train:13.2f} {mic / train:11.2f} {whole / train:11.2f}")
+
+
 def available_gb() -> float:
     with open("/proc/meminfo") as f:
         info = dict(line.split(":", 1) for line in f)
@@ -132,14 +216,23 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-baseline", action="store_true", help="skip main's full-logits loss")
     ap.add_argument("--min-free-gb", type=float, default=2.0)
+    ap.add_argument("--stats", action="store_true",
+                    help="per statistics method: its compute_stats' peak beside its training step's (issue 15); "
+                         "the first --micro size is the recipe's")
+    ap.add_argument("--stats-batches", type=int, default=2, help="--stats: retain batches the statistics run over")
+    ap.add_argument("--checkpointing", action="store_true", help="--stats: the recipe has activation checkpointing")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(json.loads(args.child))))
+        cfg = json.loads(args.child)
+        print(json.dumps(stats_child(cfg) if cfg.get("mode") == "stats" else child(cfg)))
         return
 
     base = {"model": args.model, "batch": args.batch, "seq": args.seq, "steps": args.steps,
             "warmup": args.warmup, "threads": args.threads}
+    if args.stats:
+        stats_main(args, base)
+        return
     configs = [] if args.no_baseline else [("main: full logits, 1 pass", {"loss": "logits", "micro": None, "checkpointing": False})]
     for m in [int(x) for x in args.micro.split(",")]:
         for ck in (False, True):

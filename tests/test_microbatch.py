@@ -306,3 +306,43 @@ def test_recipe_fields_validate():
 @pytest.mark.parametrize("cpus, threads", [(0.25, 1), (0.5, 1), (1, 1), (1.5, 2), (1.9, 2), (2, 2), (4, 4)])
 def test_torch_threads_round_the_worker_cpus(cpus, threads):
     assert torch_threads(cpus) == threads
+
+
+STATS_METHODS = sorted(n for n in METHODS if build_method(n, PARAMS.get(n, {})).stats_inputs() is not None)
+
+
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "checkpointing"])
+@pytest.mark.parametrize("name", STATS_METHODS)
+def test_statistics_in_micro_batches_equal_the_whole_batches(name, checkpointing):
+    """Issue 15: a method's once-per-model statistics computed in micro-batches of 2 rows (with
+    and without activation checkpointing) equal those computed one whole batch at a time: each
+    batch's gradient is the sum of its micro-batches' (EWC's Fisher and MAS's importances square
+    or take |.| of the batch gradient, so a per-micro-batch statistic would differ)."""
+    retain = [data.collate(RETAIN[:6], PAD), data.collate(RETAIN[6:], PAD)]
+    learn = [data.collate(LEARN[:8], PAD), data.collate(LEARN[8:], PAD)]
+    method = build_method(name, PARAMS.get(name, {}))
+    whole = method.compute_stats(tiny_model(), retain, learn)
+    model = tiny_model()
+    if checkpointing:
+        enable_checkpointing(model)
+    micro = method.compute_stats(model, retain, learn, micro_batch_size=2)
+    assert set(micro) == set(whole) and whole
+    for k in whole:
+        torch.testing.assert_close(micro[k], whole[k], rtol=1e-4, atol=1e-6, msg=f"{name} {k}")
+    assert all(p.grad is None for p in model.parameters())  # no gradients left behind
+    assert model.training  # the mode it was in
+
+
+def test_statistics_run_with_checkpointing_in_eval_mode():
+    """stats_mode: the decoder layers recompute in backward (checkpointing), nothing else is in
+    training mode (no dropout anywhere)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    from cliffsweep.trainables.microbatch import stats_mode
+
+    model = tiny_model()
+    enable_checkpointing(model)
+    with stats_mode(model):
+        on = [m for m in model.modules() if m.training]
+        assert on and all(isinstance(m, GradientCheckpointingLayer) for m in on)
+    assert all(m.training for m in model.modules())

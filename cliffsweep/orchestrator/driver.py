@@ -296,7 +296,8 @@ def ensure_stats(run: SweepRun, todo: list[Trial]) -> tuple[dict[str, str | None
                       **stats_task_resources(res.cpus_per_worker, res.gpus_per_worker, res.workers_per_trial)
                       )(compute_stats)
     refs = {task.remote(t.model_path, t.dtype, t.method, t.method_params, learn, retain,
-                        r.stats_examples, r.max_seq_len, r.batch_size): rel for rel, t in jobs.items()}
+                        r.stats_examples, r.max_seq_len, r.batch_size, r.micro_batch_size,
+                        r.gradient_checkpointing): rel for rel, t in jobs.items()}
     failed: dict[str, str] = {}
     for ref, rel in refs.items():
         try:

@@ -33,8 +33,12 @@ def stats_task_resources(cpus_per_worker: float, gpus_per_worker: float, workers
 
 
 def compute_stats(model_path: str, dtype: str, method_name: str, method_params: dict,
-                  learn: dict, retain: dict, n_examples: int, max_seq_len: int, batch_size: int) -> bytes:
-    """Run the method's compute_stats on the base model; returns safetensors bytes."""
+                  learn: dict, retain: dict, n_examples: int, max_seq_len: int, batch_size: int,
+                  micro_batch_size: int | None = None, gradient_checkpointing: bool = False) -> bytes:
+    """Run the method's compute_stats on the base model; returns safetensors bytes. Batches of
+    the recipe's `batch_size` (the statistic's definition), each run in micro-batches of the
+    recipe's `micro_batch_size` with its activation checkpointing: the statistics' peak memory
+    stays within a training step's (issue 15; bench/bench_memory.py)."""
     import torch
     from safetensors.torch import save
 
@@ -47,6 +51,10 @@ def compute_stats(model_path: str, dtype: str, method_name: str, method_params: 
     model, tok = load_model(resolve_model(model_path), dtype)
     if torch.cuda.is_available():  # the task was given a GPU (stats_task_resources)
         model = model.cuda()
+    if gradient_checkpointing:
+        from cliffsweep.trainables.microbatch import enable_checkpointing
+
+        enable_checkpointing(model)
     method = build_method(method_name, method_params)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     retain_ex = build_task(retain["name"], retain["params"]).train_examples()[:n_examples]
@@ -54,7 +62,7 @@ def compute_stats(model_path: str, dtype: str, method_name: str, method_params: 
     r = data.encode(tok, retain_ex, max_seq_len, retain=True)
     lr_ = data.encode(tok, learn_ex, max_seq_len)
     chunk = lambda xs: [data.collate(xs[i:i + batch_size], pad) for i in range(0, len(xs), batch_size)]  # noqa: E731
-    stats = method.compute_stats(model, chunk(r), chunk(lr_))
+    stats = method.compute_stats(model, chunk(r), chunk(lr_), micro_batch_size=micro_batch_size)
     return save({k: v.detach().contiguous().cpu() for k, v in stats.items()})
 
 

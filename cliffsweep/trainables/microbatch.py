@@ -18,7 +18,7 @@ the optimizer steps once. The sum equals the whole batch's gradient because
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 import torch
 from torch import nn
@@ -41,6 +41,25 @@ def enable_checkpointing(model: nn.Module) -> None:
     Non-reentrant, which needs no input gradients (LoRA's frozen embeddings) and composes with
     DDP's no_sync and FSDP2. Call before the DDP/FSDP wrap, after the method's prepare()."""
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+@contextmanager
+def stats_mode(model: nn.Module):
+    """Eval mode (no dropout) for once-per-model statistics, keeping activation checkpointing
+    where the recipe turned it on: transformers checkpoints a decoder layer only while that
+    layer is in training mode, so those layers alone are flagged as training. Nothing inside
+    them reads the flag but the checkpointing (attention dropout reads its own module's)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    was_training = model.training
+    model.eval()
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer) and m.gradient_checkpointing]
+    for m in layers:
+        m.training = True
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 def accumulate(model: nn.Module, method: Method, micro: list[dict[str, torch.Tensor]], n_tokens: int,

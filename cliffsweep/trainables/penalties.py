@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from cliffsweep.trainables.losses import masked_token_ce, unwrap
+from cliffsweep.trainables.losses import response_ce, token_norm, unwrap
 
 Batch = dict[str, torch.Tensor]
 
@@ -41,10 +41,25 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def batch_ce(model: nn.Module, batch: Batch) -> torch.Tensor:
-    """Response-token CE of one batch (the retain loss L(B) whose gradients SIB and EWC use)."""
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-    return masked_token_ce(out.logits, batch["labels"])
+def batch_ce(model: nn.Module, batch: Batch, n_tokens: float | None = None) -> torch.Tensor:
+    """Response-token CE of one batch (the retain loss L(B) whose gradients SIB and EWC use): a
+    sum over its response tokens divided by `n_tokens` (None: its own count; a micro-batch of B
+    passes B's count, so that the micro-batches' gradients add up to L(B)'s), through the
+    model's head in chunks (never the whole batch's full-vocabulary logits)."""
+    ce, mask = response_ce(model, batch)
+    return ce.sum() / token_norm(mask, n_tokens)
+
+
+def response_count(batch: Batch) -> int:
+    """Response tokens of a batch: the ones `batch_ce` averages over."""
+    return int((batch["labels"][:, 1:] != -100).sum())
+
+
+def micro_batches(batch: Batch, rows: int | None) -> list[Batch]:
+    """`batch` in row slices of at most `rows` (None: the whole batch)."""
+    n = batch["input_ids"].shape[0]
+    rows = rows or n
+    return [{k: v[i:i + rows] for k, v in batch.items()} for i in range(0, n, rows)]
 
 
 def require(stats: dict[str, torch.Tensor], keys: list[str], method: str) -> None:
@@ -121,27 +136,34 @@ def anchor_penalty(
 def mean_grad_stat(
     model: nn.Module,
     batches: list[Batch],
-    objective: Callable[[nn.Module, Batch], torch.Tensor],
+    objective: Callable[[nn.Module, Batch, float], torch.Tensor],
     transform: Callable[[torch.Tensor], torch.Tensor],
+    count: Callable[[Batch], float] = response_count,
+    micro_batch_size: int | None = None,
 ) -> dict[str, torch.Tensor]:
-    """E_B[transform(grad_p objective(B))] for every trainable parameter, one backward per batch
-    (accumulated in fp32, returned in each parameter's dtype). Runs in eval mode (no dropout)
-    and leaves no gradients behind."""
+    """E_B[transform(grad_p objective(B))] for every trainable parameter (accumulated in fp32,
+    returned in each parameter's dtype). Each batch B runs as micro-batches of at most
+    `micro_batch_size` rows whose gradients add up to B's: `objective(model, micro, n)` is a sum
+    over the micro-batch's tokens divided by n = `count(B)` (issue 15: statistics in the
+    training step's memory, not a whole batch's activations). Runs in eval mode (no dropout),
+    with activation checkpointing if the model has it on, and leaves no gradients behind."""
+    from cliffsweep.trainables.microbatch import stats_mode
+
     if not batches:
         raise ValueError("mean_grad_stat: no batches (the retain set is empty?)")
     params = trainable(model)
     device = next(iter(params.values())).device
     acc = {n: torch.zeros_like(p, dtype=torch.float32) for n, p in params.items()}
-    was_training = model.training
-    model.eval()
-    for b in batches:
+    with stats_mode(model):
+        for b in batches:
+            model.zero_grad(set_to_none=True)
+            n_tokens = count(b)
+            for micro in micro_batches(b, micro_batch_size):
+                objective(model, to_device(micro, device), n_tokens).backward()
+            for n, p in params.items():
+                if p.grad is not None:
+                    acc[n] += transform(p.grad.float())
         model.zero_grad(set_to_none=True)
-        objective(model, to_device(b, device)).backward()
-        for n, p in params.items():
-            if p.grad is not None:
-                acc[n] += transform(p.grad.float())
-    model.zero_grad(set_to_none=True)
-    model.train(was_training)
     return {n: (a / len(batches)).to(params[n].dtype) for n, a in acc.items()}
 
 

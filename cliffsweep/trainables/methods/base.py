@@ -67,11 +67,15 @@ class Method:
         return None
 
     def compute_stats(
-        self, model: nn.Module, retain_batches: list[dict], learn_batches: list[dict]
+        self, model: nn.Module, retain_batches: list[dict], learn_batches: list[dict],
+        micro_batch_size: int | None = None,
     ) -> dict[str, torch.Tensor]:
         """Statistics on the base model, once per model: usually on retain batches (Fisher,
         importances, SVD bases, SIB alphas); `flow` scores the learn batches. Batches are as
-        in `loss()`; learn batches cover the whole learn train split, in order."""
+        in `loss()`; learn batches cover the whole learn train split, in order. Each batch runs
+        as micro-batches of at most `micro_batch_size` rows (the recipe's), with activation
+        checkpointing when the model has it on, so that statistics fit where a training step
+        fits (issue 15); the statistic is the same as over whole batches."""
         return {}
 
     # --- per trial ------------------------------------------------------------------------

@@ -32,8 +32,10 @@ class EWC(Method):
     def stats_inputs(self):
         return {"estimator": "per-batch empirical Fisher, mean-1 normalised"}
 
-    def compute_stats(self, model: nn.Module, retain_batches, learn_batches) -> dict[str, torch.Tensor]:
-        fisher = penalties.mean_grad_stat(model, retain_batches, penalties.batch_ce, torch.square)
+    def compute_stats(self, model: nn.Module, retain_batches, learn_batches,
+                      micro_batch_size: int | None = None) -> dict[str, torch.Tensor]:
+        fisher = penalties.mean_grad_stat(model, retain_batches, penalties.batch_ce, torch.square,
+                                          micro_batch_size=micro_batch_size)
         return penalties.normalize_mean(fisher)
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from cliffsweep.trainables.losses import response_ce, sequence_mean_ce, weighted_token_mean
+from cliffsweep.trainables.losses import response_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method
 
 
@@ -36,16 +36,21 @@ class Flow(Method):
         return {"form": "exp(-l/median(l)), mean 1", "on": "learn"}
 
     @torch.no_grad()
-    def compute_stats(self, model: nn.Module, retain_batches: list[dict], learn_batches: list[dict]):
+    def compute_stats(self, model: nn.Module, retain_batches: list[dict], learn_batches: list[dict],
+                      micro_batch_size: int | None = None):
+        from cliffsweep.trainables import penalties
+
         was_training = model.training
         model.eval()
         device = next(model.parameters()).device
         losses: dict[int, float] = {}
         for b in learn_batches:
-            logits = model(input_ids=b["input_ids"].to(device), attention_mask=b["attention_mask"].to(device)).logits
-            seq = sequence_mean_ce(logits, b["labels"].to(device)).cpu()
-            for idx, l in zip(b["example_idx"].tolist(), seq.tolist()):
-                losses[idx] = l
+            for micro in penalties.micro_batches(b, micro_batch_size):
+                # per-sequence mean CE through the head in chunks (no full-vocabulary logits)
+                ce, mask = response_ce(model, penalties.to_device(micro, device))
+                seq = (ce.sum(1) / mask.sum(1).clamp_min(1)).cpu()
+                for idx, l in zip(micro["example_idx"].tolist(), seq.tolist()):
+                    losses[idx] = l
         model.train(was_training)
         n = len(losses)
         if sorted(losses) != list(range(n)):

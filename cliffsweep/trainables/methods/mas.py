@@ -17,15 +17,25 @@ from pydantic import Field
 from torch import nn
 
 from cliffsweep.trainables import penalties
+from cliffsweep.trainables.losses import chunk_rows, final_hidden, lm_head, over_chunks
 from cliffsweep.trainables.methods.base import Method, MethodParams
 
 
-def output_sq_norm(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """||f_theta(B)||^2: sum over the vocabulary of squared logits, mean over attended tokens."""
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    mask = batch["attention_mask"].to(torch.float32)
-    per_token = logits.float().square().sum(-1)
-    return (per_token * mask).sum() / mask.sum().clamp_min(1)
+def output_sq_norm(model: nn.Module, batch: dict[str, torch.Tensor], n_tokens: float | None = None) -> torch.Tensor:
+    """||f_theta(B)||^2: sum over the vocabulary of squared logits, summed over attended tokens
+    and divided by `n_tokens` (None: this batch's attended tokens; a micro-batch of B passes B's
+    count). The logits are taken through the head in chunks of tokens, never for the whole
+    batch at once (issue 15)."""
+    hidden = final_hidden(model, batch)
+    mask = batch["attention_mask"].bool()
+    head = lm_head(model)
+    per_token = over_chunks(lambda h: head(h).float().square().sum(-1), chunk_rows(head), hidden[mask])
+    return per_token.sum() / (attended(batch) if n_tokens is None else n_tokens)
+
+
+def attended(batch: dict[str, torch.Tensor]) -> int:
+    """Attended tokens of a batch (prompt and response): what ||f(B)||^2 averages over."""
+    return max(1, int(batch["attention_mask"].sum()))
 
 
 class MASParams(MethodParams):
@@ -40,8 +50,10 @@ class MAS(Method):
     def stats_inputs(self):
         return {"estimator": "per-batch |grad ||logits||^2|, token-mean, mean-1 normalised"}
 
-    def compute_stats(self, model: nn.Module, retain_batches, learn_batches) -> dict[str, torch.Tensor]:
-        omega = penalties.mean_grad_stat(model, retain_batches, output_sq_norm, torch.abs)
+    def compute_stats(self, model: nn.Module, retain_batches, learn_batches,
+                      micro_batch_size: int | None = None) -> dict[str, torch.Tensor]:
+        omega = penalties.mean_grad_stat(model, retain_batches, output_sq_norm, torch.abs, count=attended,
+                                         micro_batch_size=micro_batch_size)
         return penalties.normalize_mean(omega)
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:

@@ -69,7 +69,8 @@ class RPSFT(Method):
     def stats_inputs(self):
         return {"k": self.params.k, "weights": "all nn.Linear but the output head"}
 
-    def compute_stats(self, model: nn.Module, retain_batches, learn_batches) -> dict[str, torch.Tensor]:
+    def compute_stats(self, model: nn.Module, retain_batches, learn_batches,
+                      micro_batch_size: int | None = None) -> dict[str, torch.Tensor]:
         stats = {}
         for name, w in covered_weights(model).items():
             stats[f"{name}.U"], stats[f"{name}.V"] = top_k_bases(w, self.params.k)

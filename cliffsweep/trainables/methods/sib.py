@@ -108,17 +108,20 @@ def apply_alphas(pair: ScalePair, alpha: torch.Tensor) -> None:
     m.copy_((pair.mul_view(m.float()) * pair.alpha_view(a)).reshape(m.shape).to(m.dtype))
 
 
-def retain_gradients(model: nn.Module, batches: list[dict]) -> None:
-    """Leave grad L(D_R) (mean of the batch losses) in .grad, computed in eval mode."""
+def retain_gradients(model: nn.Module, batches: list[dict], micro_batch_size: int | None = None) -> None:
+    """Leave grad L(D_R) (mean of the batch losses) in .grad, computed in eval mode, each batch
+    in micro-batches of at most `micro_batch_size` rows (their gradients add up to the batch's)."""
+    from cliffsweep.trainables.microbatch import stats_mode
+
     if not batches:
         raise ValueError("sib: no retain batches")
     device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    model.zero_grad(set_to_none=True)
-    for b in batches:
-        (penalties.batch_ce(model, penalties.to_device(b, device)) / len(batches)).backward()
-    model.train(was_training)
+    with stats_mode(model):
+        model.zero_grad(set_to_none=True)
+        for b in batches:
+            n_tokens = penalties.response_count(b)
+            for micro in penalties.micro_batches(b, micro_batch_size):
+                (penalties.batch_ce(model, penalties.to_device(micro, device), n_tokens) / len(batches)).backward()
 
 
 def grad_sq_norm(model: nn.Module) -> torch.Tensor:
@@ -138,8 +141,9 @@ class SIB(Method):
     def stats_inputs(self):
         return {"clamp_ratio": self.params.clamp_ratio, "pairs": "V/O per channel + (up, down)"}
 
-    def compute_stats(self, model: nn.Module, retain_batches, learn_batches) -> dict[str, torch.Tensor]:
-        retain_gradients(model, retain_batches)
+    def compute_stats(self, model: nn.Module, retain_batches, learn_batches,
+                      micro_batch_size: int | None = None) -> dict[str, torch.Tensor]:
+        retain_gradients(model, retain_batches, micro_batch_size)
         before = grad_sq_norm(model)
         after = before.clone()
         stats = {}
