@@ -127,7 +127,7 @@ def stats_child(cfg: dict) -> dict:
         batches = []
         for i in range(cfg["stats_batches"]):
             rows = make_batch(cfg["batch"], cfg["seq"], vocab)
-            batches.append(data.collate([data.Encoded(r.input_ids, r.labels, j + i * cfg["batch"], False)
+            batches.append(data.collate([data.Encoded(r.ids, r.labels, j + i * cfg["batch"], False)
                                          for j, r in enumerate(rows)], 0))
         stats = method.compute_stats(model, batches, batches, micro_batch_size=cfg["micro"])
         save_file({k: v.contiguous() for k, v in stats.items()}, cfg["stats_file"])
@@ -163,7 +163,7 @@ def stats_main(args, base: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in STATS_METHODS:
             res = {}
-            for label, cfg in (("stats, whole batches (main)", {"side": "stats", "micro": None, "checkpointing": False}),
+            for label, cfg in (("stats, whole batches", {"side": "stats", "micro": None, "checkpointing": False}),
                                ("stats, recipe micro-batches", {"side": "stats", "micro": micro,
                                                                 "checkpointing": args.checkpointing}),
                                ("training step", {"side": "train", "micro": micro, "checkpointing": args.checkpointing})):
@@ -174,7 +174,7 @@ def stats_main(args, base: dict) -> None:
     print(f"\n{'method':8s} {'stats whole GB':>14s} {'stats micro GB':>14s} {'train step GB':>13s} "
           f"{'micro/train':>11s} {'whole/train':>11s}")
     for name, res in rows:
-        vals = [res[k].get("peak_rss_gb") for k in ("stats, whole batches (main)", "stats, recipe micro-batches",
+        vals = [res[k].get("peak_rss_gb") for k in ("stats, whole batches", "stats, recipe micro-batches",
                                                    "training step")]
         if any(v is None for v in vals):
             print(f"{name:8s} " + "; ".join(f"{k}: {v.get('error')}" for k, v in res.items() if "error" in v))

@@ -245,6 +245,35 @@ def train_memory(arch: Arch, method: str, method_params: dict, optimizer: str, p
     return Memory(parts)
 
 
+def stats_memory(arch: Arch, method: str, method_params: dict, prec: Precision, micro_rows: int, seq: int,
+                 grad_ckpt: bool) -> Memory:
+    """Peak bytes of a method's once-per-model statistics task (orchestrator/stats.py), which
+    runs on one GPU in the recipe's micro-batches with its checkpointing (issue 15): the whole
+    model, plus per method: gradients and an fp32 accumulator (ewc, mas), gradients (sib: the
+    alphas come from them), nothing trained (flow: a forward without autograd), an SVD at a time
+    and the bases (rpsft)."""
+    kind = STATS_PASSES[method][0]
+    parts = {"weights": arch.params * prec.weight}
+    tokens = micro_rows * seq
+    per_layer = activation_elements_per_token_layer(arch)
+    chunk = min(LOSS_CHUNK_ELEMENTS, tokens * arch.vocab) * 3 * 4
+    if kind == "retain":  # forward + backward of the retain loss (MAS: of the logits' norm)
+        parts["grads"] = arch.params * prec.grad
+        if method in ("ewc", "mas"):
+            parts["accumulator"] = arch.params * 4
+        saved = arch.layers * arch.hidden + per_layer if grad_ckpt else arch.layers * per_layer
+        parts["activations"] = tokens * saved * prec.act
+        parts["loss"] = chunk
+    elif kind == "learn":  # flow: per-sequence CE, no autograd: one layer's tensors at a time
+        parts["activations"] = tokens * (arch.layers * arch.hidden + per_layer) * prec.act
+        parts["loss"] = chunk
+    else:  # rpsft: the bases, and one weight's SVD (its fp32 copy, U, S, V) at a time
+        largest = max(a * b for a, b in arch.layer_linears().values())
+        parts["bases"] = rpsft_basis_elements(arch, method_params.get("k", 768)) * 4
+        parts["svd"] = 3 * largest * 4
+    return Memory(parts)
+
+
 # --- the whole sweep ---------------------------------------------------------------------------
 @dataclass
 class ModelPlan:
@@ -262,6 +291,8 @@ class ModelPlan:
     """Largest single running trial's checkpoint bytes (times concurrent trials = the peak)."""
     memory: dict[str, Memory] = field(default_factory=dict)
     """series -> peak memory per training GPU."""
+    stats_memory: dict[str, Memory] = field(default_factory=dict)
+    """series -> peak memory of its once-per-model statistics task (methods that have one)."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -328,6 +359,9 @@ def plan_spec(spec) -> list[ModelPlan]:
             plan.memory[t.series] = train_memory(arch, t.method, t.method_params, t.optimizer, prec, res.strategy,
                                                  res.workers_per_trial, b.micro_rows, r.max_seq_len, grad_ckpt)
             key = f"{t.method}:{method.stats_inputs()}"
+            if method.stats_inputs() is not None:
+                plan.stats_memory[t.series] = stats_memory(arch, t.method, t.method_params, prec, b.micro_rows,
+                                                           r.max_seq_len, grad_ckpt)
             if method.stats_inputs() is not None and key not in stats_done:
                 stats_done.add(key)
                 plan.stats_flops += stats_flops(arch, t.method, r.stats_examples, learn, retain, r.max_seq_len)
@@ -396,6 +430,14 @@ def memory_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def stats_memory_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]]]:
+    series = list(dict.fromkeys(s for p in plans for s in p.stats_memory))
+    header = ["model", *series]
+    rows = [[p.name, *(f"{p.stats_memory[s].total / GB:.1f} / {p.memory[s].total / GB:.1f}"
+                       if s in p.stats_memory else "-" for s in series)] for p in plans]
+    return header, rows
+
+
 def render(plans: list[ModelPlan], spec, source: str, mfu: float) -> str:
     r, res = spec.recipe, spec.resources
     micro, grad_ckpt = recipe_extras(r)
@@ -411,6 +453,9 @@ def render(plans: list[ModelPlan], spec, source: str, mfu: float) -> str:
     precs = "; ".join(f"{d}: {precision(d, res.gpus_per_worker > 0).label}" for d in dtypes)
     out += ["", f"Peak memory per training GPU, GB ({precs}; micro-batch {b.micro_rows} x {r.max_seq_len} tokens):",
             *_table(*memory_rows(plans))]
+    if any(p.stats_memory for p in plans):
+        out += ["", "Peak memory of the once-per-model statistics (one GPU, the recipe's micro-batches), GB, "
+                    "beside training's (stats / train):", *_table(*stats_memory_rows(plans))]
     running = max((p.ckpt_running for p in plans), default=0.0)
     out += ["", f"Checkpoints: keep_checkpoints {spec.keep_checkpoints}; the largest running trial holds "
                 f"{_si(running, 'B')} until it is done (times the trials running at once)"]

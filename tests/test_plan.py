@@ -249,7 +249,8 @@ def test_cli_plan_prints_the_budget_of_the_paper_grid():
     r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "plan", *files], capture_output=True, text=True,
                        cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr
-    for word in ("H100-SXM h", "ckpt written", "Peak memory per training GPU", "Assumptions", "total"):
+    for word in ("H100-SXM h", "ckpt written", "Peak memory per training GPU", "Assumptions", "total",
+                 "Peak memory of the once-per-model statistics"):
         assert word in r.stdout
     if len(files) > 1:
         assert "== all files" in r.stdout
@@ -309,3 +310,22 @@ def test_packaged_token_lengths_reproduce_from_the_shared_data(smollm2_folder, s
     for name, sub in (("chem_l3", "sciknoweval-chem-l3"), ("gsm8k", "gsm8k")):
         got = measure(tok, name, {"path": str(shared_data / sub)})
         assert (got.n, got.quantiles) == (PACKAGED[name].n, PACKAGED[name].quantiles), name
+
+
+def test_statistics_are_planned_within_the_training_step_memory():
+    """Issue 15: the statistics task runs in the recipe's micro-batches (with its checkpointing and
+    precision), so its planned peak stays under the same series' training peak, for every
+    statistics method on every paper model, with and without checkpointing."""
+    from cliffsweep.archs import arch_for
+    from cliffsweep.orchestrator.spec import load_spec
+
+    spec = load_spec(ROOT / "cliffsweep/configs/paper.yaml")
+    for m in spec.models:
+        arch = arch_for(m.path)
+        for on_gpu in (True, False):
+            prec = plan.precision("float32", on_gpu)
+            for ckpt in (False, True):
+                for method, params in (("ewc", {}), ("mas", {}), ("sib", {}), ("flow", {}), ("rpsft", {"k": 768})):
+                    stats = plan.stats_memory(arch, method, params, prec, 8, 1024, ckpt).total
+                    train = plan.train_memory(arch, method, params, "adamw", prec, "ddp", 2, 8, 1024, ckpt).total
+                    assert stats <= train, (m.name, method, on_gpu, ckpt, stats / 2**30, train / 2**30)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import nullcontext
 from typing import Any
 
 STATS_VERSION = 1  # bump when the batching of statistics changes
@@ -46,14 +47,13 @@ def compute_stats(model_path: str, dtype: str, method_name: str, method_params: 
     from cliffsweep.models import load_model, resolve_model
     from cliffsweep.trainables import data
     from cliffsweep.trainables.methods import build_method
+    from cliffsweep.trainables.microbatch import autocast_dtype, enable_checkpointing
 
     torch.manual_seed(0)
     model, tok = load_model(resolve_model(model_path), dtype)
     if torch.cuda.is_available():  # the task was given a GPU (stats_task_resources)
         model = model.cuda()
     if gradient_checkpointing:
-        from cliffsweep.trainables.microbatch import enable_checkpointing
-
         enable_checkpointing(model)
     method = build_method(method_name, method_params)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -62,7 +62,11 @@ def compute_stats(model_path: str, dtype: str, method_name: str, method_params: 
     r = data.encode(tok, retain_ex, max_seq_len, retain=True)
     lr_ = data.encode(tok, learn_ex, max_seq_len)
     chunk = lambda xs: [data.collate(xs[i:i + batch_size], pad) for i in range(0, len(xs), batch_size)]  # noqa: E731
-    stats = method.compute_stats(model, chunk(r), chunk(lr_), micro_batch_size=micro_batch_size)
+    # in training's precision: bf16 autocast over fp32 weights on a GPU (its activations are what
+    # the micro-batches bound), nothing on the CPU (microbatch.autocast_dtype)
+    amp = autocast_dtype(next(model.parameters()).dtype, next(model.parameters()).device.type)
+    with torch.autocast("cuda", dtype=amp) if amp is not None else nullcontext():
+        stats = method.compute_stats(model, chunk(r), chunk(lr_), micro_batch_size=micro_batch_size)
     return save({k: v.detach().contiguous().cpu() for k, v in stats.items()})
 
 
