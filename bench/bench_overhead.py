@@ -129,6 +129,7 @@ def main() -> None:
           f"  mean setup {setup.mean():.1f}s  mean teardown {teardown.mean():.1f}s")
     print(f"sweep wall {wall:.1f}s | train compute {train.sum():.1f}s | eval compute {eval_s:.1f}s "
           f"({len(per_eval)} task evals) | wall / (train+eval) = {wall / max(train.sum() + eval_s, 1e-9):.2f}")
+    print_setup_phases(trials)
 
     if cpu0 and cpu1:
         hz = os.sysconf("SC_CLK_TCK")
@@ -143,6 +144,27 @@ def main() -> None:
         for k, (c, procs) in sorted(sampler.totals().items(), key=lambda kv: -kv[1][0]):
             if c >= 1.0:
                 print(f"{k:40} {c:8.1f} {procs:6d} {c / n:10.2f}")
+
+
+def print_setup_phases(trials) -> None:
+    """Where the setup went, phase by phase (the trials table's setup_phases, issue 15)."""
+    import json
+
+    import pandas as pd
+
+    from cliffsweep.trainables.loop import SETUP_PHASES
+
+    rows = [json.loads(p) for p in trials["setup_phases"].dropna()]
+    if not rows:
+        return
+    table = pd.DataFrame(rows).reindex(columns=[name for name, _ in SETUP_PHASES])
+    print(f"\nsetup by phase over {len(table)} trial(s), seconds (first_step: the first step's own compute, "
+          "after the setup):")
+    print(f"{'phase':18} {'mean':>7} {'min':>7} {'max':>7}")
+    for name in table.columns:
+        col = table[name].dropna()
+        if len(col):
+            print(f"{name:18} {col.mean():7.2f} {col.min():7.2f} {col.max():7.2f}")
 
 
 if __name__ == "__main__":

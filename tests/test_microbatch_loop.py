@@ -38,7 +38,7 @@ def train(tmp_path, name: str, workers: int, **recipe) -> dict[str, torch.Tensor
         # The loop records each checkpoint in the store's ledger once Ray has persisted it.
         "store_uri": str(tmp_path / "store"), "checkpoint_root": str(tmp_path),
         "stats_uri": None, "eval_points": 1, "every_epoch": False, "strategy": "ddp", "torch_threads": 1,
-        "attempt": 1, "max_step_rows": 1000,
+        "attempt": 1, "max_step_rows": 1000, "trial_fn_started": __import__("time").time(),
     }
     result = TorchTrainer(train_loop_per_worker, train_loop_config=cfg,
                           scaling_config=ScalingConfig(num_workers=workers, resources_per_worker={"CPU": 0.5}),

@@ -105,3 +105,16 @@ def test_cluster_roles_pin_work_to_node_types():
     assert cluster_concurrency({"CPU": 8, "cliffsweep_driver": 16}, True, default=1) == 16
     assert cluster_concurrency({"CPU": 8, "cliffsweep_driver": 16}, False, default=1) == 1
     assert cluster_concurrency({"CPU": 8}, True, default=2) == 2
+
+
+def test_setup_phases_follow_each_other_from_the_driver_start():
+    """Issue 15: a trial's setup split into phases, each from the end of the previous one; a
+    phase whose mark an attempt did not reach is left out (the next one absorbs its time)."""
+    from cliffsweep.trainables.loop import SETUP_PHASES, phase_seconds
+
+    marks = {mark: 100.0 + i for i, (_, mark) in enumerate(SETUP_PHASES, start=1)}
+    got = phase_seconds(100.0, marks)
+    assert list(got) == [name for name, _ in SETUP_PHASES] and all(v == 1.0 for v in got.values())
+    del marks["imported"]
+    got = phase_seconds(100.0, marks)
+    assert "imports" not in got and got["model_load"] == 2.0 and sum(got.values()) == len(SETUP_PHASES)

@@ -7,6 +7,7 @@ the first steps: those trials must end as 'diverged' while the sweep goes on.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ import pytest
 
 from cliffsweep.orchestrator.grid import base_trial_id, expand_grid
 from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.trainables.loop import SETUP_PHASES
 
 pytestmark = [pytest.mark.ray, pytest.mark.vllm]
 
@@ -68,6 +70,10 @@ def test_every_grid_point_recorded_with_its_evaluations(swept):
             row = trials.loc[t.trial_id]
             assert 0 < row["setup_seconds"] < row["finished_at"].timestamp() - row["started_at"].timestamp()
             assert 0 <= row["teardown_seconds"] < 120 and 0 < row["train_seconds"]
+            # ... and the setup by phase (issue 15): every phase, adding up to setup_seconds
+            phases = json.loads(row["setup_phases"])
+            assert list(phases) == [name for name, _ in SETUP_PHASES] and min(phases.values()) >= 0, phases
+            assert sum(v for k, v in phases.items() if k != "first_step") == pytest.approx(row["setup_seconds"], abs=0.02)
     base = acc[acc["trial_id"] == base_trial_id("qwen2-tiny")]
     assert set(base["role"]) == {"learn", "retain"} and (base["lr"] == 0).all() and (base["step"] == 0).all()
     samples = store.read("samples")

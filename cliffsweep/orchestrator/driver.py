@@ -114,6 +114,10 @@ class SweepRun:
         timing: dict[str, Any] = {}
         if started and last.get("loop_started_at"):
             timing["setup_seconds"] = last["loop_started_at"] - started.timestamp()
+        if started and last.get("setup_marks"):
+            from cliffsweep.trainables.loop import phase_seconds
+
+            timing["setup_phases"] = json.dumps(phase_seconds(started.timestamp(), last["setup_marks"]))
         if extra.get("finished_at") and tid in self.last_at:
             timing["teardown_seconds"] = (extra["finished_at"] - self.last_at[tid]).total_seconds()
         self.store.write("trials", tid, [trial_row(

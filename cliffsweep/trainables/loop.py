@@ -19,6 +19,7 @@ from typing import Any
 
 
 def train_loop_per_worker(cfg: dict[str, Any]) -> None:
+    marks = {"worker_started": time.time()}  # the setup's phases (setup_phases, below)
     import ray.train
     import torch
 
@@ -34,6 +35,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     from cliffsweep.trainables.schedule import eval_steps, lr_multiplier
     from cliffsweep.trainables.steplog import StepLog
 
+    marks["imported"] = time.time()
     trial, recipe = cfg["trial"], cfg["recipe"]
     maybe_fail(f"train_start:{trial['trial_id']}")
     ctx = ray.train.get_context()
@@ -44,9 +46,11 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         torch.set_num_threads(threads)
 
     model, tok = load_model(resolve_model(trial["model_path"]), trial["dtype"])
+    marks["model_loaded"] = time.time()
     method = build_method(trial["method"], trial["method_params"])
     stats = load_stats(cfg["stats_uri"]) if cfg.get("stats_uri") else {}
     model = method.prepare(model, stats)
+    marks["statistics_loaded"] = time.time()
     if recipe["gradient_checkpointing"]:
         microbatch.enable_checkpointing(model)
     # A retried or re-run trial continues from its latest checkpoint (resume.py). Loaded after
@@ -60,6 +64,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
         _record(cfg, ray.train.get_checkpoint())
     model = parallel.prepare(model, cfg["strategy"])
     device = next(unwrap(model).parameters()).device
+    marks["resumed_and_wrapped"] = time.time()
 
     learn_task = build_task(cfg["learn"]["name"], cfg["learn"]["params"])
     learn = data.encode(tok, learn_task.train_examples(), recipe["max_seq_len"])
@@ -75,6 +80,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
 
     first = steps(0)
     per_epoch = len(first)
+    marks["data_ready"] = time.time()
     amp = microbatch.autocast_dtype(next(unwrap(model).parameters()).dtype, device.type)
     check_head(model, {k: v.to(device) for k, v in first[0].micro[0].items()})
     total = per_epoch * trial["epochs"]
@@ -135,6 +141,7 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
             loss_val = float(loss)
             if logged:
                 curve.add(step, step / per_epoch, tokens, loss_val, terms, grad_norm, lr_now, time.time() - t_loop)
+            marks.setdefault("first_step", time.time())
             if step in evals:
                 train_s = time.time() - t_loop
                 # A finite loss can still leave non-finite weights after the step: such a
@@ -145,12 +152,44 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                                       "loss": loss_val, "total_steps": total, "train_seconds": train_s})
                     return
                 _report_checkpoint(cfg, method, model, tok, (opt, sched), step, per_epoch, total, loss_val,
-                                   t_loop, rank, start, with_state)
+                                   t_loop, rank, start, with_state, setup_phases(cfg, marks, t_loop))
     if step == start > 0:
         # Resumed at its end (an earlier attempt reported the final checkpoint, then died): no
         # step left, but the driver still learns where the trial stands (its final step).
         ray.train.report({"status": "running", "step": step, "epoch": step / per_epoch, "total_steps": total,
                           "train_seconds": 0.0, "resumed_from_step": start})
+
+
+# The phases of a trial's setup, in order: (name, the mark that ends it). Each lasts from the end
+# of the previous one; the first starts when the driver saw the trial start (its `started_at`).
+SETUP_PHASES = (
+    ("placement", "trial_fn_started"),          # Tune placed the trial, its actor started, imported
+    ("train_workers", "worker_started"),        # Train controller, worker group, process group
+    ("imports", "imported"),                    # torch, transformers, cliffsweep in the worker
+    ("model_load", "model_loaded"),
+    ("statistics", "statistics_loaded"),        # the method's statistics and prepare()
+    ("resume_and_wrap", "resumed_and_wrapped"),  # a resume's state, DDP/FSDP wrapping
+    ("data", "data_ready"),                     # tokenisation and the first epoch's batches
+    ("optimizer", "loop_started"),              # head check, optimizer, schedule, resume state
+    ("first_step", "first_step"),
+)
+
+
+def setup_phases(cfg: dict[str, Any], marks: dict[str, float], t_loop: float) -> dict[str, float]:
+    """The wall-clock marks of this attempt's setup (the driver turns them into seconds per
+    phase against its own start time: orchestrator/driver.py)."""
+    return {"trial_fn_started": cfg["trial_fn_started"], **marks, "loop_started": t_loop}
+
+
+def phase_seconds(started_at: float, marks: dict[str, float]) -> dict[str, float]:
+    """Seconds per setup phase (SETUP_PHASES) from the driver's start time of the trial and the
+    attempt's marks; a phase whose mark is missing is left out. Pure (tests/test_policies.py)."""
+    out, prev = {}, started_at
+    for name, mark in SETUP_PHASES:
+        if mark in marks:
+            out[name] = round(marks[mark] - prev, 3)
+            prev = marks[mark]
+    return out
 
 
 def all_finite(tensors: list, world: int) -> bool:
@@ -181,7 +220,7 @@ def _record(cfg: dict[str, Any], checkpoint) -> None:
 
 
 def _report_checkpoint(cfg, method, model, tok, optim, step, per_epoch, total, loss, t_loop, rank,
-                       resumed_from, with_state: list) -> None:
+                       resumed_from, with_state: list, phases: dict[str, float]) -> None:
     """Rank 0 writes the checkpoint folder, with the training state to resume from (resume.py;
     not for FSDP), and drops older ones' (resume.keep_latest); every rank reports (report is a
     barrier). A sharded (FSDP) model is first gathered by every rank (parallel.py). `t_loop`:
@@ -199,7 +238,7 @@ def _report_checkpoint(cfg, method, model, tok, optim, step, per_epoch, total, l
     metrics = {"status": "running", "step": step, "epoch": step / per_epoch, "loss": loss,
                "total_steps": total, "train_seconds": time.time() - t_loop,
                "checkpoint_kind": method.checkpoint_kind, "loop_started_at": t_loop,
-               "resumed_from_step": resumed_from}
+               "resumed_from_step": resumed_from, "setup_marks": phases}
     sharded = parallel.is_sharded(unwrap(model))
     state = parallel.full_state(unwrap(model)) if sharded else None
     if rank != 0:

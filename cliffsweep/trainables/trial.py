@@ -41,6 +41,9 @@ def lean_trainer_cls():
 
 
 def run_trial(config: dict[str, Any]) -> None:
+    import time
+
+    started = time.time()  # the setup's "placement" phase ends here (loop.SETUP_PHASES)
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 
     from cliffsweep.orchestrator.inbox import report_callback
@@ -54,7 +57,7 @@ def run_trial(config: dict[str, Any]) -> None:
     attempt = ray.get(ray.get_actor(config["inbox"]).begin.remote(tid))
     trainer = lean_trainer_cls()(
         train_loop_per_worker,
-        train_loop_config={**config["train"], "attempt": attempt},
+        train_loop_config={**config["train"], "attempt": attempt, "trial_fn_started": started},
         scaling_config=ScalingConfig(
             num_workers=res["workers_per_trial"],
             use_gpu=res["gpus_per_worker"] > 0,
