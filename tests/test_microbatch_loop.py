@@ -25,22 +25,20 @@ def train(tmp_path, name: str, workers: int, **recipe) -> dict[str, torch.Tensor
     from ray.train.torch import TorchTrainer
     from safetensors.torch import load_file
 
-    from cliffsweep.orchestrator.spec import RecipeSpec
+    from cliffsweep.orchestrator.grid import Trial
+    from cliffsweep.orchestrator.spec import RecipeSpec, TaskSpec
+    from cliffsweep.trainables.config import WORKER_KEY, TrainConfig
     from cliffsweep.trainables.loop import train_loop_per_worker
 
-    cfg = {
-        "trial": {"trial_id": name, "model": "q", "model_path": "toy:qwen2-tiny", "dtype": "float32",
-                  "method": "sft", "method_params": {}, "optimizer": "adamw", "series": "sft",
-                  "lr": 1e-3, "epochs": 1, "seed": 0},
-        "recipe": RecipeSpec(batch_size=12, max_seq_len=128, **recipe).model_dump(),
-        "learn": {"name": "toy_facts", "params": {"n_train": 24, "n_eval": 8}},
-        "retain": {"name": "toy_arith", "params": {}},
+    cfg = TrainConfig(
+        trial=Trial(trial_id=name, model="q", model_path="toy:qwen2-tiny", dtype="float32", method="sft",
+                    method_params={}, optimizer="adamw", series="sft", lr=1e-3, epochs=1, seed=0),
+        recipe=RecipeSpec(batch_size=12, max_seq_len=128, **recipe),
+        learn=TaskSpec(name="toy_facts", params={"n_train": 24, "n_eval": 8}), retain=TaskSpec(name="toy_arith"),
         # The loop records each checkpoint in the store's ledger once Ray has persisted it.
-        "store_uri": str(tmp_path / "store"), "checkpoint_root": str(tmp_path),
-        "stats_uri": None, "eval_points": 1, "every_epoch": False, "strategy": "ddp", "torch_threads": 1,
-        "attempt": 1, "max_step_rows": 1000, "trial_fn_started": __import__("time").time(),
-    }
-    result = TorchTrainer(train_loop_per_worker, train_loop_config=cfg,
+        store_uri=str(tmp_path / "store"), checkpoint_root=str(tmp_path), stats_uri=None, eval_points=1,
+        every_epoch=False, strategy="ddp", torch_threads=1, max_step_rows=1000)
+    result = TorchTrainer(train_loop_per_worker, train_loop_config={WORKER_KEY: cfg},
                           scaling_config=ScalingConfig(num_workers=workers, resources_per_worker={"CPU": 0.5}),
                           run_config=RunConfig(storage_path=str(tmp_path), name=name)).fit()
     assert result.metrics["step"] == 2  # 24 examples, global batch 12

@@ -37,6 +37,7 @@ from cliffsweep.orchestrator.refiner import Refiner, TrialQueue, stored_refined_
 from cliffsweep.orchestrator.spec import SweepSpec
 from cliffsweep.orchestrator.stats import compute_stats, stats_key, stats_relpath, stats_task_resources
 from cliffsweep.orchestrator.store import Store
+from cliffsweep.trainables.config import TrainConfig, TrialRun
 
 # Per-trial overhead is a first-class cost (docs/benchmarks.md). Ray Train V2 polls its workers
 # every 2 s by default, which adds up to 2 s per report and per trial end; 1 s halves that (0.2 s
@@ -124,33 +125,21 @@ class SweepRun:
             t, status, attempt=self.attempts.get(tid, 0), started_at=started, **timing,
             steps=last.get("step"), total_steps=last.get("total_steps"), final_loss=last.get("loss"), train_seconds=last.get("train_seconds"),
             resumed_from_step=last.get("resumed_from_step"),
-            config=json.dumps(self.trial_config(t, None)["train"], sort_keys=True, default=str), **extra)])
+            config=self.trial_config(t, None).train.to_json(), **extra)])
 
     # --- configs ------------------------------------------------------------------------------
-    def trial_config(self, t: Trial, stats_uri: str | None) -> dict[str, Any]:
+    def trial_config(self, t: Trial, stats_uri: str | None) -> TrialRun:
+        """What the trial needs across the Ray boundary, typed (trainables/config.py)."""
         from cliffsweep.trainables.parallel import torch_threads
 
         s = self.spec
-        return {
-            "checkpoint_root": self.checkpoint_root,
-            "local_cluster": not s.ray_address,
-            "inbox": self.inbox_name,
-            "resources": s.resources.model_dump(),
-            "train": {
-                "trial": t.to_dict(),
-                "store_uri": _abs_uri(s.store_uri),
-                "checkpoint_root": self.checkpoint_root,
-                "recipe": s.recipe.model_dump(),
-                "learn": s.tasks.learn.model_dump(),
-                "retain": s.tasks.retain[0].model_dump(),
-                "stats_uri": stats_uri,
-                "eval_points": s.eval.points_per_trial,
-                "every_epoch": s.eval.every_epoch,
-                "strategy": s.resources.strategy,
-                "torch_threads": torch_threads(s.resources.cpus_per_worker),
-                "max_step_rows": s.tracking.max_step_rows,
-            },
-        }
+        train = TrainConfig(
+            trial=t, recipe=s.recipe, learn=s.tasks.learn, retain=s.tasks.retain[0],
+            store_uri=_abs_uri(s.store_uri), checkpoint_root=self.checkpoint_root, stats_uri=stats_uri,
+            eval_points=s.eval.points_per_trial, every_epoch=s.eval.every_epoch, strategy=s.resources.strategy,
+            torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows)
+        return TrialRun(train=train, resources=s.resources, checkpoint_root=self.checkpoint_root,
+                        local_cluster=not s.ray_address, inbox=self.inbox_name)
 
     def on_report(self, tid: str, metrics: dict[str, Any], tracker: EvalTracker) -> None:
         """A trial's report, from the inbox: keep it as the trial's latest; evaluate its checkpoint."""
@@ -505,7 +494,7 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
             tick()
 
         def on_trial_start(self, iteration, trials, trial, **info):
-            tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
+            tid = trial.config["cfg"].trial_id
             run.attempts[tid] = run.attempts.get(tid, 0) + 1
             run.started.setdefault(tid, _now())
             run.record(tid, TrialStatus.RUNNING)
@@ -531,14 +520,14 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
                 tick()
 
         def on_trial_complete(self, iteration, trials, trial, **info):
-            tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
+            tid = trial.config["cfg"].trial_id
             self._flush_reports()
             status = final_status(run.last.get(tid))
             err = "non-finite training loss" if status is TrialStatus.DIVERGED else None
             self._finish(tid, status, error=err)
 
         def on_trial_recover(self, iteration, trials, trial, **info):
-            tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
+            tid = trial.config["cfg"].trial_id
             self._flush_reports()
             progress.status["running"] -= 1
             progress.running.pop(tid, None)
@@ -547,7 +536,7 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
                 "at": _now()}])
 
         def on_trial_error(self, iteration, trials, trial, **info):
-            tid = trial.config["cfg"]["train"]["trial"]["trial_id"]
+            tid = trial.config["cfg"].trial_id
             self._flush_reports()
             self._finish(tid, TrialStatus.FAILED, error=_error_text(trial))
 

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from cliffsweep.orchestrator.grid import Trial, base_trial_id, refined_trials, series_key
 from cliffsweep.orchestrator.policies import TrialStatus
+from cliffsweep.trainables.config import TrialRun
 
 TERMINAL = {TrialStatus.DONE.value, TrialStatus.DIVERGED.value, TrialStatus.FAILED.value}
 
@@ -50,12 +51,12 @@ class TrialQueue:
     second) and calls no callback, so the searcher itself must keep evaluations, settling and
     refinement moving, or a series waiting for its last evaluation would wait forever."""
 
-    def __init__(self, configs: list[dict], more: Callable[[], bool], pump: Callable[[], None] = lambda: None):
+    def __init__(self, configs: list[TrialRun], more: Callable[[], bool], pump: Callable[[], None] = lambda: None):
         self.items: deque = deque(configs)
         self.more = more
         self.pump = pump
 
-    def add(self, configs: list[dict]) -> None:
+    def add(self, configs: list[TrialRun]) -> None:
         self.items.extend(configs)
 
 

@@ -17,8 +17,11 @@ import tempfile
 import time
 from typing import Any
 
+from cliffsweep.trainables.config import WORKER_KEY, TrainConfig
 
-def train_loop_per_worker(cfg: dict[str, Any]) -> None:
+
+def train_loop_per_worker(config: dict[str, TrainConfig]) -> None:
+    """One Train worker of a trial: `config[WORKER_KEY]` is its TrainConfig (trainables/config.py)."""
     marks = {"worker_started": time.time()}  # the setup's phases (setup_phases, below)
     import ray.train
     import torch
@@ -36,58 +39,59 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     from cliffsweep.trainables.steplog import StepLog
 
     marks["imported"] = time.time()
-    trial, recipe = cfg["trial"], cfg["recipe"]
-    maybe_fail(f"train_start:{trial['trial_id']}")
+    cfg = config[WORKER_KEY]
+    trial, recipe = cfg.trial, cfg.recipe
+    maybe_fail(f"train_start:{trial.trial_id}")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    torch.manual_seed(trial["seed"])
-    threads = cfg.get("torch_threads")
+    torch.manual_seed(trial.seed)
+    threads = cfg.torch_threads
     if threads:
         torch.set_num_threads(threads)
 
-    model, tok = load_model(resolve_model(trial["model_path"]), trial["dtype"])
+    model, tok = load_model(resolve_model(trial.model_path), trial.dtype)
     marks["model_loaded"] = time.time()
-    method = build_method(trial["method"], trial["method_params"])
-    stats = load_stats(cfg["stats_uri"]) if cfg.get("stats_uri") else {}
+    method = build_method(trial.method, trial.method_params)
+    stats = load_stats(cfg.stats_uri) if cfg.stats_uri else {}
     model = method.prepare(model, stats)
     marks["statistics_loaded"] = time.time()
-    if recipe["gradient_checkpointing"]:
+    if recipe.gradient_checkpointing:
         microbatch.enable_checkpointing(model)
     # A retried or re-run trial continues from its latest checkpoint (resume.py). Loaded after
     # prepare(): statistics, anchors and frozen copies come from the base weights.
-    state = resume.load(ray.train.get_checkpoint()) if cfg["strategy"] == "ddp" else None
+    state = resume.load(ray.train.get_checkpoint()) if cfg.strategy == "ddp" else None
     if state is not None:
         model.load_state_dict(state["model"])
     if ray.train.get_checkpoint() is not None and rank == 0:
         # The checkpoint this attempt continues from was reported by an earlier one, which may
         # have died before recording it (ledger.py): record it again (idempotent).
         _record(cfg, ray.train.get_checkpoint())
-    model = parallel.prepare(model, cfg["strategy"])
+    model = parallel.prepare(model, cfg.strategy)
     device = next(unwrap(model).parameters()).device
     marks["resumed_and_wrapped"] = time.time()
 
-    learn_task = build_task(cfg["learn"]["name"], cfg["learn"]["params"])
-    learn = data.encode(tok, learn_task.train_examples(), recipe["max_seq_len"])
+    learn_task = build_task(cfg.learn.name, cfg.learn.params)
+    learn = data.encode(tok, learn_task.train_examples(), recipe.max_seq_len)
     retain: list = []
     if method.retain_fraction > 0:
-        retain_task = build_task(cfg["retain"]["name"], cfg["retain"]["params"])
-        retain = data.encode(tok, retain_task.train_examples(), recipe["max_seq_len"], retain=True)
+        retain_task = build_task(cfg.retain.name, cfg.retain.params)
+        retain = data.encode(tok, retain_task.train_examples(), recipe.max_seq_len, retain=True)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
 
     def steps(epoch: int) -> list[data.Step]:
-        return data.epoch_steps(learn, retain, recipe["batch_size"], method.retain_fraction,
-                                trial["seed"], epoch, rank, world, pad, recipe["micro_batch_size"])
+        return data.epoch_steps(learn, retain, recipe.batch_size, method.retain_fraction,
+                                trial.seed, epoch, rank, world, pad, recipe.micro_batch_size)
 
     first = steps(0)
     per_epoch = len(first)
     marks["data_ready"] = time.time()
     amp = microbatch.autocast_dtype(next(unwrap(model).parameters()).dtype, device.type)
     check_head(model, {k: v.to(device) for k, v in first[0].micro[0].items()})
-    total = per_epoch * trial["epochs"]
-    evals = set(eval_steps(total, per_epoch, cfg["eval_points"], cfg["every_epoch"]))
-    opt = build_optimizer(trial["optimizer"], unwrap(model), trial["lr"], recipe["weight_decay"])
+    total = per_epoch * trial.epochs
+    evals = set(eval_steps(total, per_epoch, cfg.eval_points, cfg.every_epoch))
+    opt = build_optimizer(trial.optimizer, unwrap(model), trial.lr, recipe.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(
-        s, total, recipe["warmup_steps"], recipe["cooldown_steps"], recipe["min_lr_ratio"]))
+        s, total, recipe.warmup_steps, recipe.cooldown_steps, recipe.min_lr_ratio))
 
     start = 0
     if state is not None:
@@ -100,12 +104,12 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
     with_state = [ray.train.get_checkpoint()] if state is not None else []
     step, train_s = start, 0.0
     # the training curve (steplog.py): rank 0 writes it; the other ranks only step
-    curve = StepLog(Store(cfg["store_uri"]) if rank == 0 else None, trial["trial_id"], cfg["attempt"], start,
-                    total, cfg["max_step_rows"], evals)
+    curve = StepLog(Store(cfg.store_uri) if rank == 0 else None, trial.trial_id, cfg.attempt, start,
+                    total, cfg.max_step_rows, evals)
     tokens = 0  # response tokens of the global batches so far (the steps before a resume included)
     t_loop = time.time()
     model.train()
-    for epoch in range(start // per_epoch, trial["epochs"]):
+    for epoch in range(start // per_epoch, trial.epochs):
         for i, todo in enumerate(steps(epoch)):
             if epoch * per_epoch + i < start:
                 tokens += todo.n_tokens
@@ -125,8 +129,8 @@ def train_loop_per_worker(cfg: dict[str, Any]) -> None:
                 return
             method.before_step(model, step)
             grad_norm = None  # the norm comes free with clipping; without, it is taken for logged steps
-            if recipe["grad_clip"]:
-                grad_norm = torch.nn.utils.clip_grad_norm_(unwrap(model).parameters(), recipe["grad_clip"])
+            if recipe.grad_clip:
+                grad_norm = torch.nn.utils.clip_grad_norm_(unwrap(model).parameters(), recipe.grad_clip)
             elif logged:
                 grad_norm = torch.nn.utils.get_total_norm(
                     [p.grad for p in unwrap(model).parameters() if p.grad is not None])
@@ -175,10 +179,10 @@ SETUP_PHASES = (
 )
 
 
-def setup_phases(cfg: dict[str, Any], marks: dict[str, float], t_loop: float) -> dict[str, float]:
+def setup_phases(cfg: TrainConfig, marks: dict[str, float], t_loop: float) -> dict[str, float]:
     """The wall-clock marks of this attempt's setup (the driver turns them into seconds per
     phase against its own start time: orchestrator/driver.py)."""
-    return {"trial_fn_started": cfg["trial_fn_started"], **marks, "loop_started": t_loop}
+    return {"trial_fn_started": cfg.trial_fn_started, **marks, "loop_started": t_loop}
 
 
 def phase_seconds(started_at: float, marks: dict[str, float]) -> dict[str, float]:
@@ -208,14 +212,14 @@ def all_finite(tensors: list, world: int) -> bool:
     return bad.item() == 0
 
 
-def _record(cfg: dict[str, Any], checkpoint) -> None:
+def _record(cfg: TrainConfig, checkpoint) -> None:
     """Record an already reported checkpoint in the store (from its cliffsweep_meta.json)."""
     from cliffsweep.orchestrator.ledger import record_checkpoint
     from cliffsweep.orchestrator.store import Store
 
     with checkpoint.filesystem.open_input_stream(f"{checkpoint.path}/cliffsweep_meta.json") as f:
         meta = json.loads(f.read())
-    record_checkpoint(Store(cfg["store_uri"]), cfg["checkpoint_root"], cfg["trial"]["trial_id"],
+    record_checkpoint(Store(cfg.store_uri), cfg.checkpoint_root, cfg.trial.trial_id,
                       meta["step"], meta["epoch"], meta["kind"])
 
 
@@ -258,10 +262,10 @@ def _report_checkpoint(cfg, method, model, tok, optim, step, per_epoch, total, l
                        "loss": loss}, f)
         ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp),
                          checkpoint_dir_name=checkpoint_dir_name(step))
-    maybe_fail(f"reported:{cfg['trial']['trial_id']}:{step}")
+    maybe_fail(f"reported:{cfg.trial.trial_id}:{step}")
     # report() returned: the folder is complete in storage. The store's row is what makes it a
     # checkpoint to evaluate, whatever happens to this run or the driver (ledger.py).
-    record_checkpoint(Store(cfg["store_uri"]), cfg["checkpoint_root"], cfg["trial"]["trial_id"], step,
+    record_checkpoint(Store(cfg.store_uri), cfg.checkpoint_root, cfg.trial.trial_id, step,
                       step / per_epoch, method.checkpoint_kind)
     if not sharded:
         with_state.append(ray.train.get_checkpoint())  # the one just persisted

@@ -10,7 +10,8 @@ the driver picks it up and hands checkpoints to the evaluator pool; Tune's own r
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+
+from cliffsweep.trainables.config import WORKER_KEY, TrialRun
 
 # Ray Train V2 starts these helper actors on every fit(); each is a fresh Python process that
 # imports Ray Train (~2-3 core-s on this 2-core machine, docs/benchmarks.md). A sweep trial
@@ -40,7 +41,7 @@ def lean_trainer_cls():
     return LeanTorchTrainer
 
 
-def run_trial(config: dict[str, Any]) -> None:
+def run_trial(run: TrialRun) -> None:
     import time
 
     started = time.time()  # the setup's "placement" phase ends here (loop.SETUP_PHASES)
@@ -52,28 +53,27 @@ def run_trial(config: dict[str, Any]) -> None:
 
     import ray
 
-    res = config["resources"]
-    tid = config["train"]["trial"]["trial_id"]
-    attempt = ray.get(ray.get_actor(config["inbox"]).begin.remote(tid))
+    res, tid = run.resources, run.trial_id
+    attempt = ray.get(ray.get_actor(run.inbox).begin.remote(tid))
     trainer = lean_trainer_cls()(
         train_loop_per_worker,
-        train_loop_config={**config["train"], "attempt": attempt, "trial_fn_started": started},
+        train_loop_config={WORKER_KEY: run.train.for_attempt(attempt, started)},
         scaling_config=ScalingConfig(
-            num_workers=res["workers_per_trial"],
-            use_gpu=res["gpus_per_worker"] > 0,
-            resources_per_worker={"CPU": res["cpus_per_worker"],
-                                  **({"GPU": res["gpus_per_worker"]} if res["gpus_per_worker"] > 0 else {}),
-                                  **role_resources(res.get("cluster_roles", False), "trainer", res["gpus_per_worker"])},
+            num_workers=res.workers_per_trial,
+            use_gpu=res.gpus_per_worker > 0,
+            resources_per_worker={"CPU": res.cpus_per_worker,
+                                  **({"GPU": res.gpus_per_worker} if res.gpus_per_worker > 0 else {}),
+                                  **role_resources(res.cluster_roles, "trainer", res.gpus_per_worker)},
         ),
         run_config=RunConfig(
-            storage_path=config["checkpoint_root"],
-            name=config["train"]["trial"]["trial_id"],
-            callbacks=[report_callback(config["inbox"], config["train"]["trial"]["trial_id"])],
+            storage_path=run.checkpoint_root,
+            name=tid,
+            callbacks=[report_callback(run.inbox, tid)],
             # Retries happen one level up (Tune re-runs this function), so that a retried
             # trial restarts cleanly and the driver can count attempts.
             failure_config=FailureConfig(max_failures=0),
             checkpoint_config=CheckpointConfig(num_to_keep=None),
         ),
-        local_cluster=config["local_cluster"],
+        local_cluster=run.local_cluster,
     )
     trainer.fit()

@@ -1,0 +1,80 @@
+"""What one trial needs on the other side of the Ray boundary, typed and frozen (issue 15 part 5).
+
+The driver (orchestrator/driver.py) builds a `TrialRun` per grid point; Tune hands it to the
+trial's function (trainables/trial.py), which starts the Ray Train job; each Train worker gets
+its `TrainConfig` (trainables/loop.py). Both are frozen dataclasses of the spec's own typed
+pieces (the grid point, RecipeSpec, TaskSpec, ResourcesSpec), pickled across Ray: a misspelt
+field is an AttributeError at the line that misspells it, not a KeyError deep in a worker, and
+what a trial reads is listed here. Ray Train wants its `train_loop_config` to be a dict (its
+state export walks it as one), so the TrainConfig travels as its single value (`WORKER_KEY`).
+
+Types only: nothing here imports the orchestrator at run time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields, is_dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cliffsweep.orchestrator.grid import Trial
+    from cliffsweep.orchestrator.spec import RecipeSpec, ResourcesSpec, TaskSpec
+
+WORKER_KEY = "train"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One trial's training, as every Train worker runs it (trainables/loop.py)."""
+
+    trial: Trial
+    recipe: RecipeSpec
+    learn: TaskSpec
+    retain: TaskSpec
+    """The first retain task: replay rows come from its train split."""
+    store_uri: str
+    checkpoint_root: str
+    stats_uri: str | None
+    """The method's once-per-model statistics (orchestrator/stats.py); None: it has none."""
+    eval_points: int
+    every_epoch: bool
+    strategy: str
+    torch_threads: int | None
+    max_step_rows: int
+    """The training curve's rows per trial at most (trainables/steplog.py)."""
+    attempt: int = 1
+    """Set per attempt by the trial's function (trainables/trial.py): 1, 2 after a retry, ..."""
+    trial_fn_started: float = 0.0
+    """When this attempt's trial function started (the setup's first phase ends there)."""
+
+    def for_attempt(self, attempt: int, started: float) -> TrainConfig:
+        return replace(self, attempt=attempt, trial_fn_started=started)
+
+    def to_json(self) -> str:
+        """The resolved config, as the store's `trials.config` keeps it (STYLE.md 7)."""
+        return json.dumps(_plain(self), sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    """One Tune trial: how its Ray Train job runs, and what its workers train."""
+
+    train: TrainConfig
+    resources: ResourcesSpec
+    checkpoint_root: str
+    local_cluster: bool
+    inbox: str
+    """The sweep's inbox actor (orchestrator/inbox.py), by name."""
+
+    @property
+    def trial_id(self) -> str:
+        return self.train.trial.trial_id
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if hasattr(value, "model_dump"):  # the spec's pydantic pieces
+        return value.model_dump()
+    return asdict(value) if is_dataclass(value) else value
