@@ -298,7 +298,7 @@ def log_analysis(store_uri: str, table: pd.DataFrame, out_dir: str, stream=None)
     spec = stored_spec(store)
     if spec is None or not spec.tracking.enabled:
         return {}
-    trials, tracking = store.read("trials"), store.read("tracking")
+    trials = store.read("trials")
     by_series = {(r["model"], r["series"], int(r["epochs"])): r for r in table.to_dict("records")}
     files = [os.path.join(out_dir, f) for f in sorted(os.listdir(out_dir))]
     errors: dict[str, str | None] = {}

@@ -14,7 +14,7 @@ Types only: nothing here imports the orchestrator at run time.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -52,8 +52,10 @@ class TrainConfig:
         return replace(self, attempt=attempt, trial_fn_started=started)
 
     def to_json(self) -> str:
-        """The resolved config, as the store's `trials.config` keeps it (STYLE.md 7)."""
-        return json.dumps(_plain(self), sort_keys=True, default=str)
+        """The resolved config, as the store's `trials.config` keeps it (STYLE.md 7); without the
+        per-attempt fields (the `trials` row has its attempt)."""
+        plain = {k: v for k, v in _plain(self).items() if k not in ("attempt", "trial_fn_started")}
+        return json.dumps(plain, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,10 @@ class TrialRun:
 
 
 def _plain(value: Any) -> Any:
+    from pydantic import BaseModel
+
     if is_dataclass(value):
         return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
-    if hasattr(value, "model_dump"):  # the spec's pydantic pieces
+    if isinstance(value, BaseModel):  # the spec's pieces
         return value.model_dump()
-    return asdict(value) if is_dataclass(value) else value
+    return value

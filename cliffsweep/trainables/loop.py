@@ -15,7 +15,6 @@ import json
 import os
 import tempfile
 import time
-from typing import Any
 
 from cliffsweep.trainables.config import WORKER_KEY, TrainConfig
 
