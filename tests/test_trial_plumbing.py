@@ -91,3 +91,35 @@ def test_evaluators_copy_checkpoints_without_the_training_state(tmp_path):
     got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
     assert got == ["model.safetensors", "sub/adapter_config.json"]
     assert (dest / "model.safetensors").read_bytes() == b"w" * 100
+
+
+def test_the_trial_config_crosses_ray_typed_and_frozen(tmp_path):
+    """Issue 15 part 5: the driver's TrialRun pickles as Ray sends it, stays frozen, carries the
+    spec's typed pieces to the worker, and each attempt gets its own copy; the store keeps the
+    resolved config without per-attempt fields."""
+    import dataclasses
+    import json
+    import pickle
+
+    from cliffsweep.orchestrator.driver import SweepRun
+    from cliffsweep.orchestrator.spec import RecipeSpec, parse_spec
+    from cliffsweep.orchestrator.store import Store
+
+    spec = parse_spec({"name": "t", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],
+                       "methods": [{"name": "ewc", "params": {"lam": 10}}], "lrs": [1e-3],
+                       "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]},
+                       "recipe": {"micro_batch_size": 4}, "store": str(tmp_path / "store")})
+    run = SweepRun(spec, Store(spec.store_uri), "hf")
+    t = run.grid[0]
+    trial_run = pickle.loads(pickle.dumps(run.trial_config(t, "stats.safetensors")))
+    cfg = trial_run.train
+    assert trial_run.trial_id == t.trial_id and cfg.trial == t and cfg.trial.method_params == {"lam": 10}
+    assert isinstance(cfg.recipe, RecipeSpec) and cfg.recipe.micro_batch_size == 4 and cfg.learn.name == "toy_facts"
+    assert cfg.stats_uri == "stats.safetensors" and cfg.max_step_rows == spec.tracking.max_step_rows
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.attempt = 2
+    second = cfg.for_attempt(2, 123.0)
+    assert (second.attempt, second.trial_fn_started, cfg.attempt) == (2, 123.0, 1)
+    stored = json.loads(second.to_json())
+    assert stored["trial"]["trial_id"] == t.trial_id and stored["recipe"]["micro_batch_size"] == 4
+    assert "attempt" not in stored and "trial_fn_started" not in stored
