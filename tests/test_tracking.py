@@ -197,3 +197,15 @@ def test_export_tracking_replays_a_store_into_a_tracker_its_sweep_did_not_name(t
     bare = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "export-tracking", store.uri],
                           capture_output=True, text=True, timeout=300)
     assert bare.returncode == 2 and "has no tracking section" in bare.stderr
+
+
+def test_stores_without_trackers_are_left_alone(tmp_path):
+    """`analyze` and `status` on a store whose spec.json names no tracker (an older store, or
+    the analysis' synthetic one with a partial spec.json) send nothing and raise nothing."""
+    from cliffsweep.orchestrator.summary import tracking_lines
+    from cliffsweep.tracking.sync import log_analysis
+
+    store = Store(str(tmp_path / "store"))
+    store.write_json("spec.json", {"name": "synthetic", "lrs": [1e-3]})  # partial, as analysis/synthetic.py
+    assert log_analysis(store.uri, pd.DataFrame(), str(tmp_path)) == {}
+    assert tracking_lines(store, store.read("errors")) == []

@@ -80,10 +80,10 @@ def status_text(store: Store) -> str:
 def tracking_lines(store: Store, errors: pd.DataFrame) -> list[str]:
     """Per tracker of the sweep file: up to date with the store, or how many runs are behind
     and its last error (a tracker outage never stops the sweep; the store has everything)."""
-    from cliffsweep.tracking.sync import behind, stored_spec
+    from cliffsweep.tracking.sync import behind, tracked_spec
 
-    spec = stored_spec(store)
-    if spec is None or not spec.tracking.enabled:
+    spec = tracked_spec(store)
+    if spec is None:
         return []
     lines = []
     for name, n in behind(spec, store).items():

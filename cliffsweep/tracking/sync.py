@@ -288,6 +288,18 @@ def stored_spec(store: Store):
     return SweepSpec.model_validate(store.read_json("spec.json")) if store.exists("spec.json") else None
 
 
+def tracked_spec(store: Store):
+    """The store's spec when it names a tracker, else None: a store written before the tracking
+    section, or without one (also a synthetic store whose spec.json holds a few fields only),
+    has nothing to mirror and is not validated further here."""
+    from cliffsweep.tracking.config import TrackingSpec
+
+    if not store.exists("spec.json"):
+        return None
+    section = store.read_json("spec.json").get("tracking") or {}
+    return stored_spec(store) if TrackingSpec.model_validate(section).enabled else None
+
+
 def log_analysis(store_uri: str, table: pd.DataFrame, out_dir: str, stream=None) -> dict[str, str | None]:
     """After `cliffsweep analyze`: each trial run gets its series' regime and max safe lr as
     tags, and the sweep's run the report and frontiers.parquet as artifacts. A tracker that
@@ -295,8 +307,8 @@ def log_analysis(store_uri: str, table: pd.DataFrame, out_dir: str, stream=None)
     import os
 
     store = Store(store_uri)
-    spec = stored_spec(store)
-    if spec is None or not spec.tracking.enabled:
+    spec = tracked_spec(store)
+    if spec is None:
         return {}
     trials = store.read("trials")
     by_series = {(r["model"], r["series"], int(r["epochs"])): r for r in table.to_dict("records")}
