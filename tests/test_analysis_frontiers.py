@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from cliffsweep.analysis import AnalysisInputError, frontiers, load_store
+from cliffsweep.analysis.points import load_stores
 from cliffsweep.analysis.cli import main as analyze_main
 from cliffsweep.analysis.synthetic import SyntheticSweep, write_synthetic_store
 from cliffsweep.orchestrator.store import Store, eval_key
@@ -188,3 +189,27 @@ def test_cli_threshold_flags(tmp_path):
         assert analyze_main([str(tmp_path / "s"), "--out", out, "--n-boot", "0", "--no-report", *flags]) == 0
         t = pd.read_parquet(f"{out}/frontiers.parquet")
         assert t["regime"].tolist() == [regime] and not os.path.exists(f"{out}/report.html")
+
+
+def test_several_stores_are_analysed_as_one(tmp_path):
+    """Issue 16 part 1: `cliffsweep analyze A B` reads the paper grid's stores as one. The same
+    model in two stores (SFT in one, LoRA in the other, as paper.yaml / paper_lora.yaml) gives one
+    frontier per series and one base point: its base evaluation, held by both stores, is used
+    once (from the first store), and the notes say so."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    write_synthetic_store(a, SyntheticSweep(models={"m-cliff": "cliff"}, series=(("sft", "sft"),), epochs=(1,),
+                                            n_learn=100, n_retain=100))
+    write_synthetic_store(b, SyntheticSweep(models={"m-cliff": "cliff", "m-grad": "gradual"},
+                                            series=(("lora", "lora"),), epochs=(1,), n_learn=100, n_retain=100))
+    one = load_store(a)
+    both = load_stores([a, b])
+    series = both.points.groupby(["model", "series"]).size()
+    assert {("m-cliff", "sft"), ("m-cliff", "lora"), ("m-grad", "lora"), ("m-cliff", "base"),
+            ("m-grad", "base")} == set(series.index)
+    assert series[("m-cliff", "base")] == 1 and series[("m-cliff", "sft")] == len(one.points) - 1
+    assert any("more than one store" in n and "m-cliff-base" in n for n in both.notes), both.notes
+    out = str(tmp_path / "out")
+    assert analyze_main([a, b, "--out", out, "--n-boot", "0"]) == 0
+    table = pd.read_parquet(f"{out}/frontiers.parquet")
+    assert set(zip(table["model"], table["series"])) == {("m-cliff", "sft"), ("m-cliff", "lora"), ("m-grad", "lora")}
+    assert f"{a}, {b}" in open(f"{out}/report.html").read()

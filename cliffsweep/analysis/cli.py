@@ -15,7 +15,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("analyze", help="classify frontiers (gradual / cliff) and write the report",
                               description="Read a sweep's Parquet store; write frontiers.parquet/.csv, "
                               "report.html/.md and plots to --out.")
-    p.add_argument("store", help="store root (folder or URI such as s3://bucket/prefix)")
+    p.add_argument("store", nargs="+", help="store root(s) (folder or URI such as s3://bucket/prefix); several "
+                   "are analysed as one (e.g. the paper grid's three stores)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--learn-task", help="learn task (default: the store's only learn task)")
     p.add_argument("--retain-task", help="retain task (default: the only one, else the spec's first)")
@@ -52,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}/frontiers.parquet" + ("" if args.no_report else f" and {args.out}/report.html"))
     from cliffsweep.tracking.sync import log_analysis
 
-    for name, err in log_analysis(args.store, table, args.out).items():  # the sweep file's trackers
-        print(f"{name}: " + ("regimes tagged, report attached" if err is None else f"not updated: {err[:300]}"))
+    for store in args.store:  # each store's sweep file names its own trackers
+        for name, err in log_analysis(store, table, args.out).items():
+            print(f"{name}: " + ("regimes tagged, report attached" if err is None else f"not updated: {err[:300]}"))
     return 0
 
 

@@ -129,18 +129,56 @@ def load_store(uri: str, learn_task: str | None = None, retain_task: str | None 
     retain set D_R); the learn task to the only learn task. Mixed scorer versions of either
     task raise :class:`AnalysisInputError`.
     """
-    store = Store(uri)
-    evals = store.read("evals")
-    evals = evals[evals["metric"] == "accuracy"]
+    return load_stores([uri], learn_task, retain_task)
+
+
+# What identifies a row of each table across stores (the first store's row is kept).
+_KEYS = {"evals": ["trial_id", "step", "task", "metric"], "trials": ["trial_id"],
+         "samples": ["trial_id", "step", "task", "example_id"], "steps": ["trial_id", "step"]}
+
+
+def merge_tables(frames: list[pd.DataFrame], table: str, uris: list[str], notes: list[str]) -> pd.DataFrame:
+    """One table from several stores. A row in more than one store (a model's base evaluation,
+    which every store of that model holds; a grid point run in two stores) is taken from the
+    first store that has it, and the notes say so: a base model evaluated again, or a trial run
+    twice, is the same measurement taken twice, never two points."""
+    empty = frames[0].iloc[:0]  # the table's columns (Store.read), for a table no store has rows of
+    frames = [f.assign(_store=i) for i, f in enumerate(frames) if len(f)]
+    if not frames:
+        return empty
+    both = pd.concat(frames, ignore_index=True)
+    if len(frames) == 1:
+        return both.drop(columns="_store")
+    # rows of a key that an earlier store already holds (within one store, rows stay as they are)
+    first = both.groupby(_KEYS[table], dropna=False)["_store"].transform("min")
+    dup = both["_store"] > first
+    if dup.any() and table in ("evals", "trials"):
+        ids = sorted(both.loc[dup, "trial_id"].unique())
+        later = sorted({uris[i] for i in both.loc[dup, "_store"]})
+        notes.append(f"{table}: {len(ids)} trial id(s) in more than one store (e.g. {ids[0]}); the rows of the "
+                     f"first store listed are used, not those of {', '.join(later)}")
+    return both[~dup].drop(columns="_store").reset_index(drop=True)
+
+
+def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str | None = None) -> StoreData:
+    """:func:`load_store` over several stores as one (the paper grid is three: issue 16), tasks
+    and scorer versions checked across all of them; see :func:`merge_tables` for rows that
+    several stores hold."""
+    stores = [Store(u) for u in uris]
+    notes: list[str] = []
+    read = {t: merge_tables([s.read(t) for s in stores], t, uris, notes) for t in ("evals", "trials", "samples", "steps")}
+    evals = read["evals"]
+    evals = evals[evals["metric"] == "accuracy"] if len(evals) else evals
     if evals.empty:
-        raise AnalysisInputError(f"store {uri!r} has no accuracy evals (evals/ is empty or missing)")
+        where = f"store {uris[0]!r} has" if len(uris) == 1 else f"stores {uris} have"
+        raise AnalysisInputError(f"{where} no accuracy evals (evals/ is empty or missing)")
     learn = _one_task(evals, "learn", learn_task, None)
-    retain = _one_task(evals, "retain", retain_task, _primary_retain(store))
+    retain = _one_task(evals, "retain", retain_task, next(filter(None, map(_primary_retain, stores)), None))
     check_scorer_versions(evals, [learn, retain])
-    points, notes = points_from_evals(evals, store.read("trials"), learn, retain)
-    samples = store.read("samples")
+    points, more = points_from_evals(evals, read["trials"], learn, retain)
+    samples = read["samples"]
     samples = samples[samples["task"].isin([learn, retain])].reset_index(drop=True)
-    trials = store.read("trials")[["trial_id", "model", "series", "epochs", "lr", "status"]]
+    trials = read["trials"][["trial_id", "model", "series", "epochs", "lr", "status"]]
     # the trial's peak lr names the line; the schedule's lr at each step becomes step_lr
-    curves = store.read("steps").rename(columns={"lr": "step_lr"}).merge(trials, on="trial_id", how="inner")
-    return StoreData(points, samples, learn, retain, notes, curves)
+    curves = read["steps"].rename(columns={"lr": "step_lr"}).merge(trials, on="trial_id", how="inner")
+    return StoreData(points, samples, learn, retain, notes + more, curves)

@@ -9,24 +9,26 @@ import pandas as pd
 
 from cliffsweep.analysis.classify import Thresholds
 from cliffsweep.analysis.frontiers import MIN_CONFIDENCE, frontiers, model_frontier
-from cliffsweep.analysis.points import load_store
+from cliffsweep.analysis.points import load_stores
 from cliffsweep.analysis.refinement import refinement_table
 from cliffsweep.analysis.report import write_report
 
 _LIST_COLUMNS = ("pareto_point_ids", "model_pareto_point_ids", "dominated_by")
 
 
-def analyze_store(store_uri: str, out_dir: str, *, learn_task: str | None = None, retain_task: str | None = None,
+def analyze_store(store_uri: str | list[str], out_dir: str, *, learn_task: str | None = None, retain_task: str | None = None,
                   thresholds: Thresholds | dict | None = None, n_boot: int = 200, seed: int = 0,
                   min_confidence: float = MIN_CONFIDENCE, report: bool = True) -> pd.DataFrame:
-    """Analyse the store at ``store_uri`` (docs/store.md) and write the results to ``out_dir``.
+    """Analyse the store at ``store_uri`` (docs/store.md), or several stores as one (a list: the
+    paper grid's three, points.load_stores), and write the results to ``out_dir``.
 
     Returns the frontiers table (one row per model x series x epochs; columns documented in
     docs/analysis.md). ``thresholds``: a :class:`Thresholds` or a dict of its fields.
     List columns stay lists in Parquet and are ';'-joined in the CSV.
     """
     th = thresholds if isinstance(thresholds, Thresholds) else Thresholds(**(thresholds or {}))
-    data = load_store(store_uri, learn_task, retain_task)
+    uris = [store_uri] if isinstance(store_uri, str) else list(store_uri)
+    data = load_stores(uris, learn_task, retain_task)
     table = frontiers(data.points, data.samples, th, learn_task=data.learn_task, retain_task=data.retain_task,
                       n_boot=n_boot, seed=seed, min_confidence=min_confidence)
     os.makedirs(out_dir, exist_ok=True)
@@ -38,7 +40,7 @@ def analyze_store(store_uri: str, out_dir: str, *, learn_task: str | None = None
     data.points.to_parquet(os.path.join(out_dir, "points.parquet"), index=False)
     model_frontier(data.points).to_parquet(os.path.join(out_dir, "model_frontier.parquet"), index=False)
     if report:
-        write_report(table, data.points, out_dir, store_uri=store_uri, learn_task=data.learn_task,
+        write_report(table, data.points, out_dir, store_uri=", ".join(uris), learn_task=data.learn_task,
                      retain_task=data.retain_task, thresholds=th, min_confidence=min_confidence, n_boot=n_boot,
                      notes=data.notes, refinement=refinement_table(data.points, th), curves=data.curves)
     return table
