@@ -13,6 +13,7 @@ status and, after `cliffsweep analyze`, its series' regime and max safe lr.
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
@@ -59,7 +60,7 @@ class RunDelta:
     eval_labels: set[str] = field(default_factory=set)  # the (trial/step/task) units in `evals`
 
 
-class Tracker:
+class Tracker(ABC):
     """One experiment tracker. Called from the sync thread only (never from a trial or an
     evaluator); any exception is caught there, recorded, and retried later."""
 
@@ -68,25 +69,25 @@ class Tracker:
     def __init__(self, cfg, sweep: str):
         self.cfg, self.sweep = cfg, sweep
 
+    @abstractmethod
     def open(self, delta: RunDelta, run_id: str | None) -> str:
         """Create the run (with its params), or reopen `run_id` / the run keyed by the trial id;
         return its id (what the `tracking` table keeps)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def send(self, run_id: str, delta: RunDelta) -> None:
         """Log the delta's training points, evaluation points and status to the open run."""
-        raise NotImplementedError
 
     def finish(self, run_id: str, status: str | None) -> None:
         """The run will get nothing more in this process: flush and release it."""
 
+    @abstractmethod
     def annotate(self, run_id: str, delta: RunDelta, tags: dict[str, str]) -> None:
         """After `cliffsweep analyze`: tags on a trial run (regime, max safe lr)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def attach(self, run_id: str, paths: list[str]) -> None:
         """After `cliffsweep analyze`: the report's files as artifacts of the sweep's run."""
-        raise NotImplementedError
 
     def close(self) -> None:
         """Release every run still open."""
