@@ -112,12 +112,14 @@ def cmd_export_tracking(args) -> int:
     if args.tracking:
         import yaml
 
-        from cliffsweep.orchestrator.spec import SpecError
-        from cliffsweep.tracking.config import TrackingSpec
+        from pathlib import Path
+
         from pydantic import ValidationError
 
+        from cliffsweep.tracking.config import TrackingSpec
+
         try:
-            tracking = TrackingSpec.model_validate(yaml.safe_load(open(args.tracking)) or {})
+            tracking = TrackingSpec.model_validate(yaml.safe_load(Path(args.tracking).read_text()) or {})
         except ValidationError as e:
             raise SpecError(args.tracking, [f"tracking.{'.'.join(map(str, err['loc']))}: {err['msg']}"
                                             for err in e.errors()]) from None

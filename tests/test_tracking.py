@@ -145,7 +145,7 @@ def test_tensorboard_gets_each_point_once_across_rounds_and_reruns(tmp_path):
     got = tensorboard_scalars(str(tb / "t1"))  # asserts no step twice per tag
     assert got["train/loss"] == pytest.approx({1: 1.0, 2: 0.5, 3: 1 / 3, 4: 0.25})
     assert got["eval/toy_facts/accuracy"] == pytest.approx({2: 0.27, 4: 0.29})
-    assert behind(spec, store) == {"tensorboard": 0}
+    assert behind(spec, store, store.read("trials"), store.read("evals")) == {"tensorboard": 0}
     assert marks_of(store.read("tracking"), "tensorboard")["t1"]["status"] == "done"
 
 
@@ -157,7 +157,7 @@ def test_a_tracker_that_is_down_is_recorded_not_raised(tmp_path, capsys):
     syncer.close()
     errors = store.read("errors")
     assert (errors["kind"] == "tracking").sum() == 1 and errors["message"].iloc[0].startswith("mlflow:")
-    assert behind(spec, store) == {"mlflow": 2}  # the sweep's run and t1: sent by the next run
+    assert behind(spec, store, store.read("trials"), store.read("evals")) == {"mlflow": 2}  # the sweep's run and t1
     assert "mlflow failed" in capsys.readouterr().err
     from cliffsweep.orchestrator.summary import status_text
 
@@ -208,4 +208,4 @@ def test_stores_without_trackers_are_left_alone(tmp_path):
     store = Store(str(tmp_path / "store"))
     store.write_json("spec.json", {"name": "synthetic", "lrs": [1e-3]})  # partial, as analysis/synthetic.py
     assert log_analysis(store.uri, pd.DataFrame(), str(tmp_path)) == {}
-    assert tracking_lines(store, store.read("errors")) == []
+    assert tracking_lines(store, store.read("trials"), store.read("evals"), store.read("errors")) == []

@@ -71,13 +71,13 @@ def status_text(store: Store) -> str:
     if not trained.empty:
         lines.append(f"  {len(trained)} trial(s) trained, awaiting evaluation of their checkpoints "
                      "(they count as done once evaluated)")
-    lines += tracking_lines(store, errors)
+    lines += tracking_lines(store, trials, evals, errors)
     for _, e in errors.tail(5).iterrows():
         lines.append(f"  {e['kind']} {e['trial_id']} step {e['step']}: {str(e['message']).strip().splitlines()[-1][:160]}")
     return "\n".join(lines)
 
 
-def tracking_lines(store: Store, errors: pd.DataFrame) -> list[str]:
+def tracking_lines(store: Store, trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame) -> list[str]:
     """Per tracker of the sweep file: up to date with the store, or how many runs are behind
     and its last error (a tracker outage never stops the sweep; the store has everything)."""
     from cliffsweep.tracking.sync import behind, tracked_spec
@@ -86,7 +86,7 @@ def tracking_lines(store: Store, errors: pd.DataFrame) -> list[str]:
     if spec is None:
         return []
     lines = []
-    for name, n in behind(spec, store).items():
+    for name, n in behind(spec, store, trials, evals).items():
         if n == 0:
             lines.append(f"tracking {name}: up to date with the store")
             continue

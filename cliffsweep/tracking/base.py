@@ -22,8 +22,8 @@ TERMINAL = ("done", "diverged", "failed")
 
 
 def run_key(sweep: str, trial_id: str) -> str:
-    """A stable run id from the trial id (W&B ids: at most 64 of [a-z0-9_-]... kept short and
-    unique): a re-run resumes the same run instead of creating another."""
+    """A stable run id from the sweep and trial ids, short and in W&B's id alphabet: a re-run
+    resumes the same run instead of creating another."""
     return hashlib.sha1(f"{sweep}/{trial_id}".encode()).hexdigest()[:16]
 
 

@@ -113,9 +113,8 @@ def deltas(spec, trials: pd.DataFrame, steps: pd.DataFrame, evals: pd.DataFrame,
         tid = row["trial_id"]
         mark = marks.get(tid, {})
         st = steps_by.get(tid, steps.iloc[:0])
+        # one row per step: a resumed stretch rewrites its rows (trainables/steplog.py)
         st = st[st["step"] > (mark.get("steps_to") if mark.get("steps_to") is not None else 0)]
-        # a resumed stretch rewrites its rows, never adds to them; still, one point per step
-        st = st.sort_values("attempt").drop_duplicates("step", keep="last")
         ev = evals_by.get(tid, evals.iloc[:0])
         sent = set(json.loads(mark.get("evals") or "[]"))
         ev = _unsent(ev, sent)
@@ -135,12 +134,11 @@ def marks_of(tracking: pd.DataFrame, tracker: str) -> dict[str, dict[str, Any]]:
     return {r["trial_id"]: r for r in rows.to_dict("records")}
 
 
-def behind(spec, store: Store) -> dict[str, int]:
+def behind(spec, store: Store, trials: pd.DataFrame, evals: pd.DataFrame) -> dict[str, int]:
     """Per configured tracker, how many runs have something the tracker was not sent (what
-    `cliffsweep status` reports)."""
-    tables = {t: store.read(t) for t in ("trials", "steps", "evals", "tracking")}
-    return {name: len(deltas(spec, tables["trials"], tables["steps"], tables["evals"],
-                             marks_of(tables["tracking"], name)))
+    `cliffsweep status` reports; it passes the trials and evals it has read already)."""
+    steps, tracking = store.read("steps"), store.read("tracking")
+    return {name: len(deltas(spec, trials, steps, evals, marks_of(tracking, name)))
             for name in spec.tracking.enabled}
 
 
@@ -159,14 +157,12 @@ class Syncer:
     """Mirrors the store at `store_uri` to the trackers of `spec.tracking`. `start()` runs it
     in a daemon thread every `interval_s`; `sync_once()` is one round (export-tracking)."""
 
-    def __init__(self, spec, store_uri: str, trackers: dict[str, Tracker] | None = None, stream=None):
+    def __init__(self, spec, store_uri: str, stream=None):
         from cliffsweep.tracking import build_tracker
 
         self.spec, self.store = spec, Store(store_uri)
         cfg = spec.tracking
-        trackers = trackers if trackers is not None else {
-            n: build_tracker(n, getattr(cfg, n), spec.name) for n in cfg.enabled}
-        self.states = {n: _State(t) for n, t in trackers.items()}
+        self.states = {n: _State(build_tracker(n, getattr(cfg, n), spec.name)) for n in cfg.enabled}
         tracking = self.store.read("tracking")
         for name, s in self.states.items():
             s.marks = marks_of(tracking, name)
@@ -175,7 +171,6 @@ class Syncer:
         self._stop = False
         self._thread: threading.Thread | None = None
         self._last_said: str | None = None
-        self.rounds = 0
 
     # --- the thread ---
     def start(self) -> "Syncer":
@@ -219,7 +214,6 @@ class Syncer:
     # --- one round ---
     def sync_once(self, final: bool = False) -> None:
         tables = {t: self.store.read(t) for t in ("trials", "steps", "evals")}
-        self.rounds += 1
         for name, s in self.states.items():
             if time.time() < s.down_until and not final:
                 continue
@@ -271,7 +265,11 @@ class Syncer:
 
     def _say(self, text: str) -> None:
         self._last_said = text
-        print(f"cliffsweep: {text}", file=self.stream, flush=True)
+        say(text, self.stream)
+
+
+def say(text: str, stream=None) -> None:
+    print(f"cliffsweep: {text}", file=stream or sys.stderr, flush=True)
 
 
 def start_syncer(spec, store_uri: str) -> Syncer | None:
@@ -334,8 +332,8 @@ def log_analysis(store_uri: str, table: pd.DataFrame, out_dir: str, stream=None)
             errors[name] = None
         except Exception as exc:  # noqa: BLE001 - the analysis is written; the tracker is told later
             errors[name] = f"{type(exc).__name__}: {exc}"
-            syncer._say(f"tracking: {name} did not take the analysis ({errors[name][:300]}); "
-                        "`cliffsweep analyze` again sends it")
+            say(f"tracking: {name} did not take the analysis ({errors[name][:300]}); "
+                "`cliffsweep analyze` again sends it", stream)
     return errors
 
 
