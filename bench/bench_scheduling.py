@@ -72,9 +72,13 @@ def main() -> None:
                     snaps.append(tracemalloc.take_snapshot())
 
         def trivial(config: dict) -> None:
-            return None
+            # ends its one trial as a real job does: a final report through the inbox
+            job = config["cfg"]
+            inbox = ray.get_actor(job.inbox)
+            ray.get([inbox.put.remote(tid, {"final": True, "status": "running", "reported_at": time.time()})
+                     for tid in job.trial_ids])
 
-        queue = TrialQueue([run.trial_config(t, None) for t in run.grid], lambda: False)
+        queue = TrialQueue(run.job_configs(run.grid, size=1), lambda: False)
         rss.append((0, me.memory_info().rss / 2**20))
         t0 = time.perf_counter()
         tune.Tuner(

@@ -8,6 +8,7 @@ go away once idle."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -85,8 +86,29 @@ def test_autoscaled_multinode_sweep_on_s3(tmp_path):
             })
             assert len(alive_nodes_after_init(head.address)) == 1  # the head alone
             ray.shutdown()
-            store = run_sweep(spec)
-            actors = list_actors(address=head.dashboard, detail=True, limit=10000)
+            # Actors are sampled while they live as well as listed after the sweep: the GCS keeps
+            # dead actors only as a best-effort cache, and one CI run listed no trial actor at
+            # the end although both trials had run (a sweep that had finished correctly).
+            seen, stop = {}, threading.Event()
+
+            def sample():
+                while not stop.wait(1.0):
+                    try:
+                        for a in list_actors(address=head.dashboard, filters=[("state", "=", "ALIVE")],
+                                             detail=True, limit=10000):
+                            seen[a["actor_id"]] = a
+                    except Exception:  # noqa: BLE001 - the state API may not answer yet
+                        pass
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            try:
+                store = run_sweep(spec)
+            finally:
+                stop.set()
+                sampler.join(timeout=30)
+            actors = list({**seen, **{a["actor_id"]: a for a in list_actors(
+                address=head.dashboard, detail=True, limit=10000)}}.values())
             head_id = next(n["NodeID"] for n in ray.nodes() if n["NodeManagerAddress"] and
                            n["Resources"].get("cliffsweep_driver"))
             nodes_of = lambda cls: {a["node_id"] for a in actors if a["class_name"] == cls}  # noqa: E731

@@ -118,3 +118,26 @@ def test_setup_phases_follow_each_other_from_the_driver_start():
     del marks["imported"]
     got = phase_seconds(100.0, marks)
     assert "imports" not in got and got["model_load"] == 2.0 and sum(got.values()) == len(SETUP_PHASES)
+
+
+def test_pack_keeps_models_apart_in_order_and_balances_sizes():
+    from cliffsweep.orchestrator.policies import pack
+
+    keys = ["q"] * 10 + ["l"] * 3 + ["q"]
+    jobs = pack(keys, 4)
+    # every item exactly once; one model per job; grid order kept within a job
+    assert sorted(i for j in jobs for i in j) == list(range(len(keys)))
+    assert all(len({keys[i] for i in j}) == 1 and j == sorted(j) for j in jobs)
+    # q's 11 items (10 + the last one) in ceil(11/4) = 3 jobs of 4, 4, 3
+    assert [len(j) for j in jobs if keys[j[0]] == "q"] == [4, 4, 3] and [len(j) for j in jobs if keys[j[0]] == "l"] == [3]
+    assert all(len(j) == 1 for j in pack(keys, 1)) and len(pack(keys, 1)) == 14
+    assert pack([], 3) == []
+
+
+def test_trials_per_job_gives_each_slot_about_two_jobs_of_at_most_eight():
+    from cliffsweep.orchestrator.policies import MAX_AUTO_TRIALS_PER_JOB, trials_per_job
+
+    assert trials_per_job(20, 2, None) == 5  # the default toy sweep: 4 jobs, 2 at a time
+    assert trials_per_job(3, 4, None) == 1  # more slots than points: one point per job
+    assert trials_per_job(1176, 8, None) == MAX_AUTO_TRIALS_PER_JOB == 8
+    assert trials_per_job(1176, 8, 3) == 3 and trials_per_job(5, 1, 1) == 1

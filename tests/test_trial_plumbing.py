@@ -51,28 +51,28 @@ def ray_local():
 @pytest.mark.ray
 def test_inbox_delivers_every_report_through_the_real_callback(ray_local, tmp_path):
     import ray
-    from ray.train import Checkpoint
-
     from cliffsweep.orchestrator.inbox import InboxReader, report_callback, start_inbox
 
     reader = InboxReader(start_inbox("inbox-test"))
     reader.poll()  # leaves a drain in flight, sent before any put
-    ckpt_dir = tmp_path / "step-000002"
-    ckpt_dir.mkdir()
 
     @ray.remote(num_cpus=0)
-    def controller_side(cb, steps):
+    def controller_side(cb, reports):
         # The callback is pickled into another process, as into a Train controller.
-        for step in steps:
-            ckpt = Checkpoint.from_directory(str(ckpt_dir)) if step == 2 else None
-            cb.after_report(None, [{"step": step, "loss": 1.0 / step}, {"step": step, "rank": 1}], ckpt)
+        for tid, step, final in reports:
+            cb.after_report(None, [{"trial_id": tid, "step": step, "final": final},
+                                   {"trial_id": tid, "step": step, "rank": 1}], None)
 
-    ray.get(controller_side.remote(report_callback("inbox-test", "trial-a"), [1, 2, 3]))
+    # one job, two trials: a ends at step 2, b runs on
+    ray.get(controller_side.remote(report_callback("inbox-test"), [("a", 1, False), ("a", 2, True), ("b", 1, False)]))
     items = reader.flush()  # must include puts made after the in-flight drain was sent
-    assert [(tid, m["step"]) for tid, m in items] == [("trial-a", 1), ("trial-a", 2), ("trial-a", 3)]
+    assert [(tid, m["step"]) for tid, m in items] == [("a", 1), ("a", 2), ("b", 1)]
     assert all("rank" not in m and m["reported_at"] > 0 for _, m in items)  # rank 0's metrics
-    assert [m.get("checkpoint_path") for _, m in items] == [None, str(ckpt_dir), None]
     assert reader.flush() == [] and reader.poll() == []
+    # A retried job: the trial that ended is not trained again; the other's attempt counts on.
+    inbox = ray.get_actor("inbox-test")
+    assert ray.get(inbox.begin_job.remote(["a", "b"])) == {"b": 1}
+    assert ray.get(inbox.begin_job.remote(["a", "b"])) == {"b": 2}
 
 
 def test_evaluators_copy_checkpoints_without_the_training_state(tmp_path):
@@ -94,7 +94,7 @@ def test_evaluators_copy_checkpoints_without_the_training_state(tmp_path):
 
 
 def test_the_trial_config_crosses_ray_typed_and_frozen(tmp_path):
-    """Issue 15 part 5: the driver's TrialRun pickles as Ray sends it, stays frozen, carries the
+    """Issue 15 part 5: the driver's JobRun pickles as Ray sends it, stays frozen, carries the
     spec's typed pieces to the worker, and each attempt gets its own copy; the store keeps the
     resolved config without per-attempt fields."""
     import dataclasses
@@ -111,9 +111,10 @@ def test_the_trial_config_crosses_ray_typed_and_frozen(tmp_path):
                        "recipe": {"micro_batch_size": 4}, "store": str(tmp_path / "store")})
     run = SweepRun(spec, Store(spec.store_uri), "hf")
     t = run.grid[0]
-    trial_run = pickle.loads(pickle.dumps(run.trial_config(t, "stats.safetensors")))
-    cfg = trial_run.train
-    assert trial_run.trial_id == t.trial_id and cfg.trial == t and cfg.trial.method_params == {"lam": 10}
+    run.stats_uri[t.trial_id] = "stats.safetensors"
+    (job,) = pickle.loads(pickle.dumps(run.job_configs([t])))
+    (cfg,) = job.points
+    assert job.trial_ids == (t.trial_id,) and cfg.trial == t and cfg.trial.method_params == {"lam": 10}
     assert isinstance(cfg.recipe, RecipeSpec) and cfg.recipe.micro_batch_size == 4 and cfg.learn.name == "toy_facts"
     assert cfg.stats_uri == "stats.safetensors" and cfg.max_step_rows == spec.tracking.max_step_rows
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -29,7 +29,7 @@ from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.grid import Trial, base_trial_id, expand_grid
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
 from cliffsweep.orchestrator.policies import (TrialStatus, cluster_concurrency, default_concurrency, final_status,
-                                              role_resources, trials_to_run)
+                                              pack, role_resources, trials_per_job, trials_to_run)
 from cliffsweep.orchestrator.pool import EvalRequest, start_pool
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.refine import max_refine_trials
@@ -37,7 +37,7 @@ from cliffsweep.orchestrator.refiner import Refiner, TrialQueue, stored_refined_
 from cliffsweep.orchestrator.spec import SweepSpec
 from cliffsweep.orchestrator.stats import compute_stats, stats_key, stats_relpath, stats_task_resources
 from cliffsweep.orchestrator.store import Store
-from cliffsweep.trainables.config import TrainConfig, TrialRun
+from cliffsweep.trainables.config import JobRun, TrainConfig
 
 # Per-trial overhead is a first-class cost (docs/benchmarks.md). Ray Train V2 polls its workers
 # every 2 s by default, which adds up to 2 s per report and per trial end; 1 s halves that (0.2 s
@@ -94,6 +94,9 @@ class SweepRun:
         self.refiner: Refiner | None = None
         self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
         self.inbox: InboxReader | None = None  # set once Ray is up
+        self.per_job = 1  # grid points per Train job (policies.trials_per_job), set once Ray is up
+        self.jobs_running: set[str] = set()
+        self.requeue = None  # hands JobRuns back to Tune's queue (set by run_sweep)
 
     # --- trial rows ---------------------------------------------------------------------------
     def add_trials(self, trials: list[Trial]) -> None:
@@ -113,40 +116,61 @@ class SweepRun:
         last = self.last.get(tid, {})
         started = self.started.get(tid)
         timing: dict[str, Any] = {}
-        if started and last.get("loop_started_at"):
-            timing["setup_seconds"] = last["loop_started_at"] - started.timestamp()
-        if started and last.get("setup_marks"):
+        # A job's later point starts where the previous one ended (its `point_started` mark).
+        began = (last.get("setup_marks") or {}).get("point_started") or (started.timestamp() if started else None)
+        if began and last.get("loop_started_at"):
+            timing["setup_seconds"] = last["loop_started_at"] - began
+        if began and last.get("setup_marks"):
             from cliffsweep.trainables.loop import phase_seconds
 
-            timing["setup_phases"] = json.dumps(phase_seconds(started.timestamp(), last["setup_marks"]))
+            timing["setup_phases"] = json.dumps(phase_seconds(began, last["setup_marks"]))
         if extra.get("finished_at") and tid in self.last_at:
             timing["teardown_seconds"] = (extra["finished_at"] - self.last_at[tid]).total_seconds()
         self.store.write("trials", tid, [trial_row(
             t, status, attempt=self.attempts.get(tid, 0), started_at=started, **timing,
             steps=last.get("step"), total_steps=last.get("total_steps"), final_loss=last.get("loss"), train_seconds=last.get("train_seconds"),
             resumed_from_step=last.get("resumed_from_step"),
-            config=self.trial_config(t, None).train.to_json(), **extra)])
+            config=self.point_config(t, None).to_json(), **extra)])
 
     # --- configs ------------------------------------------------------------------------------
-    def trial_config(self, t: Trial, stats_uri: str | None) -> TrialRun:
-        """What the trial needs across the Ray boundary, typed (trainables/config.py)."""
+    def point_config(self, t: Trial, stats_uri: str | None) -> TrainConfig:
+        """What one grid point's training needs across the Ray boundary, typed (trainables/config.py)."""
         from cliffsweep.trainables.parallel import torch_threads
 
         s = self.spec
-        train = TrainConfig(
+        return TrainConfig(
             trial=t, recipe=s.recipe, learn=s.tasks.learn, retain=s.tasks.retain[0],
             store_uri=_abs_uri(s.store_uri), checkpoint_root=self.checkpoint_root, stats_uri=stats_uri,
             eval_points=s.eval.points_per_trial, every_epoch=s.eval.every_epoch, strategy=s.resources.strategy,
             torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows)
-        return TrialRun(train=train, resources=s.resources, checkpoint_root=self.checkpoint_root,
-                        local_cluster=not s.ray_address, inbox=self.inbox_name)
+
+    def job_configs(self, trials: list[Trial], size: int | None = None) -> list[JobRun]:
+        """`trials` as Train jobs of up to `size` (default: self.per_job) points of one model each
+        (policies.pack)."""
+        import hashlib
+
+        jobs = []
+        for idx in pack([f"{t.model_path}|{t.dtype}" for t in trials], size or self.per_job):
+            points = tuple(self.point_config(trials[i], self.stats_uri.get(trials[i].trial_id)) for i in idx)
+            ids = "\n".join(p.trial.trial_id for p in points)
+            job_id = f"job-{points[0].trial.model}-{hashlib.sha1(ids.encode()).hexdigest()[:10]}"
+            jobs.append(JobRun(job_id=job_id, points=points, resources=self.spec.resources,
+                               checkpoint_root=self.checkpoint_root, local_cluster=not self.spec.ray_address,
+                               inbox=self.inbox_name))
+        return jobs
 
     def on_report(self, tid: str, metrics: dict[str, Any], tracker: EvalTracker) -> None:
-        """A trial's report, from the inbox: keep it as the trial's latest; evaluate its checkpoint."""
-        self.last[tid] = metrics
+        """A trial's report, from the inbox: keep it as the trial's latest; evaluate its
+        checkpoint; a job's later trial starts (`begin`), a trial's training ends (`final`)."""
+        if tid in self.finished:
+            return  # a late duplicate of an ended trial (a retried job re-reporting its end)
+        if metrics.get("event") == "begin":
+            self.begin(tid)
+            return
+        self.last[tid] = {**self.last.get(tid, {}), **metrics}
         self.last_at[tid] = datetime.fromtimestamp(metrics["reported_at"], timezone.utc)
         if self.progress is not None and tid in self.progress.running:
-            self.progress.running[tid] = metrics
+            self.progress.running[tid] = self.last[tid]
         if metrics.get("checkpoint_path"):
             step = int(metrics["step"])
             maybe_fail(f"driver_report:{tid}:{step}")
@@ -157,8 +181,35 @@ class SweepRun:
             self.evaluate(rec, tracker)
             # `cliffsweep status` shows how far it got; a late report of a trial that Ctrl-C
             # already sent back to pending must not mark it running again
-            if tid not in self.finished and self.status.get(tid) == TrialStatus.RUNNING.value:
+            if self.status.get(tid) == TrialStatus.RUNNING.value:
                 self.record(tid, TrialStatus.RUNNING)
+        if metrics.get("final"):
+            status = final_status(self.last[tid])
+            self.finish(tid, status, error="non-finite training loss" if status is TrialStatus.DIVERGED else None)
+
+    def begin(self, tid: str) -> None:
+        """A trial of a job starts training (the job's first at the job's start, each later one
+        when the one before it ended)."""
+        if self.progress is None or tid in self.progress.running or tid in self.finished:
+            return
+        self.started.setdefault(tid, _now())
+        self.record(tid, TrialStatus.RUNNING)
+        self.progress.status["running"] += 1
+        self.progress.running[tid] = {}
+
+    def finish(self, tid: str, status: TrialStatus, **extra: Any) -> None:
+        """A trial's training ended (trained, diverged) or it failed for good."""
+        self.finished.add(tid)
+        if self.progress is not None:
+            if self.progress.running.pop(tid, None) is not None:
+                self.progress.status["running"] -= 1
+            self.progress.status[status.value] += 1
+            if tid in self.started:
+                self.progress.trial_seconds.append((_now() - self.started[tid]).total_seconds())
+        self.finished_at[tid] = _now()
+        self.record(tid, status, finished_at=self.finished_at[tid], **extra)
+        if status is TrialStatus.TRAINED:
+            self.trained[tid] = _int_or_none(self.last.get(tid, {}).get("total_steps"))
 
     def evaluate(self, rec: ledger.CheckpointRecord, tracker: EvalTracker, known_unevaluated: bool = False) -> None:
         self.ckpt_steps.setdefault(rec.trial_id, set()).add(rec.step)
@@ -394,8 +445,12 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
                     f"The evaluation's error:\n{broken[t.model]}"))
                 progress.status["failed"] += 1
         todo = [t for t in todo if t.trial_id not in stats_failed and t.model not in broken]
-        queue = TrialQueue([run.trial_config(t, stats[t.trial_id]) for t in todo], lambda: refiner.more_may_come(),
+        run.per_job = trials_per_job(len(todo), concurrency, r.trials_per_job)
+        # While a job runs it may hand trials back (one that failed for good: its other,
+        # unstarted trials get a job of their own), so Tune is not told "finished" before.
+        queue = TrialQueue(run.job_configs(todo), lambda: bool(run.jobs_running) or refiner.more_may_come(),
                            pump=lambda: tick(wait=0.2))
+        run.requeue = queue.add
 
         def queue_refined(trials: list[Trial]) -> None:
             """Refinement added these trials: record them pending and hand them to Tune."""
@@ -407,7 +462,7 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
                     run.record(t.trial_id, TrialStatus.FAILED, error=failed[t.trial_id], finished_at=_now())
                 else:
                     run.record(t.trial_id, TrialStatus.PENDING)
-            queue.add([run.trial_config(t, new_stats[t.trial_id]) for t in trials if t.trial_id not in failed])
+            queue.add(run.job_configs([t for t in trials if t.trial_id not in failed]))
             progress.n_trials = len(run.grid)
 
         refiner = run.refiner = Refiner(run, tracker, queue_refined)
@@ -417,7 +472,9 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
             tuner = tune.Tuner(
                 tune.with_resources(_trial_fn(), {"CPU": 0.01, **role_resources(r.cluster_roles, "driver")}),
                 tune_config=tune.TuneConfig(
-                    search_alg=sweep_searcher(queue), num_samples=len(queue.items) + max_refine_trials(spec),
+                    # an upper bound: the searcher says when it is finished (refiner.py)
+                    search_alg=sweep_searcher(queue),
+                    num_samples=len(queue.items) + len(todo) + max_refine_trials(spec),
                     max_concurrent_trials=concurrency, reuse_actors=True),
                 run_config=tune.RunConfig(
                     storage_path=_abs_uri(store.uri).rstrip("/") + "/_tune",
@@ -457,10 +514,10 @@ def _int_or_none(v) -> int | None:
 
 
 def _trial_fn():
-    from cliffsweep.trainables.trial import run_trial
+    from cliffsweep.trainables.trial import run_job
 
     def trial(config: dict) -> None:
-        run_trial(config["cfg"])
+        run_job(config["cfg"])
 
     return trial
 
@@ -485,7 +542,8 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
     _LIVE[key] = (run, tracker, progress, tick)
 
     class SweepCallback(tune.Callback):
-        """Tune events -> trial rows and progress (reports and checkpoints come through the inbox)."""
+        """Tune events (one Tune trial = one Train job of several grid points) -> trial rows and
+        progress; reports, checkpoints and each point's start and end come through the inbox."""
 
         def __reduce__(self):
             return (_callback_from_key, (key,))
@@ -494,51 +552,54 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
             tick()
 
         def on_trial_start(self, iteration, trials, trial, **info):
-            tid = trial.config["cfg"].trial_id
-            run.attempts[tid] = run.attempts.get(tid, 0) + 1
-            run.started.setdefault(tid, _now())
-            run.record(tid, TrialStatus.RUNNING)
-            progress.status["running"] += 1
-            progress.running[tid] = {}
+            job: JobRun = trial.config["cfg"]
+            run.jobs_running.add(job.job_id)
+            todo = [tid for tid in job.trial_ids if tid not in run.finished]
+            for tid in todo:  # the inbox counts the same attempts (inbox.begin_job)
+                run.attempts[tid] = run.attempts.get(tid, 0) + 1
+            if todo:
+                run.begin(todo[0])  # the job trains its points in order
 
         def _flush_reports(self):
-            """Every report a trial made is in the inbox before Tune sees it end (inbox.py)."""
+            """Every report a job made is in the inbox before Tune sees it end (inbox.py)."""
             for tid, metrics in run.inbox.flush():
                 run.on_report(tid, metrics, tracker)
 
-        def _finish(self, tid: str, status: TrialStatus, **extra):
-            run.finished.add(tid)
-            progress.running.pop(tid, None)
-            progress.status["running"] -= 1
-            progress.status[status.value] += 1
-            if tid in run.started:
-                progress.trial_seconds.append((_now() - run.started[tid]).total_seconds())
-            run.finished_at[tid] = _now()
-            run.record(tid, status, finished_at=run.finished_at[tid], **extra)
-            if status is TrialStatus.TRAINED:
-                run.trained[tid] = _int_or_none(run.last.get(tid, {}).get("total_steps"))
-                tick()
+        def _unended(self, job: JobRun) -> list[str]:
+            return [tid for tid in job.trial_ids if tid not in run.finished]
 
         def on_trial_complete(self, iteration, trials, trial, **info):
-            tid = trial.config["cfg"].trial_id
+            job: JobRun = trial.config["cfg"]
             self._flush_reports()
-            status = final_status(run.last.get(tid))
-            err = "non-finite training loss" if status is TrialStatus.DIVERGED else None
-            self._finish(tid, status, error=err)
+            run.jobs_running.discard(job.job_id)
+            for tid in self._unended(job):  # never silently: a job must end each of its trials
+                run.finish(tid, TrialStatus.FAILED, error=(
+                    f"Train job {job.job_id} returned without reporting the end of this trial's training"))
+            tick()
 
         def on_trial_recover(self, iteration, trials, trial, **info):
-            tid = trial.config["cfg"].trial_id
+            job: JobRun = trial.config["cfg"]
             self._flush_reports()
-            progress.status["running"] -= 1
-            progress.running.pop(tid, None)
-            run.store.write("errors", f"trial__{tid}__attempt{run.attempts.get(tid, 0)}", [{
-                "trial_id": tid, "step": -1, "kind": "trial_retry", "message": _error_text(trial),
-                "at": _now()}])
+            for tid in self._unended(job):
+                if progress.running.pop(tid, None) is not None:  # the one it was training
+                    progress.status["running"] -= 1
+                    run.store.write("errors", f"trial__{tid}__attempt{run.attempts.get(tid, 0)}", [{
+                        "trial_id": tid, "step": -1, "kind": "trial_retry", "message": _error_text(trial),
+                        "at": _now()}])
 
         def on_trial_error(self, iteration, trials, trial, **info):
-            tid = trial.config["cfg"].trial_id
+            job: JobRun = trial.config["cfg"]
             self._flush_reports()
-            self._finish(tid, TrialStatus.FAILED, error=_error_text(trial))
+            unended = self._unended(job)
+            # The trial it was training failed for good; the ones after it never started: they
+            # get a job of their own instead of sharing its failure.
+            failed = [tid for tid in unended if tid in progress.running] or unended[:1]
+            for tid in failed:
+                run.finish(tid, TrialStatus.FAILED, error=_error_text(trial))
+            rest = [run.by_id[tid] for tid in unended if tid not in failed]
+            if rest and run.requeue is not None:
+                run.requeue(run.job_configs(rest))
+            run.jobs_running.discard(job.job_id)
 
     return SweepCallback()
 

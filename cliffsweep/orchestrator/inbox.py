@@ -1,7 +1,7 @@
 """Trial reports -> the driver, through one small actor that lives as long as the sweep.
 
-Each Ray Train report (metrics, and the checkpoint path when there is one) is pushed by the
-trial's Train controller into the inbox; the driver drains it on every tick and hands
+Each Ray Train report (metrics naming their trial, and the checkpoint path when there is one)
+is pushed by the job's Train controller into the inbox; the driver drains it on every tick and hands
 checkpoints to the evaluator pool. Why not Tune's own route (`TuneReportCallback`): it creates
 a fresh queue actor for every trial, one more Python process importing Ray per trial (about
 2 core-s each on a 2-core machine, docs/benchmarks.md), and its queue holds one item, so a
@@ -19,20 +19,30 @@ from typing import Any
 
 
 class Inbox:
-    """Body of the inbox actor: a list of (trial_id, metrics) in arrival order."""
+    """Body of the inbox actor: a list of (trial_id, metrics) in arrival order, each trial's
+    attempts in this run, and the trials whose training ended (a report marked `final`)."""
 
     def __init__(self):
         self._items: list[tuple[str, dict[str, Any]]] = []
         self._attempts: dict[str, int] = {}
+        self._ended: set[str] = set()
 
-    def begin(self, trial_id: str) -> int:
-        """A trial's attempt in this run starts: its number (1, then 2 after a retry, ...), the
-        count the driver keeps too (the `attempt` of its `trials` and `steps` rows)."""
-        self._attempts[trial_id] = self._attempts.get(trial_id, 0) + 1
-        return self._attempts[trial_id]
+    def begin_job(self, trial_ids: list[str]) -> dict[str, int]:
+        """A Train job (one attempt) starts: for each of its trials whose training has not ended,
+        that trial's attempt number (1, then 2 after a retry, ...), the count the driver keeps too
+        (the `attempt` of its `trials` and `steps` rows). Trials that ended in an earlier attempt
+        of the job are left out: the retried job does not train them again."""
+        out = {}
+        for tid in trial_ids:
+            if tid not in self._ended:
+                self._attempts[tid] = self._attempts.get(tid, 0) + 1
+                out[tid] = self._attempts[tid]
+        return out
 
     def put(self, trial_id: str, metrics: dict[str, Any]) -> None:
         self._items.append((trial_id, metrics))
+        if metrics.get("final"):
+            self._ended.add(trial_id)
 
     def drain(self) -> list[tuple[str, dict[str, Any]]]:
         items, self._items = self._items, []
@@ -75,9 +85,9 @@ class InboxReader:
         return items + ray.get(self.actor.drain.remote())
 
 
-def report_callback(inbox_name: str, trial_id: str):
-    """A Ray Train callback (runs in the trial's Train controller) that pushes every report to
-    the inbox: rank 0's metrics, plus `checkpoint_path` and `reported_at`."""
+def report_callback(inbox_name: str):
+    """A Ray Train callback (runs in the job's Train controller) that pushes every report to the
+    inbox: rank 0's metrics (which name their trial: a job trains several), plus `reported_at`."""
     from ray.train.v2.api.callback import UserCallback
 
     class InboxReportCallback(UserCallback):
@@ -93,8 +103,6 @@ def report_callback(inbox_name: str, trial_id: str):
             if self._inbox is None:
                 self._inbox = ray.get_actor(inbox_name)
             item = dict(metrics[0], reported_at=time.time())
-            if checkpoint is not None:
-                item["checkpoint_path"] = checkpoint.path
-            ray.get(self._inbox.put.remote(trial_id, item))
+            ray.get(self._inbox.put.remote(item["trial_id"], item))
 
     return InboxReportCallback()

@@ -60,3 +60,33 @@ def cluster_concurrency(cluster_resources: dict[str, float], cluster_roles: bool
     starts with no trainer nodes, so CPUs present at start would mean one trial at a time)."""
     slots = int(cluster_resources.get(ROLE_RESOURCES["driver"], 0))
     return max(default, slots) if cluster_roles and slots else default
+
+
+MAX_AUTO_TRIALS_PER_JOB = 8
+
+
+def trials_per_job(n_trials: int, concurrency: int, asked: int | None) -> int:
+    """Grid points per Ray Train job: `asked` when the spec says, else enough to give each
+    concurrent slot about two jobs (so slots finish close together), at most
+    MAX_AUTO_TRIALS_PER_JOB (so a crash-and-retry or a refinement round waits on few points)."""
+    if asked is not None:
+        return asked
+    return max(1, min(MAX_AUTO_TRIALS_PER_JOB, -(-n_trials // max(1, 2 * concurrency))))
+
+
+def pack(keys: list[str], size: int) -> list[list[int]]:
+    """Indices of items grouped into jobs: items of one key (a model) only, in their order, each
+    key's items split into ceil(n / size) jobs whose sizes differ by one at most."""
+    groups: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(k, []).append(i)
+    jobs = []
+    for idx in groups.values():
+        n_jobs = -(-len(idx) // max(1, size))
+        base, extra = divmod(len(idx), n_jobs)
+        at = 0
+        for j in range(n_jobs):
+            n = base + (j < extra)
+            jobs.append(idx[at:at + n])
+            at += n
+    return jobs

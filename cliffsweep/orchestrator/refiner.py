@@ -3,7 +3,7 @@ so that a series adds its next round's lrs as soon as its own points are in.
 
 The policy (which lrs) is `refine.py`; this module is the glue to the driver:
 
-- `TrialQueue` holds the trial configs still to start. Tune takes them through a `Searcher`
+- `TrialQueue` holds the Train jobs (JobRun: grid points of one model) still to start. Tune takes them through a `Searcher`
   (`sweep_searcher`), which answers "nothing yet" while refinement may still add trials and
   "finished" once no series can; without a `refine:` section it is a plain queue of the grid.
 - `Refiner.check()` runs on the driver's tick whenever a trial settled or ended: a series
@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from cliffsweep.orchestrator.grid import Trial, base_trial_id, refined_trials, series_key
 from cliffsweep.orchestrator.policies import TrialStatus
-from cliffsweep.trainables.config import TrialRun
+from cliffsweep.trainables.config import JobRun
 
 TERMINAL = {TrialStatus.DONE.value, TrialStatus.DIVERGED.value, TrialStatus.FAILED.value}
 
@@ -51,12 +51,12 @@ class TrialQueue:
     second) and calls no callback, so the searcher itself must keep evaluations, settling and
     refinement moving, or a series waiting for its last evaluation would wait forever."""
 
-    def __init__(self, configs: list[TrialRun], more: Callable[[], bool], pump: Callable[[], None] = lambda: None):
+    def __init__(self, configs: list[JobRun], more: Callable[[], bool], pump: Callable[[], None] = lambda: None):
         self.items: deque = deque(configs)
         self.more = more
         self.pump = pump
 
-    def add(self, configs: list[TrialRun]) -> None:
+    def add(self, configs: list[JobRun]) -> None:
         self.items.extend(configs)
 
 

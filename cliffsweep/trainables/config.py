@@ -1,12 +1,12 @@
 """What one trial needs on the other side of the Ray boundary, typed and frozen (issue 15 part 5).
 
-The driver (orchestrator/driver.py) builds a `TrialRun` per grid point; Tune hands it to the
-trial's function (trainables/trial.py), which starts the Ray Train job; each Train worker gets
-its `TrainConfig` (trainables/loop.py). Both are frozen dataclasses of the spec's own typed
+The driver (orchestrator/driver.py) builds a `JobRun` per group of grid points of one model; Tune
+hands it to the trial's function (trainables/trial.py), which starts the Ray Train job; each
+Train worker gets the points' `TrainConfig`s and trains them in turn (trainables/loop.py). Both are frozen dataclasses of the spec's own typed
 pieces (the grid point, RecipeSpec, TaskSpec, ResourcesSpec), pickled across Ray: a misspelt
 field is an AttributeError at the line that misspells it, not a KeyError deep in a worker, and
 what a trial reads is listed here. Ray Train wants its `train_loop_config` to be a dict (its
-state export walks it as one), so the TrainConfig travels as its single value (`WORKER_KEY`).
+state export walks it as one), so the TrainConfigs travel as its single value (`WORKER_KEY`), a tuple.
 
 Types only: nothing here imports the orchestrator at run time.
 """
@@ -59,10 +59,14 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
-class TrialRun:
-    """One Tune trial: how its Ray Train job runs, and what its workers train."""
+class JobRun:
+    """One Tune trial: a Ray Train job that trains one or more grid points of one model, one after
+    the other in the same workers (issue 15 part 2: the job's start-up, Ray Train's controller and
+    worker processes, imports and the process group, is paid once for all of them). Each point
+    stays its own trial in the store, with its own attempts, resume and evaluations."""
 
-    train: TrainConfig
+    job_id: str
+    points: tuple[TrainConfig, ...]
     resources: ResourcesSpec
     checkpoint_root: str
     local_cluster: bool
@@ -70,8 +74,8 @@ class TrialRun:
     """The sweep's inbox actor (orchestrator/inbox.py), by name."""
 
     @property
-    def trial_id(self) -> str:
-        return self.train.trial.trial_id
+    def trial_ids(self) -> tuple[str, ...]:
+        return tuple(p.trial.trial_id for p in self.points)
 
 
 def _plain(value: Any) -> Any:

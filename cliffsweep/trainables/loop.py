@@ -19,9 +19,30 @@ import time
 from cliffsweep.trainables.config import WORKER_KEY, TrainConfig
 
 
-def train_loop_per_worker(config: dict[str, TrainConfig]) -> None:
-    """One Train worker of a trial: `config[WORKER_KEY]` is its TrainConfig (trainables/config.py)."""
-    marks = {"worker_started": time.time()}  # the setup's phases (setup_phases, below)
+def train_loop_per_worker(config: dict[str, tuple[TrainConfig, ...]]) -> None:
+    """One Train worker of a job: trains `config[WORKER_KEY]`'s points (TrainConfigs,
+    trainables/config.py) one after the other, each from its base model (trainables/trial.py)."""
+    started = time.time()
+    for i, cfg in enumerate(config[WORKER_KEY]):
+        # The job's first point pays the job's start-up (its setup phases start at the trial
+        # function); a later one starts when the previous one ended.
+        train_point(cfg, {"worker_started": started} if i == 0 else {"point_started": time.time()})
+        _release_memory()
+
+
+def _release_memory() -> None:
+    """What the previous point held goes before the next loads its model (GPU memory above all)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def train_point(cfg: TrainConfig, marks: dict[str, float]) -> None:
+    """One trial's training on this worker: `marks` times its setup (setup_phases)."""
     import ray.train
     import torch
 
@@ -38,9 +59,11 @@ def train_loop_per_worker(config: dict[str, TrainConfig]) -> None:
     from cliffsweep.trainables.steplog import StepLog
 
     marks["imported"] = time.time()
-    cfg = config[WORKER_KEY]
     trial, recipe = cfg.trial, cfg.recipe
-    maybe_fail(f"train_start:{trial.trial_id}")
+    tid = trial.trial_id
+    if marks.get("point_started"):  # the driver sees it running from now (a job's first is at once)
+        ray.train.report({"trial_id": tid, "event": "begin", "status": "running"})
+    maybe_fail(f"train_start:{tid}")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     torch.manual_seed(trial.seed)
@@ -58,13 +81,14 @@ def train_loop_per_worker(config: dict[str, TrainConfig]) -> None:
         microbatch.enable_checkpointing(model)
     # A retried or re-run trial continues from its latest checkpoint (resume.py). Loaded after
     # prepare(): statistics, anchors and frozen copies come from the base weights.
-    state = resume.load(ray.train.get_checkpoint()) if cfg.strategy == "ddp" else None
+    found = resume.latest(cfg.checkpoint_root, tid) if cfg.strategy == "ddp" else None
+    state = found[1] if found else None
     if state is not None:
         model.load_state_dict(state["model"])
-    if ray.train.get_checkpoint() is not None and rank == 0:
-        # The checkpoint this attempt continues from was reported by an earlier one, which may
-        # have died before recording it (ledger.py): record it again (idempotent).
-        _record(cfg, ray.train.get_checkpoint())
+    if found is not None and rank == 0:
+        # The checkpoint this attempt continues from was written by an earlier one, which may
+        # have died before reporting or recording it (ledger.py): record it (idempotent).
+        _record(cfg, found[0])
     model = parallel.prepare(model, cfg.strategy)
     device = next(unwrap(model).parameters()).device
     marks["resumed_and_wrapped"] = time.time()
@@ -100,7 +124,7 @@ def train_loop_per_worker(config: dict[str, TrainConfig]) -> None:
         start = state["step"]
 
     # checkpoints holding training state, oldest first (resume.keep_latest)
-    with_state = [ray.train.get_checkpoint()] if state is not None else []
+    with_state = [found[0]] if state is not None else []
     step, train_s = start, 0.0
     # the training curve (steplog.py): rank 0 writes it; the other ranks only step
     curve = StepLog(Store(cfg.store_uri) if rank == 0 else None, trial.trial_id, cfg.attempt, start,
@@ -122,8 +146,8 @@ def train_loop_per_worker(config: dict[str, TrainConfig]) -> None:
                 curve.add(step + 1, (step + 1) / per_epoch, tokens, float("nan"), terms, None,
                           opt.param_groups[0]["lr"], time.time() - t_loop)
                 curve.flush()
-                ray.train.report({"status": "diverged", "step": step, "epoch": step / per_epoch,
-                                  "loss": float("nan"), "total_steps": total,
+                ray.train.report({"trial_id": tid, "final": True, "status": "diverged", "step": step,
+                                  "epoch": step / per_epoch, "loss": float("nan"), "total_steps": total,
                                   "train_seconds": time.time() - t_loop})
                 return
             method.before_step(model, step)
@@ -151,16 +175,18 @@ def train_loop_per_worker(config: dict[str, TrainConfig]) -> None:
                 # checkpoint is not a "last good" one, so the run ends here as diverged.
                 curve.close_stretch(step)  # before the report: a death after it leaves no gap
                 if not all_finite(list(unwrap(model).parameters()), world):
-                    ray.train.report({"status": "diverged", "step": step, "epoch": step / per_epoch,
-                                      "loss": loss_val, "total_steps": total, "train_seconds": train_s})
+                    ray.train.report({"trial_id": tid, "final": True, "status": "diverged", "step": step,
+                                      "epoch": step / per_epoch, "loss": loss_val, "total_steps": total,
+                                      "train_seconds": train_s})
                     return
                 _report_checkpoint(cfg, method, model, tok, (opt, sched), step, per_epoch, total, loss_val,
                                    t_loop, rank, start, with_state, setup_phases(cfg, marks, t_loop))
-    if step == start > 0:
-        # Resumed at its end (an earlier attempt reported the final checkpoint, then died): no
-        # step left, but the driver still learns where the trial stands (its final step).
-        ray.train.report({"status": "running", "step": step, "epoch": step / per_epoch, "total_steps": total,
-                          "train_seconds": 0.0, "resumed_from_step": start})
+    # The trial's training ended: the driver records it `trained` (and the inbox keeps a retried
+    # job from training it again). Resumed at its end (an earlier attempt wrote the final
+    # checkpoint, then died), it has no step left, and still says where it stands.
+    ray.train.report({"trial_id": tid, "final": True, "status": "running", "step": step,
+                      "epoch": step / per_epoch, "total_steps": total, "resumed_from_step": start,
+                      **({"train_seconds": train_s} if step > start else {})})
 
 
 # The phases of a trial's setup, in order: (name, the mark that ends it). Each lasts from the end
@@ -180,8 +206,10 @@ SETUP_PHASES = (
 
 def setup_phases(cfg: TrainConfig, marks: dict[str, float], t_loop: float) -> dict[str, float]:
     """The wall-clock marks of this attempt's setup (the driver turns them into seconds per
-    phase against its own start time: orchestrator/driver.py)."""
-    return {"trial_fn_started": cfg.trial_fn_started, **marks, "loop_started": t_loop}
+    phase against its own start time: orchestrator/driver.py). A job's later point starts at
+    its own `point_started` (the previous point's end), not at the job's trial function."""
+    first = {} if "point_started" in marks else {"trial_fn_started": cfg.trial_fn_started}
+    return {**first, **marks, "loop_started": t_loop}
 
 
 def phase_seconds(started_at: float, marks: dict[str, float]) -> dict[str, float]:
@@ -211,37 +239,39 @@ def all_finite(tensors: list, world: int) -> bool:
     return bad.item() == 0
 
 
-def _record(cfg: TrainConfig, checkpoint) -> None:
-    """Record an already reported checkpoint in the store (from its cliffsweep_meta.json)."""
+def _record(cfg: TrainConfig, uri: str) -> None:
+    """Record a checkpoint written by an earlier attempt in the store (from its meta file)."""
     from cliffsweep.orchestrator.ledger import record_checkpoint
     from cliffsweep.orchestrator.store import Store
+    from cliffsweep.trainables import resume
 
-    with checkpoint.filesystem.open_input_stream(f"{checkpoint.path}/cliffsweep_meta.json") as f:
-        meta = json.loads(f.read())
+    meta = resume.meta(uri)
     record_checkpoint(Store(cfg.store_uri), cfg.checkpoint_root, cfg.trial.trial_id,
                       meta["step"], meta["epoch"], meta["kind"])
 
 
 def _report_checkpoint(cfg, method, model, tok, optim, step, per_epoch, total, loss, t_loop, rank,
                        resumed_from, with_state: list, phases: dict[str, float]) -> None:
-    """Rank 0 writes the checkpoint folder, with the training state to resume from (resume.py;
-    not for FSDP), and drops older ones' (resume.keep_latest); every rank reports (report is a
-    barrier). A sharded (FSDP) model is first gathered by every rank (parallel.py). `t_loop`:
-    when the training loop began (the driver derives the trial's setup time from it)."""
+    """Rank 0 writes the checkpoint folder where the ledger says it lives (resume.upload), with
+    the training state to resume from (resume.py; not for FSDP), and drops older ones'
+    (resume.keep_latest); every rank reports (report is a barrier). A sharded (FSDP) model is
+    first gathered by every rank (parallel.py). `t_loop`: when the training loop began (the
+    driver derives the trial's setup time from it)."""
     import ray.train
-    from ray.train import Checkpoint
 
     from cliffsweep.evals.canary import write_canary
     from cliffsweep.faults import maybe_fail
-    from cliffsweep.orchestrator.ledger import checkpoint_dir_name, record_checkpoint
+    from cliffsweep.orchestrator.ledger import checkpoint_uri, record_checkpoint
     from cliffsweep.orchestrator.store import Store
     from cliffsweep.trainables import parallel, resume
     from cliffsweep.trainables.losses import unwrap
 
-    metrics = {"status": "running", "step": step, "epoch": step / per_epoch, "loss": loss,
+    tid = cfg.trial.trial_id
+    uri = checkpoint_uri(cfg.checkpoint_root, tid, step)
+    metrics = {"trial_id": tid, "status": "running", "step": step, "epoch": step / per_epoch, "loss": loss,
                "total_steps": total, "train_seconds": time.time() - t_loop,
                "checkpoint_kind": method.checkpoint_kind, "loop_started_at": t_loop,
-               "resumed_from_step": resumed_from, "setup_marks": phases}
+               "resumed_from_step": resumed_from, "setup_marks": phases, "checkpoint_path": uri}
     sharded = parallel.is_sharded(unwrap(model))
     state = parallel.full_state(unwrap(model)) if sharded else None
     if rank != 0:
@@ -255,18 +285,17 @@ def _report_checkpoint(cfg, method, model, tok, optim, step, per_epoch, total, l
         to_save.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         write_canary(to_save, tok, tmp)
-        # Read back when a retried trial resumes from this checkpoint (it records it again).
-        with open(os.path.join(tmp, "cliffsweep_meta.json"), "w") as f:
+        # Written last (resume.upload): read back when a retried trial resumes from it.
+        with open(os.path.join(tmp, resume.META), "w") as f:
             json.dump({"step": step, "epoch": step / per_epoch, "kind": method.checkpoint_kind,
                        "loss": loss}, f)
-        ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp),
-                         checkpoint_dir_name=checkpoint_dir_name(step))
-    maybe_fail(f"reported:{cfg.trial.trial_id}:{step}")
-    # report() returned: the folder is complete in storage. The store's row is what makes it a
+        resume.upload(tmp, uri)
+    ray.train.report(metrics)
+    maybe_fail(f"reported:{tid}:{step}")
+    # The folder is complete in storage and reported. The store's row is what makes it a
     # checkpoint to evaluate, whatever happens to this run or the driver (ledger.py).
-    record_checkpoint(Store(cfg.store_uri), cfg.checkpoint_root, cfg.trial.trial_id, step,
+    record_checkpoint(Store(cfg.store_uri), cfg.checkpoint_root, tid, step,
                       step / per_epoch, method.checkpoint_kind)
     if not sharded:
-        with_state.append(ray.train.get_checkpoint())  # the one just persisted
+        with_state.append(uri)
         resume.keep_latest(with_state)
-

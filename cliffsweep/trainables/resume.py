@@ -1,30 +1,45 @@
-"""Mid-trial resume: the training state saved beside each checkpoint, and reading it back.
+"""Checkpoint folders and mid-trial resume: writing a checkpoint where the ledger says it lives,
+the training state saved beside it, and finding it again.
 
-A trial that is retried (a crashed worker) or re-run (a resumed sweep) starts a new Ray Train
-run with the same name and storage path; Ray Train then hands the workers the latest reported
-checkpoint (`ray.train.get_checkpoint()`). Beside the exported model it holds `TRAIN_STATE`:
-the weights as trained (before `method.export`, so WiSE-FT resumes from its fine-tuned weights,
-not the interpolation, and LoRA from the peft model), the optimizer, the lr schedule, the
-method's own state (NanoAdam's masks) and the step. The loop loads the base model, runs
-`method.prepare` (statistics, anchors and frozen copies come from the base, as in the first
-run), then this state, and skips the batches already trained on: data order is a function of
-(seed, epoch), so the resumed run sees what the uninterrupted one would have.
+Rank 0 writes each checkpoint itself to `ledger.checkpoint_uri(root, trial, step)` (local disk,
+a shared filesystem or object storage, through pyarrow), `cliffsweep_meta.json` last: a folder
+without it was cut short and is never resumed from. Why not Ray Train's checkpoint reporting: a
+Train job trains several trials in turn (trainables/trial.py), and Ray keeps one "latest
+checkpoint" per job, not per trial.
+
+A trial that is retried (a crashed worker) or re-run (a resumed sweep) resumes from `latest`:
+its newest complete folder holding `TRAIN_STATE`, the weights as trained (before
+`method.export`, so WiSE-FT resumes from its fine-tuned weights, not the interpolation, and LoRA
+from the peft model), the optimizer, the lr schedule, the method's own state (NanoAdam's masks)
+and the step. The loop loads the base model, runs `method.prepare` (statistics, anchors and
+frozen copies come from the base, as in the first run), then this state, and skips the batches
+already trained on: data order is a function of (seed, epoch), so the resumed run sees what the
+uninterrupted one would have.
 
 Only the two latest checkpoints keep their training state (`keep_latest`): it holds the
-optimizer's moments, twice the weights. Why two: `ray.train.report` returns once the controller
-has taken the report, before it registers the checkpoint; a worker that dies in between leaves
-the previous checkpoint as the latest registered one, which must still hold its state. FSDP
-trials restart from step 0 (their optimizer state is sharded; not saved).
+optimizer's moments, twice the weights; two, so that a worker dying while it drops the older
+one's state still leaves one to resume from. FSDP trials restart from step 0 (their optimizer
+state is sharded; not saved).
 """
 
 from __future__ import annotations
 
+import io
+import json
+import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
 TRAIN_STATE = "train_state.pt"
+META = "cliffsweep_meta.json"
+
+
+def _fs(uri: str):
+    import pyarrow.fs as pafs
+
+    return pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
 
 
 def save(folder: str | Path, step: int, model: torch.nn.Module, optimizer, scheduler, method) -> None:
@@ -34,35 +49,66 @@ def save(folder: str | Path, step: int, model: torch.nn.Module, optimizer, sched
                Path(folder) / TRAIN_STATE)
 
 
-def load(checkpoint) -> dict[str, Any] | None:
-    """The training state in a Ray Train checkpoint, or None (no checkpoint, or one without it).
-    Reads that one file from the checkpoint's storage, not the whole folder."""
-    import io
-
+def upload(local: str, uri: str) -> None:
+    """Copy the checkpoint folder `local` to `uri`, its meta file last (the folder is complete
+    once that exists), retried like every store write."""
     import pyarrow.fs as pafs
 
-    if checkpoint is None:
-        return None
-    path = f"{checkpoint.path}/{TRAIN_STATE}"
-    if checkpoint.filesystem.get_file_info(path).type != pafs.FileType.File:
-        return None
-    with checkpoint.filesystem.open_input_stream(path) as f:
-        return torch.load(io.BytesIO(f.read()), map_location="cpu", weights_only=True)
+    from cliffsweep.orchestrator.store import retrying
+
+    fs, dest = _fs(uri)
+    names = sorted(os.listdir(local), key=lambda n: n == META)  # META last
+    if META not in names:
+        raise ValueError(f"{local} has no {META}")
+    retrying("create checkpoint folder", uri, lambda: fs.create_dir(dest, recursive=True))
+    for name in names:  # copy_files takes a file or a whole folder (LoRA's adapter subfolders)
+        retrying(f"upload {name}", uri, lambda n=name: pafs.copy_files(
+            os.path.join(local, n), f"{dest}/{n}", source_filesystem=pafs.LocalFileSystem(),
+            destination_filesystem=fs))
+
+
+def meta(uri: str) -> dict[str, Any]:
+    fs, path = _fs(uri)
+    with fs.open_input_stream(f"{path}/{META}") as f:
+        return json.loads(f.read())
+
+
+def latest(root: str, trial_id: str) -> tuple[str, dict[str, Any]] | None:
+    """The newest complete checkpoint of `trial_id` that holds its training state: (its URI, the
+    state), or None when there is none (the trial starts at step 0)."""
+    import pyarrow.fs as pafs
+
+    from cliffsweep.orchestrator.ledger import checkpoint_uri
+
+    fs, base = _fs(root)
+    folder = f"{base.rstrip('/')}/{trial_id}"
+    infos = fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
+    files = {i.path[len(folder) + 1:] for i in infos if i.type == pafs.FileType.File}
+    steps = sorted((int(p.split("/")[0].removeprefix("step-")) for p in files
+                    if p.startswith("step-") and p.endswith("/" + META)), reverse=True)
+    for step in steps:
+        uri = checkpoint_uri(root, trial_id, step)
+        name = uri.rstrip("/").rsplit("/", 1)[1]
+        if f"{name}/{TRAIN_STATE}" in files:
+            with fs.open_input_stream(f"{folder}/{name}/{TRAIN_STATE}") as f:
+                return uri, torch.load(io.BytesIO(f.read()), map_location="cpu", weights_only=True)
+    return None
 
 
 KEEP = 2
 
 
-def keep_latest(with_state: list) -> None:
-    """Drop the training state of all but the KEEP latest of `with_state` (oldest first)."""
+def keep_latest(with_state: list[str]) -> None:
+    """Drop the training state of all but the KEEP latest of `with_state` (URIs, oldest first)."""
     while len(with_state) > KEEP:
         drop(with_state.pop(0))
 
 
-def drop(checkpoint) -> None:
+def drop(uri: str) -> None:
     """Delete a checkpoint's training state (it has a newer one); the exported model stays."""
     import pyarrow.fs as pafs
 
-    path = f"{checkpoint.path}/{TRAIN_STATE}"
-    if checkpoint.filesystem.get_file_info(path).type == pafs.FileType.File:
-        checkpoint.filesystem.delete_file(path)
+    fs, path = _fs(uri)
+    path = f"{path}/{TRAIN_STATE}"
+    if fs.get_file_info(path).type == pafs.FileType.File:
+        fs.delete_file(path)

@@ -1,4 +1,6 @@
-"""The Ray Tune function trainable: one grid point = one Ray Train TorchTrainer run.
+"""The Ray Tune function trainable: one Tune trial = one Ray Train TorchTrainer run (a "job"),
+which trains one or more grid points of one model in turn (trainables/loop.py), each still its
+own trial in the store.
 
 Ray 2.60 (Train V2) no longer accepts a TorchTrainer as a Tune trainable; the documented way is
 a Tune function that builds the trainer and calls fit(). Each report (metrics + checkpoint
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from cliffsweep.trainables.config import WORKER_KEY, TrialRun
+from cliffsweep.trainables.config import WORKER_KEY, JobRun
 
 # Ray Train V2 starts these helper actors on every fit(); each is a fresh Python process that
 # imports Ray Train (~2-3 core-s on this 2-core machine, docs/benchmarks.md). A sweep trial
@@ -41,11 +43,11 @@ def lean_trainer_cls():
     return LeanTorchTrainer
 
 
-def run_trial(run: TrialRun) -> None:
+def run_job(job: JobRun) -> None:
     import time
 
     started = time.time()  # the setup's "placement" phase ends here (loop.SETUP_PHASES)
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
 
     from cliffsweep.orchestrator.inbox import report_callback
     from cliffsweep.orchestrator.policies import role_resources
@@ -53,11 +55,15 @@ def run_trial(run: TrialRun) -> None:
 
     import ray
 
-    res, tid = run.resources, run.trial_id
-    attempt = ray.get(ray.get_actor(run.inbox).begin.remote(tid))
+    res = job.resources
+    attempts = ray.get(ray.get_actor(job.inbox).begin_job.remote(list(job.trial_ids)))
+    points = tuple(p.for_attempt(attempts[p.trial.trial_id], started) for p in job.points
+                   if p.trial.trial_id in attempts)
+    if not points:  # every trial of the job ended in an earlier attempt
+        return
     trainer = lean_trainer_cls()(
         train_loop_per_worker,
-        train_loop_config={WORKER_KEY: run.train.for_attempt(attempt, started)},
+        train_loop_config={WORKER_KEY: points},
         scaling_config=ScalingConfig(
             num_workers=res.workers_per_trial,
             use_gpu=res.gpus_per_worker > 0,
@@ -66,14 +72,13 @@ def run_trial(run: TrialRun) -> None:
                                   **role_resources(res.cluster_roles, "trainer", res.gpus_per_worker)},
         ),
         run_config=RunConfig(
-            storage_path=run.checkpoint_root,
-            name=tid,
-            callbacks=[report_callback(run.inbox, tid)],
+            storage_path=job.checkpoint_root,
+            name=job.job_id,
+            callbacks=[report_callback(job.inbox)],
             # Retries happen one level up (Tune re-runs this function), so that a retried
-            # trial restarts cleanly and the driver can count attempts.
+            # job restarts cleanly and the driver can count attempts.
             failure_config=FailureConfig(max_failures=0),
-            checkpoint_config=CheckpointConfig(num_to_keep=None),
         ),
-        local_cluster=run.local_cluster,
+        local_cluster=job.local_cluster,
     )
     trainer.fit()
