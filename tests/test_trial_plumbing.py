@@ -69,9 +69,12 @@ def test_inbox_delivers_every_report_through_the_real_callback(ray_local, tmp_pa
     assert [(tid, m["step"]) for tid, m in items] == [("a", 1), ("a", 2), ("b", 1)]
     assert all("rank" not in m and m["reported_at"] > 0 for _, m in items)  # rank 0's metrics
     assert reader.flush() == [] and reader.poll() == []
-    # A retried job: the trial that ended is not trained again; the other's attempt counts on.
+    # A retried job: the trial that ended is not trained again; the other's attempt counts when
+    # it starts (its begin report), not when a job that never reached it did.
     inbox = ray.get_actor("inbox-test")
     assert ray.get(inbox.begin_job.remote(["a", "b"])) == {"b": 1}
+    assert ray.get(inbox.begin_job.remote(["a", "b"])) == {"b": 1}
+    ray.get(inbox.put.remote("b", {"trial_id": "b", "event": "begin"}))
     assert ray.get(inbox.begin_job.remote(["a", "b"])) == {"b": 2}
 
 

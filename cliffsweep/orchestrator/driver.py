@@ -192,6 +192,7 @@ class SweepRun:
         when the one before it ended)."""
         if self.progress is None or tid in self.progress.running or tid in self.finished:
             return
+        self.attempts[tid] = self.attempts.get(tid, 0) + 1  # as the inbox counts (Inbox.put)
         self.started.setdefault(tid, _now())
         self.record(tid, TrialStatus.RUNNING)
         self.progress.status["running"] += 1
@@ -555,8 +556,6 @@ def _callback(run: SweepRun, tracker: EvalTracker, progress: Progress, tick):
             job: JobRun = trial.config["cfg"]
             run.jobs_running.add(job.job_id)
             todo = [tid for tid in job.trial_ids if tid not in run.finished]
-            for tid in todo:  # the inbox counts the same attempts (inbox.begin_job)
-                run.attempts[tid] = run.attempts.get(tid, 0) + 1
             if todo:
                 run.begin(todo[0])  # the job trains its points in order
 

@@ -28,19 +28,17 @@ class Inbox:
         self._ended: set[str] = set()
 
     def begin_job(self, trial_ids: list[str]) -> dict[str, int]:
-        """A Train job (one attempt) starts: for each of its trials whose training has not ended,
-        that trial's attempt number (1, then 2 after a retry, ...), the count the driver keeps too
-        (the `attempt` of its `trials` and `steps` rows). Trials that ended in an earlier attempt
-        of the job are left out: the retried job does not train them again."""
-        out = {}
-        for tid in trial_ids:
-            if tid not in self._ended:
-                self._attempts[tid] = self._attempts.get(tid, 0) + 1
-                out[tid] = self._attempts[tid]
-        return out
+        """A Train job (one attempt of it) starts: for each of its trials whose training has not
+        ended, the attempt it will be when it starts (1, then 2 after a retry, ...), the count the
+        driver keeps too (the `attempt` of its `trials` and `steps` rows). A trial counts an
+        attempt when it starts (its `begin` report), not when a job that never reached it did.
+        Trials that ended in an earlier attempt of the job are left out: not trained again."""
+        return {tid: self._attempts.get(tid, 0) + 1 for tid in trial_ids if tid not in self._ended}
 
     def put(self, trial_id: str, metrics: dict[str, Any]) -> None:
         self._items.append((trial_id, metrics))
+        if metrics.get("event") == "begin":
+            self._attempts[trial_id] = self._attempts.get(trial_id, 0) + 1
         if metrics.get("final"):
             self._ended.add(trial_id)
 

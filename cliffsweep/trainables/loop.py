@@ -61,8 +61,9 @@ def train_point(cfg: TrainConfig, marks: dict[str, float]) -> None:
     marks["imported"] = time.time()
     trial, recipe = cfg.trial, cfg.recipe
     tid = trial.trial_id
-    if marks.get("point_started"):  # the driver sees it running from now (a job's first is at once)
-        ray.train.report({"trial_id": tid, "event": "begin", "status": "running"})
+    # The driver sees it running from now (a job's first: from the job's start) and the inbox
+    # counts its attempt.
+    ray.train.report({"trial_id": tid, "event": "begin", "status": "running"})
     maybe_fail(f"train_start:{tid}")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
