@@ -134,10 +134,10 @@ def test_pack_keeps_models_apart_in_order_and_balances_sizes():
     assert pack([], 3) == []
 
 
-def test_trials_per_job_gives_each_slot_about_two_jobs_of_at_most_eight():
+def test_trials_per_job_gives_each_slot_one_job_of_at_most_sixteen():
     from cliffsweep.orchestrator.policies import MAX_AUTO_TRIALS_PER_JOB, trials_per_job
 
-    assert trials_per_job(20, 2, None) == 5  # the default toy sweep: 4 jobs, 2 at a time
+    assert trials_per_job(20, 2, None) == 10  # the default toy sweep: one job per model, 2 at a time
     assert trials_per_job(3, 4, None) == 1  # more slots than points: one point per job
-    assert trials_per_job(1176, 8, None) == MAX_AUTO_TRIALS_PER_JOB == 8
+    assert trials_per_job(1176, 8, None) == MAX_AUTO_TRIALS_PER_JOB == 16
     assert trials_per_job(1176, 8, 3) == 3 and trials_per_job(5, 1, 1) == 1

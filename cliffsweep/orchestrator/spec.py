@@ -137,8 +137,8 @@ class ResourcesSpec(_Strict):
     """Grid points of one model trained one after the other in one Ray Train job, so that the
     job's start-up (Train controller, worker processes, imports, process group) is paid once for
     all of them (issue 15, docs/benchmarks.md). Each point is still its own trial in the store.
-    None: about two jobs per concurrent slot, at most 8 points each (policies.trials_per_job);
-    1: one job per grid point."""
+    None: one job per concurrent slot, at most 16 points each (policies.trials_per_job); 1: one
+    job per grid point."""
     cluster_roles: bool = False
     """Place each kind of work on the node type the shipped cluster configs (clusters/) give it,
     through their custom resources: trial drivers and Train controllers on the on-demand head
