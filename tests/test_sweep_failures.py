@@ -85,25 +85,17 @@ def test_healthy_trial_is_evaluated_and_done(swept):
 
 
 def _kill_train_worker_after(checkpoint: Path, stop) -> None:
-    """SIGKILL the Ray Train worker (a crash, as an OOM kill or a lost node would be) once Ray
-    Train has registered `checkpoint` (its folder appears earlier, when the upload starts)."""
-    import json
+    """SIGKILL the Ray Train worker (a crash, as an OOM kill or a lost node would be) once
+    `checkpoint` is complete in storage (its meta file is written last: trainables/resume.py)."""
     import os
     import signal
     import time
 
     import psutil
 
-    snapshot = checkpoint.parent / "checkpoint_manager_snapshot.json"
+    from cliffsweep.trainables.resume import META
 
-    def registered() -> bool:
-        try:
-            results = json.loads(snapshot.read_text())["checkpoint_results"]
-        except (OSError, ValueError, KeyError):  # not written yet, or being written
-            return False
-        return checkpoint.name in {r["checkpoint_dir_name"] for r in results}
-
-    while not stop.is_set() and not registered():
+    while not stop.is_set() and not (checkpoint / META).exists():
         time.sleep(0.02)
     # only this test's Ray cluster: its raylet, and so its workers, descend from this process
     for p in psutil.Process().children(recursive=True):
