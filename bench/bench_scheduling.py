@@ -43,7 +43,7 @@ def main() -> None:
     from cliffsweep.orchestrator.progress import Progress
     from cliffsweep.orchestrator.refiner import TrialQueue, sweep_searcher
     from cliffsweep.orchestrator.spec import parse_spec
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.store import Store
 
     me = psutil.Process()
     rss: list[tuple[int, float]] = []

@@ -98,7 +98,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_compact(args) -> int:
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.store import Store
 
     folded = Store(args.store).compact()
     print(", ".join(f"{t}: {n} unit file(s) folded" for t, n in folded.items()))
@@ -134,7 +134,7 @@ def cmd_export_tracking(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.store import Store
     from cliffsweep.orchestrator.summary import status_text
 
     print(status_text(Store(args.store)))

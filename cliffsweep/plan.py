@@ -247,7 +247,7 @@ def train_memory(arch: Arch, method: str, method_params: dict, optimizer: str, p
 
 def stats_memory(arch: Arch, method: str, method_params: dict, prec: Precision, micro_rows: int, seq: int,
                  grad_ckpt: bool) -> Memory:
-    """Peak bytes of a method's once-per-model statistics task (orchestrator/stats.py), which
+    """Peak bytes of a method's once-per-model statistics task (trainables/stats.py), which
     runs on one GPU in the recipe's micro-batches with its checkpointing (issue 15): the whole
     model, plus per method: gradients and an fp32 accumulator (ewc, mas), gradients (sib: the
     alphas come from them), nothing trained (flow: a forward without autograd), an SVD at a time

@@ -13,7 +13,7 @@ from cliffsweep.analysis.refinement import refinement_table
 from cliffsweep.analysis.run import analyze_store
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.synthetic import SyntheticSweep, write_synthetic_store
-from cliffsweep.orchestrator.store import Store
+from cliffsweep.storage.store import Store
 
 
 def safe(lr, L, R, th=None):

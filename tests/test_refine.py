@@ -15,7 +15,7 @@ from cliffsweep.cli import main as cli_main
 from cliffsweep.orchestrator.grid import expand_grid, refined_trials, series_key, trial_id
 from cliffsweep.orchestrator.refine import brackets, max_refine_trials, next_lrs, round_lr, series_curve
 from cliffsweep.orchestrator.spec import RefineSpec, SpecError, parse_spec
-from cliffsweep.orchestrator.store import SCHEMAS, Store
+from cliffsweep.storage.store import SCHEMAS, Store
 
 CFG = RefineSpec(rounds=2, points_per_round=2, target_ratio=1.3)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cliffsweep.orchestrator.store import Store, eval_key
+from cliffsweep.storage.store import Store, eval_key
 
 # Method effects, our choice for the example: EWC keeps more retention along a gradual
 # trade-off (Fig. 3: regularisers move the frontier up) and LoRA learns less (Fig. 8).

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from cliffsweep.faults import maybe_fail
-from cliffsweep.orchestrator import ledger
+from cliffsweep.storage import ledger
 from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.grid import Trial, base_trial_id, expand_grid
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
@@ -35,8 +35,8 @@ from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.refine import max_refine_trials
 from cliffsweep.orchestrator.refiner import Refiner, TrialQueue, stored_refined_trials, sweep_searcher
 from cliffsweep.orchestrator.spec import SweepSpec
-from cliffsweep.orchestrator.stats import compute_stats, stats_key, stats_relpath, stats_task_resources
-from cliffsweep.orchestrator.store import Store
+from cliffsweep.trainables.stats import compute_stats, stats_key, stats_relpath, stats_task_resources
+from cliffsweep.storage.store import Store
 from cliffsweep.trainables.config import JobRun, TrainConfig
 
 # Per-trial overhead is a first-class cost (docs/benchmarks.md). Ray Train V2 polls its workers
@@ -155,6 +155,7 @@ class SweepRun:
             ids = "\n".join(p.trial.trial_id for p in points)
             job_id = f"job-{points[0].trial.model}-{hashlib.sha1(ids.encode()).hexdigest()[:10]}"
             jobs.append(JobRun(job_id=job_id, points=points, resources=self.spec.resources,
+                               resources_per_worker=worker_resources(self.spec.resources),
                                checkpoint_root=self.checkpoint_root, local_cluster=not self.spec.ray_address,
                                inbox=self.inbox_name))
         return jobs
@@ -254,6 +255,13 @@ class SweepRun:
                 settled.append(tid)
                 self.prune(tid, final, steps)
         return settled
+
+
+def worker_resources(res) -> tuple[tuple[str, float], ...]:
+    """Ray resources of one Train worker: its CPUs and GPU share, and its node role's slot."""
+    out = {"CPU": res.cpus_per_worker, **({"GPU": res.gpus_per_worker} if res.gpus_per_worker > 0 else {}),
+           **role_resources(res.cluster_roles, "trainer", res.gpus_per_worker)}
+    return tuple(sorted(out.items()))
 
 
 def base_request(model: str) -> EvalRequest:

@@ -49,8 +49,8 @@ def train_point(cfg: TrainConfig, marks: dict[str, float]) -> None:
     from cliffsweep.evals.tasks import build_task
     from cliffsweep.faults import maybe_fail
     from cliffsweep.models import load_model, resolve_model
-    from cliffsweep.orchestrator.stats import load_stats
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.trainables.stats import load_stats
+    from cliffsweep.storage.store import Store
     from cliffsweep.trainables import data, microbatch, parallel, resume
     from cliffsweep.trainables.losses import check_head, unwrap
     from cliffsweep.trainables.methods import build_method
@@ -242,8 +242,8 @@ def all_finite(tensors: list, world: int) -> bool:
 
 def _record(cfg: TrainConfig, uri: str) -> None:
     """Record a checkpoint written by an earlier attempt in the store (from its meta file)."""
-    from cliffsweep.orchestrator.ledger import record_checkpoint
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.ledger import record_checkpoint
+    from cliffsweep.storage.store import Store
     from cliffsweep.trainables import resume
 
     meta = resume.meta(uri)
@@ -262,8 +262,8 @@ def _report_checkpoint(cfg, method, model, tok, optim, step, per_epoch, total, l
 
     from cliffsweep.evals.canary import write_canary
     from cliffsweep.faults import maybe_fail
-    from cliffsweep.orchestrator.ledger import checkpoint_uri, record_checkpoint
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.ledger import checkpoint_uri, record_checkpoint
+    from cliffsweep.storage.store import Store
     from cliffsweep.trainables import parallel, resume
     from cliffsweep.trainables.losses import unwrap
 
