@@ -17,7 +17,7 @@ import time
 def main() -> None:
     import ray
 
-    from cliffsweep.orchestrator.driver import SweepRun, ensure_stats
+    from cliffsweep.orchestrator.sweeprun import SweepRun, ensure_stats
     from cliffsweep.orchestrator.grid import expand_grid
     from cliffsweep.orchestrator.spec import parse_spec
     from cliffsweep.trainables.stats import compute_stats

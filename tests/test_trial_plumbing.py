@@ -105,7 +105,7 @@ def test_the_trial_config_crosses_ray_typed_and_frozen(tmp_path):
     import json
     import pickle
 
-    from cliffsweep.orchestrator.driver import SweepRun
+    from cliffsweep.orchestrator.sweeprun import SweepRun
     from cliffsweep.orchestrator.spec import RecipeSpec, parse_spec
     from cliffsweep.storage.store import Store
 
