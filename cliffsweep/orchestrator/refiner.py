@@ -1,7 +1,7 @@
 """Refinement inside a running sweep (issue 11, part 3): trials handed to Tune one at a time,
 so that a series adds its next round's lrs as soon as its own points are in.
 
-The policy (which lrs) is `refine.py`; this module is the glue to the driver:
+The policy (which lrs) is `analysis/next_lrs.py`; this module is the glue to the driver:
 
 - `TrialQueue` holds the Train jobs (JobRun: grid points of one model) still to start. Tune takes them through a `Searcher`
   (`sweep_searcher`), which answers "nothing yet" while refinement may still add trials and
@@ -93,7 +93,7 @@ class Refiner:
         if not ready:
             return []
         from cliffsweep.analysis.points import points_from_evals
-        from cliffsweep.orchestrator.refine import next_lrs, series_curve
+        from cliffsweep.analysis.next_lrs import next_lrs, series_curve
 
         points, _ = points_from_evals(run.store.read("evals"), run.store.read("trials"),
                                       spec.tasks.learn.name, spec.tasks.retain[0].name)

@@ -151,7 +151,7 @@ class RefineSpec(_Strict):
     """Adaptive lr refinement (off unless the sweep file has a `refine:` section): after a
     series' grid points are in, add lrs geometrically inside its cliff bracket (or a collapse
     the grid cannot resolve) and its highest-safe-lr bracket, round after round, until each is
-    narrower than `target_ratio`. The policy: cliffsweep/orchestrator/refine.py; docs/analysis.md."""
+    narrower than `target_ratio`. The policy: cliffsweep/analysis/next_lrs.py; docs/analysis.md."""
 
     rounds: int = Field(2, ge=0)
     """Extra rounds after the grid (round 0); 0 = off."""
