@@ -46,7 +46,7 @@ def cmd_validate(args) -> int:
           f"x {len(spec.lrs)} lr(s) x {len(spec.epochs)} epoch setting(s) x {len(spec.seeds)} seed(s)")
     print(f"  + {len(spec.models)} base evaluation(s); {spec.eval.points_per_trial} eval point(s) per trial")
     if spec.refine is not None:
-        from cliffsweep.analysis.next_lrs import max_refine_trials
+        from cliffsweep.orchestrator.refiner import max_refine_trials
 
         r = spec.refine
         print(f"  + up to {max_refine_trials(spec)} refinement trial(s) = {r.rounds} round(s) x "

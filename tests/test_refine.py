@@ -13,7 +13,8 @@ from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.synthetic import Curve, geometric_lrs, simulate_refinement
 from cliffsweep.cli import main as cli_main
 from cliffsweep.orchestrator.grid import expand_grid, refined_trials, series_key, trial_id
-from cliffsweep.analysis.next_lrs import brackets, max_refine_trials, next_lrs, round_lr, series_curve
+from cliffsweep.analysis.next_lrs import brackets, next_lrs, round_lr, series_curve
+from cliffsweep.orchestrator.refiner import max_refine_trials
 from cliffsweep.orchestrator.spec import RefineSpec, SpecError, parse_spec
 from cliffsweep.storage.store import SCHEMAS, Store
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-from cliffsweep.orchestrator.grid import Trial, base_trial_id, refined_trials, series_key
+from cliffsweep.orchestrator.grid import Trial, base_trial_id, expand_grid, refined_trials, series_key
 from cliffsweep.orchestrator.policies import TrialStatus
 from cliffsweep.trainables.config import JobRun
 
@@ -151,3 +151,13 @@ def sweep_searcher(queue: TrialQueue) -> Any:
 
 def _searcher_from_key(key: int):
     return sweep_searcher(_LIVE[key])
+
+
+def max_refine_trials(spec) -> int:
+    """The most trials refinement can add to ``spec``: rounds x points_per_round new lrs per
+    series (model x series x epochs), each run with every seed (for `validate` / `plan`)."""
+    if spec.refine is None:
+        return 0
+    n_series = len({series_key(t) for t in expand_grid(spec)})
+    return n_series * len(spec.seeds) * spec.refine.rounds * spec.refine.points_per_round
+
