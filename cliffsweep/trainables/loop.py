@@ -55,6 +55,7 @@ def train_point(cfg: TrainConfig, marks: dict[str, float]) -> None:
     from cliffsweep.trainables.losses import check_head, unwrap
     from cliffsweep.trainables.methods import build_method
     from cliffsweep.trainables.optimizers import build_optimizer
+    from cliffsweep.trainables.optimizers.master import keep_edits
     from cliffsweep.trainables.schedule import eval_steps, lr_multiplier
     from cliffsweep.trainables.steplog import StepLog
 
@@ -113,7 +114,7 @@ def train_point(cfg: TrainConfig, marks: dict[str, float]) -> None:
     check_head(model, {k: v.to(device) for k, v in first[0].micro[0].items()})
     total = per_epoch * trial.epochs
     evals = set(eval_steps(total, per_epoch, cfg.eval_points, cfg.every_epoch))
-    opt = build_optimizer(trial.optimizer, unwrap(model), trial.lr, recipe.weight_decay)
+    opt = build_optimizer(trial.optimizer, unwrap(model), trial.lr, recipe.weight_decay, recipe.master_weights)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(
         s, total, recipe.warmup_steps, recipe.cooldown_steps, recipe.min_lr_ratio))
 
@@ -165,6 +166,7 @@ def train_point(cfg: TrainConfig, marks: dict[str, float]) -> None:
             sched.step()
             opt.zero_grad(set_to_none=True)
             method.after_step(model, step)
+            keep_edits(opt)  # fp32 master weights take what after_step changed (optimizers/master.py)
             step += 1
             loss_val = float(loss)
             if logged:
