@@ -39,7 +39,8 @@ def peak_tflops(device_name: str) -> float | None:
     return None
 
 
-def bench_training(arch: Arch, dtype: str, micro: int, seq: int, steps: int, grad_ckpt: bool) -> dict:
+def bench_training(arch: Arch, dtype: str, micro: int, seq: int, steps: int, grad_ckpt: bool,
+                   master_weights: bool = False) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -48,11 +49,17 @@ def bench_training(arch: Arch, dtype: str, micro: int, seq: int, steps: int, gra
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(arch.hf_config(), dtype=getattr(torch, dtype)).to(device)
+    # Built on the device: Llama-3.1-8B's random initialisation on the CPU took over 150 s (issue 15).
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(arch.hf_config(), dtype=getattr(torch, dtype))
     if grad_ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=cuda)
+    if master_weights and dtype != "float32":  # bf16 compute, fp32 copies and state (optimizers/master.py)
+        from cliffsweep.trainables.optimizers.master import add_master_weights
+
+        add_master_weights(opt)
     sft = build_method("sft")
     ids = torch.randint(0, arch.vocab, (micro, seq), device=device)
     labels = ids.clone()
@@ -80,7 +87,7 @@ def bench_training(arch: Arch, dtype: str, micro: int, seq: int, steps: int, gra
     seconds = time.perf_counter() - t
     tok_s = micro * seq * steps / seconds
     peak = peak_tflops(torch.cuda.get_device_name()) if cuda else None
-    predicted = plan.train_memory(arch, "sft", {}, "adamw", plan.precision(dtype, cuda), "ddp", 1, micro, seq, grad_ckpt)
+    predicted = plan.train_memory(arch, "sft", {}, "adamw", plan.precision(dtype, cuda, master_weights), "ddp", 1, micro, seq, grad_ckpt)
     out = {"train_tokens_per_s": tok_s, "step_seconds": seconds / steps,
            "mfu": tok_s * plan.flops_per_token(arch, "sft", grad_ckpt) / (peak * 1e12) if peak else None,
            "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else None,
@@ -128,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seq", type=int, default=1024, help="tokens per row (paper.yaml max_seq_len)")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--grad-ckpt", action="store_true", help="activation checkpointing")
+    p.add_argument("--master-weights", action="store_true",
+                   help="with --dtype bfloat16: fp32 master weights and optimizer state (recipe.master_weights)")
     p.add_argument("--skip-vllm", action="store_true")
     p.add_argument("--prompts", type=int, default=256)
     p.add_argument("--prompt-len", type=int, default=256)
@@ -137,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     archs = {"tiny": TINY} if a.tiny else {m: PUBLISHED[m] for m in a.models}
     results = {}
     for name, arch in archs.items():
-        row = {"params": arch.params, **bench_training(arch, a.dtype, a.micro, a.seq, a.steps, a.grad_ckpt)}
+        row = {"params": arch.params, **bench_training(arch, a.dtype, a.micro, a.seq, a.steps, a.grad_ckpt,
+                                                               a.master_weights)}
         if not a.skip_vllm:
             row.update(bench_vllm(arch, a.dtype, a.prompts, a.prompt_len, a.gen_tokens))
         results[name] = row

@@ -40,10 +40,12 @@ def main() -> None:
     from cliffsweep.orchestrator import driver
     from cliffsweep.orchestrator.evaltracker import EvalTracker
     from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
+    from cliffsweep.orchestrator.sweeprun import SweepRun
+    from cliffsweep.orchestrator.tunecallback import sweep_callback
     from cliffsweep.orchestrator.progress import Progress
     from cliffsweep.orchestrator.refiner import TrialQueue, sweep_searcher
     from cliffsweep.orchestrator.spec import parse_spec
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.store import Store
 
     me = psutil.Process()
     rss: list[tuple[int, float]] = []
@@ -54,7 +56,7 @@ def main() -> None:
             "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]},
             "eval": {"backend": "hf"}, "store": f"{tmp}/store"})
         store = Store(spec.store_uri)
-        run = driver.SweepRun(spec, store, "hf")
+        run = SweepRun(spec, store, "hf")
         driver.init_ray(spec, num_cpus=args.concurrency + 1, verbose=False)
         run.inbox = InboxReader(start_inbox(run.inbox_name))
         tracker = EvalTracker(store, lambda: {}, run.task_names)
@@ -79,6 +81,7 @@ def main() -> None:
                      for tid in job.trial_ids])
 
         queue = TrialQueue(run.job_configs(run.grid, size=1), lambda: False)
+        run.tracker, run.tick = tracker, tick  # the callback drives this bench's own tick
         rss.append((0, me.memory_info().rss / 2**20))
         t0 = time.perf_counter()
         tune.Tuner(
@@ -86,7 +89,7 @@ def main() -> None:
             tune_config=tune.TuneConfig(search_alg=sweep_searcher(queue), num_samples=len(run.grid),
                                         max_concurrent_trials=args.concurrency, reuse_actors=True),
             run_config=tune.RunConfig(storage_path=f"{tmp}/tune", name="bench", verbose=0,
-                                      callbacks=[driver._callback(run, tracker, progress, tick)]),
+                                      callbacks=[sweep_callback(run)]),
         ).fit()
         wall = time.perf_counter() - t0
         rss.append((args.trials, me.memory_info().rss / 2**20))

@@ -17,11 +17,11 @@ import time
 def main() -> None:
     import ray
 
-    from cliffsweep.orchestrator.driver import SweepRun, ensure_stats
+    from cliffsweep.orchestrator.sweeprun import SweepRun, ensure_stats
     from cliffsweep.orchestrator.grid import expand_grid
     from cliffsweep.orchestrator.spec import parse_spec
-    from cliffsweep.orchestrator.stats import compute_stats
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.trainables.stats import compute_stats
+    from cliffsweep.storage.store import Store
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=20)

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def build(store, n_trials: int, n_ckpts: int, tasks: list[str], n_examples: int) -> int:
-    from cliffsweep.orchestrator import ledger
-    from cliffsweep.orchestrator.store import eval_key
+    from cliffsweep.storage import ledger
+    from cliffsweep.storage.store import eval_key
 
     now = datetime.now(timezone.utc)
     jobs = []
@@ -59,7 +59,7 @@ def timed(fn) -> float:
 
 def readers(store, tasks):
     from cliffsweep.analysis.points import points_from_evals
-    from cliffsweep.orchestrator.store import TABLES
+    from cliffsweep.storage.store import TABLES
     from cliffsweep.orchestrator.summary import status_text
 
     return {
@@ -77,7 +77,7 @@ def main() -> None:
     args = ap.parse_args()
     from objectstore import s3_server
 
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.store import Store
 
     tasks = ["chem_l3", "gsm8k"]
     with tempfile.TemporaryDirectory() as tmp, s3_server(Path(tmp), relay=False) as (endpoint, _):

@@ -5,7 +5,7 @@ Public surface; everything else is internal. The CLI (`cliffsweep`) is the entry
 
 from cliffsweep.orchestrator.grid import Trial, expand_grid
 from cliffsweep.orchestrator.spec import SpecError, SweepSpec, load_spec, parse_spec
-from cliffsweep.orchestrator.store import Store
+from cliffsweep.storage.store import Store
 
 __version__ = "0.1.0"
 __all__ = ["SweepSpec", "SpecError", "load_spec", "parse_spec", "expand_grid", "Trial", "Store",

@@ -46,7 +46,7 @@ def cmd_validate(args) -> int:
           f"x {len(spec.lrs)} lr(s) x {len(spec.epochs)} epoch setting(s) x {len(spec.seeds)} seed(s)")
     print(f"  + {len(spec.models)} base evaluation(s); {spec.eval.points_per_trial} eval point(s) per trial")
     if spec.refine is not None:
-        from cliffsweep.orchestrator.refine import max_refine_trials
+        from cliffsweep.orchestrator.refiner import max_refine_trials
 
         r = spec.refine
         print(f"  + up to {max_refine_trials(spec)} refinement trial(s) = {r.rounds} round(s) x "
@@ -98,7 +98,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_compact(args) -> int:
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.store import Store
 
     folded = Store(args.store).compact()
     print(", ".join(f"{t}: {n} unit file(s) folded" for t, n in folded.items()))
@@ -134,7 +134,7 @@ def cmd_export_tracking(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.store import Store
     from cliffsweep.orchestrator.summary import status_text
 
     print(status_text(Store(args.store)))

@@ -81,14 +81,19 @@ class Precision:
     moment: int
     act: int
     label: str
+    master: int = 0
+    """Bytes per trainable parameter for fp32 master weights and their gradient copy
+    (trainables/optimizers/master.py)."""
 
 
-def precision(dtype: str, on_gpu: bool) -> Precision:
+def precision(dtype: str, on_gpu: bool, master_weights: bool = True) -> Precision:
     if dtype == "float32":
         if on_gpu:
             return Precision(4, 4, 4, 2, "fp32 weights/grads/AdamW, bf16 autocast")
         return Precision(4, 4, 4, 4, "fp32 throughout (CPU)")
     b = BYTES[dtype]
+    if master_weights:  # recipe.master_weights
+        return Precision(b, b, 4, b, f"{dtype} weights/grads, fp32 master weights and AdamW state", master=8)
     return Precision(b, b, b, b, f"{dtype} throughout (AdamW moments in {dtype})")
 
 
@@ -230,6 +235,8 @@ def train_memory(arch: Arch, method: str, method_params: dict, optimizer: str, p
         "grads": trainable * prec.grad / shard,
         "optimizer": optimizer_state_elements(arch, optimizer, trainable, lora) * prec.moment / shard,
     }
+    if prec.master:
+        parts["master_weights"] = trainable * prec.master / shard
     extra = EXTRA_COPIES[method] * arch.params * prec.weight
     if method == "rpsft":
         extra += rpsft_basis_elements(arch, method_params.get("k", 768)) * 4  # fp32 SVD bases
@@ -247,7 +254,7 @@ def train_memory(arch: Arch, method: str, method_params: dict, optimizer: str, p
 
 def stats_memory(arch: Arch, method: str, method_params: dict, prec: Precision, micro_rows: int, seq: int,
                  grad_ckpt: bool) -> Memory:
-    """Peak bytes of a method's once-per-model statistics task (orchestrator/stats.py), which
+    """Peak bytes of a method's once-per-model statistics task (trainables/stats.py), which
     runs on one GPU in the recipe's micro-batches with its checkpointing (issue 15): the whole
     model, plus per method: gradients and an fp32 accumulator (ewc, mas), gradients (sib: the
     alphas come from them), nothing trained (flow: a forward without autograd), an SVD at a time
@@ -332,7 +339,7 @@ def plan_spec(spec) -> list[ModelPlan]:
     plans = []
     for m in spec.models:
         plan = ModelPlan(m.name, arch_for(m.path))
-        arch, prec = plan.arch, precision(m.dtype, res.gpus_per_worker > 0)
+        arch, prec = plan.arch, precision(m.dtype, res.gpus_per_worker > 0, r.master_weights)
         learn = lengths_for(m.path, learn_t.name, learn_t.params, plan.notes)
         retain: Lengths | None = None
         stats_done: set[str] = set()
@@ -450,7 +457,7 @@ def render(plans: list[ModelPlan], spec, source: str, mfu: float) -> str:
            f"{'on' if grad_ckpt else 'off'}; eval: {spec.eval.points_per_trial} point(s) per trial + base"]
     out += ["", *_table(*budget_rows(plans, mfu))]
     dtypes = sorted({m.dtype for m in spec.models})
-    precs = "; ".join(f"{d}: {precision(d, res.gpus_per_worker > 0).label}" for d in dtypes)
+    precs = "; ".join(f"{d}: {precision(d, res.gpus_per_worker > 0, spec.recipe.master_weights).label}" for d in dtypes)
     out += ["", f"Peak memory per training GPU, GB ({precs}; micro-batch {b.micro_rows} x {r.max_seq_len} tokens):",
             *_table(*memory_rows(plans))]
     if any(p.stats_memory for p in plans):

@@ -1,4 +1,4 @@
-"""The invariant every fault test checks after its sweep (orchestrator/ledger.py): every
+"""The invariant every fault test checks after its sweep (storage/ledger.py): every
 checkpoint a trial reported is evaluated exactly once on every task; every grid point has one
 trials row, `done`; the final checkpoint of every trial is among the evaluated ones; nothing
 is duplicated; every checkpoint folder in storage is in the ledger; every training step is in

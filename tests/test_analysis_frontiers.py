@@ -11,7 +11,7 @@ from cliffsweep.analysis import AnalysisInputError, frontiers, load_store
 from cliffsweep.analysis.points import load_stores
 from cliffsweep.analysis.cli import main as analyze_main
 from cliffsweep.analysis.synthetic import SyntheticSweep, write_synthetic_store
-from cliffsweep.orchestrator.store import Store, eval_key
+from cliffsweep.storage.store import Store, eval_key
 
 
 @pytest.fixture(scope="module")

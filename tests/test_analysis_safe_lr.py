@@ -9,11 +9,11 @@ import pytest
 
 from cliffsweep.analysis import Thresholds, frontiers
 from cliffsweep.analysis.classify import lr_curve
-from cliffsweep.analysis.refinement import refinement_table
+from cliffsweep.analysis.refinement_gain import refinement_table
 from cliffsweep.analysis.run import analyze_store
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.synthetic import SyntheticSweep, write_synthetic_store
-from cliffsweep.orchestrator.store import Store
+from cliffsweep.storage.store import Store
 
 
 def safe(lr, L, R, th=None):

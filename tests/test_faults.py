@@ -16,7 +16,7 @@ import yaml
 
 from cliffsweep.orchestrator.grid import expand_grid
 from cliffsweep.orchestrator.spec import parse_spec
-from cliffsweep.orchestrator.store import Store
+from cliffsweep.storage.store import Store
 from invariant import assert_invariant, checkpoint_folders
 
 pytestmark = [pytest.mark.ray, pytest.mark.cluster]

@@ -21,7 +21,7 @@ def fsdp_methods() -> list[str]:
 
 
 def setup(name: str):
-    """Toy model + method prepared as a trial does (stats as orchestrator/stats.py computes
+    """Toy model + method prepared as a trial does (stats as trainables/stats.py computes
     them), and each rank's batch of the first step as the training loop shards it."""
     from cliffsweep.evals.tasks import build_task
     from cliffsweep.models import load_model, resolve_model

@@ -1,12 +1,12 @@
-"""The ledger's pure rules (orchestrator/ledger.py) and the store's retry and error clipping."""
+"""The ledger's pure rules (storage/ledger.py) and the store's retry and error clipping."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from cliffsweep.orchestrator import ledger
-from cliffsweep.orchestrator.store import SCHEMAS, StorageError, Store, clip_message, retrying
+from cliffsweep.storage import ledger
+from cliffsweep.storage.store import SCHEMAS, StorageError, Store, clip_message, retrying
 
 TASKS = ["learn_t", "retain_t"]
 

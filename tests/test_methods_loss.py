@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from cliffsweep.trainables.data import Encoded, epoch_batches
-from cliffsweep.trainables.losses import token_ce, token_kl
+from cliffsweep.trainables.losses import token_kl
 from cliffsweep.trainables.methods import build_method
 from cliffsweep.trainables.methods.flow import flow_weights
 from cliffsweep.trainables.methods.iw import iw_weights

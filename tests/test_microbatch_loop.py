@@ -42,8 +42,8 @@ def train(tmp_path, name: str, workers: int, **recipe) -> dict[str, torch.Tensor
                           scaling_config=ScalingConfig(num_workers=workers, resources_per_worker={"CPU": 0.5}),
                           run_config=RunConfig(storage_path=str(tmp_path), name=name)).fit()
     # 24 examples, global batch 12: 2 steps, one checkpoint (eval_points=1) at the last
-    from cliffsweep.orchestrator import ledger
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage import ledger
+    from cliffsweep.storage.store import Store
     rows = ledger.records(Store(str(tmp_path / "store")).read("checkpoints"))
     assert sorted(r.step for r in rows if r.trial_id == name) == [2]
     # rank 0 alone wrote the training curve: one row per step, whatever the number of workers

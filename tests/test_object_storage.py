@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from cliffsweep.orchestrator.spec import parse_spec
-from cliffsweep.orchestrator.store import Store
+from cliffsweep.storage.store import Store
 from invariant import assert_invariant
 from objectstore import s3_server
 

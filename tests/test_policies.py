@@ -77,7 +77,7 @@ def test_cpu_evaluators_run_the_vllm_engine_in_process():
 
 
 def test_statistics_task_asks_for_a_gpu_only_when_trials_train_on_gpus():
-    from cliffsweep.orchestrator.stats import stats_task_resources
+    from cliffsweep.trainables.stats import stats_task_resources
 
     assert stats_task_resources(1.0, 0.0, 1) == {"num_cpus": 1.0, "num_gpus": 0.0}
     assert stats_task_resources(4.0, 1.0, 4) == {"num_cpus": 1.0, "num_gpus": 1.0}

@@ -1,4 +1,4 @@
-"""Adaptive lr refinement's pure parts (issue 11, part 3): the policy (orchestrator/refine.py),
+"""Adaptive lr refinement's pure parts (issue 11, part 3): the policy (analysis/next_lrs.py),
 the `refine:` spec section, refined trials as grid points with a `round`, the store column and
 `validate`'s bound."""
 
@@ -13,9 +13,10 @@ from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.synthetic import Curve, geometric_lrs, simulate_refinement
 from cliffsweep.cli import main as cli_main
 from cliffsweep.orchestrator.grid import expand_grid, refined_trials, series_key, trial_id
-from cliffsweep.orchestrator.refine import brackets, max_refine_trials, next_lrs, round_lr, series_curve
+from cliffsweep.analysis.next_lrs import brackets, next_lrs, round_lr, series_curve
+from cliffsweep.orchestrator.refiner import max_refine_trials
 from cliffsweep.orchestrator.spec import RefineSpec, SpecError, parse_spec
-from cliffsweep.orchestrator.store import SCHEMAS, Store
+from cliffsweep.storage.store import SCHEMAS, Store
 
 CFG = RefineSpec(rounds=2, points_per_round=2, target_ratio=1.3)
 

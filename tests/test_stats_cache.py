@@ -8,10 +8,10 @@ import os
 import pytest
 from safetensors.torch import load_file
 
-from cliffsweep.orchestrator.driver import SweepRun, ensure_stats
+from cliffsweep.orchestrator.sweeprun import SweepRun, ensure_stats
 from cliffsweep.orchestrator.grid import expand_grid
 from cliffsweep.orchestrator.spec import parse_spec
-from cliffsweep.orchestrator.store import Store
+from cliffsweep.storage.store import Store
 
 pytestmark = pytest.mark.ray
 

@@ -12,7 +12,7 @@ import time
 import pandas as pd
 import pyarrow.parquet as pq
 
-from cliffsweep.orchestrator.store import Store, eval_key
+from cliffsweep.storage.store import Store, eval_key
 
 
 def rows(n, trial="t1", step=10):
@@ -54,7 +54,7 @@ def test_unknown_column_is_an_error(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.store import Store
     s = Store(sys.argv[1])
     big = [{"trial_id": "t", "step": 1, "task": "x", "example_id": str(i), "correct": True,
             "prediction": "y" * 200} for i in range(50_000)]
@@ -94,7 +94,7 @@ def test_compaction_folds_units_and_reads_the_same(tmp_path):
     """compact() folds every unit file into one file per table; the store reads the same rows
     before and after, a unit written again afterwards overrides its folded rows, has() still
     knows folded units, and compacting twice is harmless."""
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.store import Store
 
     store = Store(str(tmp_path / "s"))
     rows = lambda tid, st: [{"trial_id": tid, "status": st, "lr": 0.1}]  # noqa: E731

@@ -89,7 +89,7 @@ def head():
 def test_submit_runs_a_sweep_on_a_running_cluster(head, tmp_path, monkeypatch, capsys):
     head, token = head
     from cliffsweep.cli import main
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.store import Store
     from cliffsweep.submit import client, wait
 
     store_dir = tmp_path / "store"

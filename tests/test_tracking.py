@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from cliffsweep.orchestrator.spec import SpecError, parse_spec
-from cliffsweep.orchestrator.store import Store
+from cliffsweep.storage.store import Store
 from cliffsweep.tracking.sync import Syncer, behind, deltas, marks_of
 from cliffsweep.trainables.steplog import StepLog, log_every, should_log
 from objectstore import free_port

@@ -18,7 +18,7 @@ import yaml
 
 from cliffsweep.orchestrator.grid import base_trial_id
 from cliffsweep.orchestrator.spec import parse_spec
-from cliffsweep.orchestrator.store import Store
+from cliffsweep.storage.store import Store
 from cliffsweep.tracking.base import run_key, sweep_run_id
 from invariant import assert_invariant
 from trackers import MlflowServer, mlflow_runs, tensorboard_scalars, wandb_history

@@ -51,7 +51,8 @@ def ray_local():
 @pytest.mark.ray
 def test_inbox_delivers_every_report_through_the_real_callback(ray_local, tmp_path):
     import ray
-    from cliffsweep.orchestrator.inbox import InboxReader, report_callback, start_inbox
+    from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
+    from cliffsweep.trainables.trial import report_callback
 
     reader = InboxReader(start_inbox("inbox-test"))
     reader.poll()  # leaves a drain in flight, sent before any put
@@ -104,9 +105,9 @@ def test_the_trial_config_crosses_ray_typed_and_frozen(tmp_path):
     import json
     import pickle
 
-    from cliffsweep.orchestrator.driver import SweepRun
+    from cliffsweep.orchestrator.sweeprun import SweepRun
     from cliffsweep.orchestrator.spec import RecipeSpec, parse_spec
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.store import Store
 
     spec = parse_spec({"name": "t", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],
                        "methods": [{"name": "ewc", "params": {"lam": 10}}], "lrs": [1e-3],

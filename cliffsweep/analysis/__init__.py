@@ -14,7 +14,7 @@ from cliffsweep.analysis.classify import REGIMES, Classification, Thresholds, cl
 from cliffsweep.analysis.frontiers import frontiers, model_frontier
 from cliffsweep.analysis.pareto import frontier_area, pareto_mask
 from cliffsweep.analysis.points import AnalysisInputError, load_store
-from cliffsweep.analysis.refinement import refinement_table
+from cliffsweep.analysis.refinement_gain import refinement_table
 from cliffsweep.analysis.safe_lr import SafeLR, max_safe_lr_arrays
 
 __all__ = ["REGIMES", "AnalysisInputError", "Classification", "SafeLR", "Thresholds", "analyze_store", "classify",

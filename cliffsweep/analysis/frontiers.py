@@ -72,7 +72,7 @@ def _series_row(key: tuple, rows: pd.DataFrame, base: pd.DataFrame, reps: tuple 
     point = classify_arrays(*arrays, th)
     safe = max_safe_lr_arrays(*arrays, th)
     out = {**point.as_dict(), **safe.as_dict()}
-    for k in ("unresolved_lr_low", "unresolved_lr_high"):  # in the reason; refine.py reads them
+    for k in ("unresolved_lr_low", "unresolved_lr_high"):  # in the reason; next_lrs.py reads them
         out.pop(k)
     out.update(model=model, series=series, epochs=epochs, method=rows["method"].iloc[0],
                optimizer=rows["optimizer"].iloc[0], label=rows["label"].iloc[0],

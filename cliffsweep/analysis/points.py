@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from cliffsweep.orchestrator.store import Store
+from cliffsweep.storage.store import Store
 
 POINT_COLUMNS = ["point_id", "trial_id", "model", "series", "method", "optimizer", "lr", "epochs", "seed",
                  "round", "step", "epoch", "final", "classified", "status", "L", "R", "n_L", "n_R"]

@@ -123,7 +123,7 @@ def bracket_text(lo: float, hi: float) -> str:
 
 
 def refinement_rows(table: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
-    """The refinement table (analysis/refinement.py) with brackets as text and plot labels."""
+    """The refinement table (analysis/refinement_gain.py) with brackets as text and plot labels."""
     out = table.merge(labels[["model", "series", "epochs", "label"]], on=["model", "series", "epochs"], how="left")
     for pre in ("grid_", ""):
         out[f"{pre}safe"] = [bracket_text(a, b) for a, b in zip(out[f"{pre}max_safe_lr"], out[f"{pre}max_safe_lr_next"])]
@@ -147,7 +147,7 @@ def write_report(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, *, sto
                  notes: list[str], refinement: pd.DataFrame | None = None,
                  curves: pd.DataFrame | None = None) -> tuple[str, str]:
     """Write the PNGs, report.md and report.html into ``out_dir``; return the two report paths.
-    ``refinement``: analysis/refinement.py's table; each model with refined series gets a
+    ``refinement``: analysis/refinement_gain.py's table; each model with refined series gets a
     before / after table of its brackets."""
     refined = refinement_rows(refinement, table) if refinement is not None and len(refinement) else None
     os.makedirs(out_dir, exist_ok=True)

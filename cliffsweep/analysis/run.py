@@ -10,7 +10,7 @@ import pandas as pd
 from cliffsweep.analysis.classify import Thresholds
 from cliffsweep.analysis.frontiers import MIN_CONFIDENCE, frontiers, model_frontier
 from cliffsweep.analysis.points import load_stores
-from cliffsweep.analysis.refinement import refinement_table
+from cliffsweep.analysis.refinement_gain import refinement_table
 from cliffsweep.analysis.report import write_report
 
 _LIST_COLUMNS = ("pareto_point_ids", "model_pareto_point_ids", "dominated_by")

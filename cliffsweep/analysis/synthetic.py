@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cliffsweep.orchestrator.store import Store, eval_key
+from cliffsweep.storage.store import Store, eval_key
 
 # Method effects, our choice for the example: EWC keeps more retention along a gradual
 # trade-off (Fig. 3: regularisers move the frontier up) and LoRA learns less (Fig. 8).
@@ -138,10 +138,10 @@ def random_curve(shape: str, rng: np.random.Generator) -> Curve:
 def simulate_refinement(curve: Curve, lrs, cfg, n: tuple[int, int] | None = None,
                         rng: np.random.Generator | None = None, thresholds=None) -> pd.DataFrame:
     """What `run` with ``refine: cfg`` would measure on ``curve``: the grid ``lrs`` (round 0),
-    then each round's :func:`cliffsweep.orchestrator.refine.next_lrs` evaluated on the curve
+    then each round's :func:`cliffsweep.analysis.next_lrs.next_lrs` evaluated on the curve
     (with ``n``: binomial eval noise, the base drawn once). Returns ``lr, L, R, round`` rows,
     the base first (round 0)."""
-    from cliffsweep.orchestrator.refine import next_lrs
+    from cliffsweep.analysis.next_lrs import next_lrs
 
     pts = curve.series(lrs, n, rng).assign(round=0)
     for k in range(1, cfg.rounds + 1):

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from cliffsweep.orchestrator.pool import EvalRequest
-from cliffsweep.orchestrator.store import Store, eval_key
+from cliffsweep.storage.store import Store, eval_key
 
 
 class EvalTracker:

@@ -1,8 +1,9 @@
 """Trial reports -> the driver, through one small actor that lives as long as the sweep.
 
 Each Ray Train report (metrics naming their trial, and the checkpoint path when there is one)
-is pushed by the job's Train controller into the inbox; the driver drains it on every tick and hands
-checkpoints to the evaluator pool. Why not Tune's own route (`TuneReportCallback`): it creates
+is pushed by the job's Train controller into the inbox (`trainables/trial.py`,
+`report_callback`, which knows the actor by name and its `put`); the driver drains it on every
+tick and hands checkpoints to the evaluator pool. Why not Tune's own route (`TuneReportCallback`): it creates
 a fresh queue actor for every trial, one more Python process importing Ray per trial (about
 2 core-s each on a 2-core machine, docs/benchmarks.md), and its queue holds one item, so a
 trial's report waits until Tune's loop takes the previous one.
@@ -14,7 +15,6 @@ sees all of its reports.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 
@@ -81,26 +81,3 @@ class InboxReader:
         items = ray.get(self._ref) if self._ref is not None else []
         self._ref = None
         return items + ray.get(self.actor.drain.remote())
-
-
-def report_callback(inbox_name: str):
-    """A Ray Train callback (runs in the job's Train controller) that pushes every report to the
-    inbox: rank 0's metrics (which name their trial: a job trains several), plus `reported_at`."""
-    from ray.train.v2.api.callback import UserCallback
-
-    class InboxReportCallback(UserCallback):
-        def __init__(self):
-            self._inbox = None  # resolved in the controller: handles are looked up, not pickled
-
-        def __getstate__(self):
-            return {"_inbox": None}
-
-        def after_report(self, run_context, metrics, checkpoint):
-            import ray
-
-            if self._inbox is None:
-                self._inbox = ray.get_actor(inbox_name)
-            item = dict(metrics[0], reported_at=time.time())
-            ray.get(self._inbox.put.remote(item["trial_id"], item))
-
-    return InboxReportCallback()

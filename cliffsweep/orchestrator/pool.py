@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from cliffsweep.orchestrator.store import Store, eval_key
+from cliffsweep.storage.store import Store, eval_key
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Refinement inside a running sweep (issue 11, part 3): trials handed to Tune one at a time,
 so that a series adds its next round's lrs as soon as its own points are in.
 
-The policy (which lrs) is `refine.py`; this module is the glue to the driver:
+The policy (which lrs) is `analysis/next_lrs.py`; this module is the glue to the driver:
 
 - `TrialQueue` holds the Train jobs (JobRun: grid points of one model) still to start. Tune takes them through a `Searcher`
   (`sweep_searcher`), which answers "nothing yet" while refinement may still add trials and
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-from cliffsweep.orchestrator.grid import Trial, base_trial_id, refined_trials, series_key
+from cliffsweep.orchestrator.grid import Trial, base_trial_id, expand_grid, refined_trials, series_key
 from cliffsweep.orchestrator.policies import TrialStatus
 from cliffsweep.trainables.config import JobRun
 
@@ -93,7 +93,7 @@ class Refiner:
         if not ready:
             return []
         from cliffsweep.analysis.points import points_from_evals
-        from cliffsweep.orchestrator.refine import next_lrs, series_curve
+        from cliffsweep.analysis.next_lrs import next_lrs, series_curve
 
         points, _ = points_from_evals(run.store.read("evals"), run.store.read("trials"),
                                       spec.tasks.learn.name, spec.tasks.retain[0].name)
@@ -151,3 +151,13 @@ def sweep_searcher(queue: TrialQueue) -> Any:
 
 def _searcher_from_key(key: int):
     return sweep_searcher(_LIVE[key])
+
+
+def max_refine_trials(spec) -> int:
+    """The most trials refinement can add to ``spec``: rounds x points_per_round new lrs per
+    series (model x series x epochs), each run with every seed (for `validate` / `plan`)."""
+    if spec.refine is None:
+        return 0
+    n_series = len({series_key(t) for t in expand_grid(spec)})
+    return n_series * len(spec.seeds) * spec.refine.rounds * spec.refine.points_per_round
+

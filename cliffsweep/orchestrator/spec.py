@@ -71,6 +71,11 @@ class RecipeSpec(_Strict):
     """Rows per forward/backward pass on each worker (ours, for memory): a worker's share of
     the global batch runs in micro-batches whose gradients accumulate into one optimizer step,
     equal to the whole batch's (trainables/microbatch.py). None = the whole share in one pass."""
+    master_weights: bool = True
+    """For a model loaded in bf16/fp16 (`models[].dtype`): the optimizer steps fp32 copies of the
+    weights and keeps its state in fp32, so small-lr updates accumulate instead of rounding away
+    (trainables/optimizers/master.py). Off: pure low-precision training, 6 bytes/param less.
+    fp32 models (the default dtype) are unaffected."""
     gradient_checkpointing: bool = False
     """Recompute each decoder layer's activations in backward instead of keeping them (ours,
     for memory; about a third more compute per step)."""
@@ -151,7 +156,7 @@ class RefineSpec(_Strict):
     """Adaptive lr refinement (off unless the sweep file has a `refine:` section): after a
     series' grid points are in, add lrs geometrically inside its cliff bracket (or a collapse
     the grid cannot resolve) and its highest-safe-lr bracket, round after round, until each is
-    narrower than `target_ratio`. The policy: cliffsweep/orchestrator/refine.py; docs/analysis.md."""
+    narrower than `target_ratio`. The policy: cliffsweep/analysis/next_lrs.py; docs/analysis.md."""
 
     rounds: int = Field(2, ge=0)
     """Extra rounds after the grid (round 0); 0 = off."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cliffsweep.orchestrator.store import Store
+from cliffsweep.storage.store import Store
 
 
 def final_points(store: Store) -> pd.DataFrame:

@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from cliffsweep.orchestrator.store import Store, clip_message
+from cliffsweep.storage.store import Store, clip_message
 from cliffsweep.tracking.base import TERMINAL, EvalPoint, RunDelta, StepPoint, Tracker, sweep_run_id
 
 BACKOFF = (5.0, 10.0, 30.0, 60.0)

@@ -36,7 +36,7 @@ class TrainConfig:
     store_uri: str
     checkpoint_root: str
     stats_uri: str | None
-    """The method's once-per-model statistics (orchestrator/stats.py); None: it has none."""
+    """The method's once-per-model statistics (trainables/stats.py); None: it has none."""
     eval_points: int
     every_epoch: bool
     strategy: str
@@ -68,6 +68,8 @@ class JobRun:
     job_id: str
     points: tuple[TrainConfig, ...]
     resources: ResourcesSpec
+    resources_per_worker: tuple[tuple[str, float], ...]
+    """Ray resources of each Train worker, placement roles included (the driver's policies)."""
     checkpoint_root: str
     local_cluster: bool
     inbox: str

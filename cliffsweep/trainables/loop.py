@@ -49,12 +49,13 @@ def train_point(cfg: TrainConfig, marks: dict[str, float]) -> None:
     from cliffsweep.evals.tasks import build_task
     from cliffsweep.faults import maybe_fail
     from cliffsweep.models import load_model, resolve_model
-    from cliffsweep.orchestrator.stats import load_stats
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.trainables.stats import load_stats
+    from cliffsweep.storage.store import Store
     from cliffsweep.trainables import data, microbatch, parallel, resume
     from cliffsweep.trainables.losses import check_head, unwrap
     from cliffsweep.trainables.methods import build_method
     from cliffsweep.trainables.optimizers import build_optimizer
+    from cliffsweep.trainables.optimizers.master import keep_edits
     from cliffsweep.trainables.schedule import eval_steps, lr_multiplier
     from cliffsweep.trainables.steplog import StepLog
 
@@ -113,7 +114,7 @@ def train_point(cfg: TrainConfig, marks: dict[str, float]) -> None:
     check_head(model, {k: v.to(device) for k, v in first[0].micro[0].items()})
     total = per_epoch * trial.epochs
     evals = set(eval_steps(total, per_epoch, cfg.eval_points, cfg.every_epoch))
-    opt = build_optimizer(trial.optimizer, unwrap(model), trial.lr, recipe.weight_decay)
+    opt = build_optimizer(trial.optimizer, unwrap(model), trial.lr, recipe.weight_decay, recipe.master_weights)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_multiplier(
         s, total, recipe.warmup_steps, recipe.cooldown_steps, recipe.min_lr_ratio))
 
@@ -165,6 +166,7 @@ def train_point(cfg: TrainConfig, marks: dict[str, float]) -> None:
             sched.step()
             opt.zero_grad(set_to_none=True)
             method.after_step(model, step)
+            keep_edits(opt)  # fp32 master weights take what after_step changed (optimizers/master.py)
             step += 1
             loss_val = float(loss)
             if logged:
@@ -242,8 +244,8 @@ def all_finite(tensors: list, world: int) -> bool:
 
 def _record(cfg: TrainConfig, uri: str) -> None:
     """Record a checkpoint written by an earlier attempt in the store (from its meta file)."""
-    from cliffsweep.orchestrator.ledger import record_checkpoint
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.ledger import record_checkpoint
+    from cliffsweep.storage.store import Store
     from cliffsweep.trainables import resume
 
     meta = resume.meta(uri)
@@ -262,8 +264,8 @@ def _report_checkpoint(cfg, method, model, tok, optim, step, per_epoch, total, l
 
     from cliffsweep.evals.canary import write_canary
     from cliffsweep.faults import maybe_fail
-    from cliffsweep.orchestrator.ledger import checkpoint_uri, record_checkpoint
-    from cliffsweep.orchestrator.store import Store
+    from cliffsweep.storage.ledger import checkpoint_uri, record_checkpoint
+    from cliffsweep.storage.store import Store
     from cliffsweep.trainables import parallel, resume
     from cliffsweep.trainables.losses import unwrap
 

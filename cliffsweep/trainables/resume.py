@@ -32,8 +32,7 @@ from typing import Any
 
 import torch
 
-TRAIN_STATE = "train_state.pt"
-META = "cliffsweep_meta.json"
+from cliffsweep.storage.ledger import META, TRAIN_STATE  # the checkpoint folder's layout
 
 
 def _fs(uri: str):
@@ -54,7 +53,7 @@ def upload(local: str, uri: str) -> None:
     once that exists), retried like every store write."""
     import pyarrow.fs as pafs
 
-    from cliffsweep.orchestrator.store import retrying
+    from cliffsweep.storage.store import retrying
 
     fs, dest = _fs(uri)
     names = sorted(os.listdir(local), key=lambda n: n == META)  # META last
@@ -78,7 +77,7 @@ def latest(root: str, trial_id: str) -> tuple[str, dict[str, Any]] | None:
     state), or None when there is none (the trial starts at step 0)."""
     import pyarrow.fs as pafs
 
-    from cliffsweep.orchestrator.ledger import checkpoint_uri
+    from cliffsweep.storage.ledger import checkpoint_uri
 
     fs, base = _fs(root)
     folder = f"{base.rstrip('/')}/{trial_id}"

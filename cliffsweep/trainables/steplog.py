@@ -22,7 +22,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from cliffsweep.orchestrator.store import StorageError, Store, steps_key
+from cliffsweep.storage.store import StorageError, Store, steps_key
 
 # Long trials keep at most this many rows each; short ones log every step.
 DEFAULT_MAX_ROWS = 1000

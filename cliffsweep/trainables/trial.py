@@ -49,8 +49,6 @@ def run_job(job: JobRun) -> None:
     started = time.time()  # the setup's "placement" phase ends here (loop.SETUP_PHASES)
     from ray.train import FailureConfig, RunConfig, ScalingConfig
 
-    from cliffsweep.orchestrator.inbox import report_callback
-    from cliffsweep.orchestrator.policies import role_resources
     from cliffsweep.trainables.loop import train_loop_per_worker
 
     import ray
@@ -64,13 +62,8 @@ def run_job(job: JobRun) -> None:
     trainer = lean_trainer_cls()(
         train_loop_per_worker,
         train_loop_config={WORKER_KEY: points},
-        scaling_config=ScalingConfig(
-            num_workers=res.workers_per_trial,
-            use_gpu=res.gpus_per_worker > 0,
-            resources_per_worker={"CPU": res.cpus_per_worker,
-                                  **({"GPU": res.gpus_per_worker} if res.gpus_per_worker > 0 else {}),
-                                  **role_resources(res.cluster_roles, "trainer", res.gpus_per_worker)},
-        ),
+        scaling_config=ScalingConfig(num_workers=res.workers_per_trial, use_gpu=res.gpus_per_worker > 0,
+                                     resources_per_worker=dict(job.resources_per_worker)),
         run_config=RunConfig(
             storage_path=job.checkpoint_root,
             name=job.job_id,
@@ -82,3 +75,28 @@ def run_job(job: JobRun) -> None:
         local_cluster=job.local_cluster,
     )
     trainer.fit()
+
+
+def report_callback(inbox_name: str):
+    """A Ray Train callback (runs in the job's Train controller) that pushes every report to the
+    inbox: rank 0's metrics (which name their trial: a job trains several), plus `reported_at`."""
+    import time
+
+    from ray.train.v2.api.callback import UserCallback
+
+    class InboxReportCallback(UserCallback):
+        def __init__(self):
+            self._inbox = None  # resolved in the controller: handles are looked up, not pickled
+
+        def __getstate__(self):
+            return {"_inbox": None}
+
+        def after_report(self, run_context, metrics, checkpoint):
+            import ray
+
+            if self._inbox is None:
+                self._inbox = ray.get_actor(inbox_name)
+            item = dict(metrics[0], reported_at=time.time())
+            ray.get(self._inbox.put.remote(item["trial_id"], item))
+
+    return InboxReportCallback()

@@ -18,6 +18,12 @@ OPTIMIZERS: dict[str, str] = {
 }
 
 
-def build_optimizer(name: str, model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+def build_optimizer(name: str, model: torch.nn.Module, lr: float, weight_decay: float,
+                    master_weights: bool = True) -> torch.optim.Optimizer:
+    """The named optimizer over `model`'s trainable parameters; for bf16/fp16 weights, with fp32
+    master weights unless `master_weights` is off (optimizers/master.py)."""
+    from cliffsweep.trainables.optimizers.master import add_master_weights, needs_master_weights
+
     builder: Callable = lookup(OPTIMIZERS, name, "optimizer")
-    return builder(model, lr=lr, weight_decay=weight_decay)
+    opt = builder(model, lr=lr, weight_decay=weight_decay)
+    return add_master_weights(opt) if master_weights and needs_master_weights(model) else opt

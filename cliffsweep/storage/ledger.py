@@ -29,6 +29,12 @@ from dataclasses import dataclass
 import pandas as pd
 
 
+TRAIN_STATE = "train_state.pt"
+"""A checkpoint folder's training state, for resume (trainables/resume.py); evaluators skip it."""
+META = "cliffsweep_meta.json"
+"""Written last into a checkpoint folder: a folder without it is incomplete."""
+
+
 def checkpoint_dir_name(step: int) -> str:
     """Ray Train's `checkpoint_dir_name` of the checkpoint at `step` (under <root>/<trial_id>/)."""
     return f"step-{step:06d}"
@@ -118,8 +124,6 @@ def delete_checkpoints(root: str, trial_id: str, steps: list[int], state_of: int
     """Delete the checkpoint folders of `steps` and the training state of checkpoint `state_of`;
     returns the bytes freed. Missing files are fine (a re-run may prune again)."""
     import pyarrow.fs as pafs
-
-    from cliffsweep.trainables.resume import TRAIN_STATE
 
     fs, base = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
     freed = 0

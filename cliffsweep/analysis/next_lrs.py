@@ -33,13 +33,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from cliffsweep.analysis.classify import Thresholds, classify_arrays, lr_curve
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
-from cliffsweep.orchestrator.grid import expand_grid, series_key
-from cliffsweep.orchestrator.spec import RefineSpec, SweepSpec
+
+if TYPE_CHECKING:
+    from cliffsweep.orchestrator.spec import RefineSpec
 
 LR_DIGITS = 3
 """Significant digits of a new lr: readable trial ids (lr0.000215), and a factor of at most
@@ -111,13 +113,3 @@ def next_lrs(points: pd.DataFrame, cfg: RefineSpec | None, round: int, *, known_
                 taken.add(lr)
                 out.append(lr)
     return sorted(out)
-
-
-def max_refine_trials(spec: SweepSpec) -> int:
-    """The most trials refinement can add to ``spec``: rounds x points_per_round new lrs per
-    series (model x series x epochs), each run with every seed (for `validate` / `plan`)."""
-    if spec.refine is None:
-        return 0
-    n_series = len({series_key(t) for t in expand_grid(spec)})
-    return n_series * len(spec.seeds) * spec.refine.rounds * spec.refine.points_per_round
-

@@ -1,0 +1,424 @@
+"""One `cliffsweep run`'s state and steps (the driver, orchestrator/driver.py, calls them in
+order; the Tune callback, orchestrator/tunecallback.py, feeds them Tune's events).
+
+`SweepRun` keeps what the run knows in memory (statuses, attempts, each trial's latest report,
+the checkpoints in flight) and writes every change to the store at once: the store, not this
+object, is the truth a re-run starts from (storage/ledger.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from typing import Any
+
+from cliffsweep.faults import maybe_fail
+from cliffsweep.orchestrator.evaltracker import EvalTracker
+from cliffsweep.orchestrator.grid import Trial, base_trial_id, expand_grid
+from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
+from cliffsweep.orchestrator.policies import TrialStatus, final_status, pack, role_resources, trials_per_job, trials_to_run
+from cliffsweep.orchestrator.pool import EvalRequest, start_pool
+from cliffsweep.orchestrator.progress import Progress
+from cliffsweep.orchestrator.refiner import Refiner, TrialQueue, stored_refined_trials
+from cliffsweep.orchestrator.spec import SweepSpec
+from cliffsweep.storage import ledger
+from cliffsweep.storage.store import Store
+from cliffsweep.trainables.config import JobRun, TrainConfig
+from cliffsweep.trainables.stats import compute_stats, stats_key, stats_relpath, stats_task_resources
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def trial_row(t: Trial, status: TrialStatus, **extra: Any) -> dict[str, Any]:
+    row = {k: v for k, v in t.to_dict().items() if k not in ("dtype",)}
+    row["method_params"] = json.dumps(t.method_params, sort_keys=True)
+    row["status"] = status.value
+    row.update(extra)
+    return row
+
+
+def _abs_uri(uri: str) -> str:
+    return uri if "://" in uri else os.path.abspath(os.path.expanduser(uri))
+
+
+class SweepRun:
+    """State of one `cliffsweep run`; the Tune callback and the driver loop share it."""
+
+    def __init__(self, spec: SweepSpec, store: Store, eval_backend: str, verbose: bool = False):
+        self.spec, self.store, self.backend, self.verbose = spec, store, eval_backend, verbose
+        self.grid = expand_grid(spec)  # + refined trials, as refinement adds them (refiner.py)
+        self.by_id = {t.trial_id: t for t in self.grid}
+        self.status: dict[str, str] = {}  # trial id -> its status, as last recorded
+        self.stats_uri: dict[str, str | None] = {}
+        self.checkpoint_root = _abs_uri(spec.checkpoint_uri)
+        self.task_names = [spec.tasks.learn.name] + [t.name for t in spec.tasks.retain]
+        self.attempts: dict[str, int] = {}
+        self.started: dict[str, datetime] = {}
+        self.last: dict[str, dict] = {}
+        self.last_at: dict[str, datetime] = {}
+        self.finished: set[str] = set()  # trials whose training ended in this run
+        self.trained: dict[str, int | None] = {}  # trained, not yet settled -> final step
+        self.finished_at: dict[str, datetime] = {}
+        self.ckpt_steps: dict[str, set[int]] = {}  # reported checkpoints per trial (ledger)
+        self.stored_rows: dict[str, dict] = {}  # trials rows of earlier runs
+        self.progress: Progress | None = None
+        self.refiner: Refiner | None = None
+        self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
+        self.inbox: InboxReader | None = None  # set once Ray is up
+        self.per_job = 1  # grid points per Train job (policies.trials_per_job), set once Ray is up
+        self.jobs_running: set[str] = set()
+        self.tracker: EvalTracker | None = None  # set by start()
+        self.queue: TrialQueue | None = None  # Train jobs waiting for Tune (set by queue_jobs)
+
+    # --- a run, step by step (driver.run_sweep) -----------------------------------------------
+    def resume(self, retry_failed: bool) -> list[Trial]:
+        """What the store already holds: refined trials of earlier runs rejoin the grid, trials
+        that need no training keep their status; returns the trials to train (recorded pending)."""
+        stored = self.store.read("trials")
+        self.add_trials(stored_refined_trials(self.spec, self.grid, stored.to_dict("records")))
+        self.stored_rows = {r["trial_id"]: r for r in stored.to_dict("records") if r["trial_id"] in self.by_id}
+        status = {tid: r["status"] for tid, r in self.stored_rows.items()}
+        self.status.update(status)
+        todo_ids = set(trials_to_run([t.trial_id for t in self.grid], status, retry_failed))
+        todo = [t for t in self.grid if t.trial_id in todo_ids]
+        # trained by an earlier run, their evaluations not all in: settled during this one
+        self.trained = {tid: _int_or_none(self.stored_rows[tid].get("steps")) for tid in status
+                        if tid not in todo_ids and status[tid] == TrialStatus.TRAINED.value}
+        for t in todo:
+            self.record(t.trial_id, TrialStatus.PENDING)
+        return todo
+
+    def start(self, concurrency: int, stream=None) -> None:
+        """Ray is up: the progress display, the evaluator pool (started on first use), the inbox."""
+        spec = self.spec
+        self.progress = Progress(len(self.grid), concurrency, stream=stream)
+        self.progress.status.update({s: sum(v == s for tid, v in self.status.items() if tid in self.stored_rows)
+                                     for s in ("done", "trained", "diverged", "failed")})
+        self.tracker = EvalTracker(self.store, lambda: start_pool(
+            {m.name: (m.path, m.dtype) for m in spec.models}, spec, self.store.uri, self.backend), self.task_names)
+        self.inbox = InboxReader(start_inbox(self.inbox_name))
+
+    def tick(self, wait: float = 0.0) -> None:
+        """One turn of the driver loop: reports in, evaluations polled, trials settled,
+        refinement asked, the display refreshed."""
+        tracker, progress = self.tracker, self.progress
+        for tid, metrics in self.inbox.poll():
+            self.on_report(tid, metrics, tracker)
+        tracker.poll(timeout=wait)
+        self.count_settled()
+        if self.refiner is not None:
+            self.refiner.check()
+        progress.evals_done, progress.evals_failed = tracker.done, tracker.failed
+        progress.evals_pending = len(tracker.pending)
+        progress.refresh()
+
+    def count_settled(self) -> None:
+        for _tid in self.settle(self.tracker):
+            self.progress.status["trained"] -= 1
+            self.progress.status["done"] += 1
+
+    def drain(self) -> None:
+        while self.tracker.pending:
+            self.tick(wait=0.5)
+
+    def fail(self, tid: str, error: str) -> None:
+        """A trial that will not train in this run, and why."""
+        self.record(tid, TrialStatus.FAILED, error=error, finished_at=_now())
+        self.progress.status["failed"] += 1
+
+    def prepare_training(self, todo: list[Trial]) -> list[Trial]:
+        """Base evaluations and once-per-model statistics before any trial trains; returns the
+        trials that can train (a model whose base evaluation fails would fail every evaluation
+        of its checkpoints: its trials do not train, the error says why)."""
+        spec, tracker, progress = self.spec, self.tracker, self.progress
+        for m in spec.models:
+            tracker.submit(base_request(m.name))
+        self.reconcile(tracker)  # checkpoints an earlier run reported but never evaluated
+        progress.phase = "statistics"
+        progress.refresh(force=True)
+        stats, stats_failed = ensure_stats(self, todo)
+        self.stats_uri.update(stats)
+        for tid, msg in stats_failed.items():
+            self.fail(tid, msg)
+        progress.phase = "base evaluation"
+        while any((base_trial_id(m.name), 0) in tracker.queued for m in spec.models):
+            self.tick(wait=0.5)
+        broken = {m.name: tracker.failed_keys[(base_trial_id(m.name), 0)] for m in spec.models
+                  if (base_trial_id(m.name), 0) in tracker.failed_keys}
+        for t in todo:
+            if t.model in broken and t.trial_id not in stats_failed:
+                self.fail(t.trial_id, f"not trained: the base evaluation of model {t.model!r} failed, so no "
+                          f"checkpoint of it could be evaluated; fix the model or its eval settings and re-run "
+                          f"with --retry-failed. The evaluation's error:\n{broken[t.model]}")
+        return [t for t in todo if t.trial_id not in stats_failed and t.model not in broken]
+
+    def queue_jobs(self, todo: list[Trial], concurrency: int) -> TrialQueue:
+        """The trials to train as Train jobs in Tune's queue, and the refiner that adds more."""
+        self.per_job = trials_per_job(len(todo), concurrency, self.spec.resources.trials_per_job)
+        # While a job runs it may hand trials back (one that failed for good: its other,
+        # unstarted trials get a job of their own), so Tune is not told "finished" before.
+        self.queue = TrialQueue(self.job_configs(todo), lambda: bool(self.jobs_running) or self.refiner.more_may_come(),
+                                pump=lambda: self.tick(wait=0.2))
+        self.refiner = Refiner(self, self.tracker, self.queue_refined)
+        self.refiner.check()  # a series an earlier run left between two rounds
+        return self.queue
+
+    def queue_refined(self, trials: list[Trial]) -> None:
+        """Refinement added these trials: record them pending and hand them to Tune."""
+        self.add_trials(trials)
+        new_stats, failed = ensure_stats(self, trials)
+        self.stats_uri.update(new_stats)
+        for t in trials:
+            if t.trial_id in failed:
+                self.record(t.trial_id, TrialStatus.FAILED, error=failed[t.trial_id], finished_at=_now())
+            else:
+                self.record(t.trial_id, TrialStatus.PENDING)
+        self.queue.add(self.job_configs([t for t in trials if t.trial_id not in failed]))
+        self.progress.n_trials = len(self.grid)
+
+    def interrupted(self) -> None:
+        """Tune returned early (Ctrl-C): trials it stopped go back to pending, which is what a
+        re-run picks up; their evaluations so far are kept."""
+        for t in self.grid:
+            if self.status.get(t.trial_id) == TrialStatus.RUNNING.value and t.trial_id not in self.finished:
+                self.record(t.trial_id, TrialStatus.PENDING)
+
+    def finish_evaluations(self) -> None:
+        """Every checkpoint evaluated: what is in flight, then whatever a report or a dead
+        worker left unevaluated (the store is the truth), then the trials settle."""
+        self.progress.phase = "evaluating"
+        self.drain()
+        self.reconcile(self.tracker)
+        self.drain()
+        self.count_settled()
+        self.progress.phase = "finished"
+
+    def close(self) -> None:
+        import ray
+
+        self.tracker.close()
+        ray.kill(self.inbox.actor)
+
+    # --- trial rows ---------------------------------------------------------------------------
+    def add_trials(self, trials: list[Trial]) -> None:
+        self.grid += [t for t in trials if t.trial_id not in self.by_id]
+        self.by_id.update({t.trial_id: t for t in trials})
+
+    def record(self, tid: str, status: TrialStatus, **extra: Any) -> None:
+        self.status[tid] = status.value
+        if self.refiner is not None and status.terminal:
+            self.refiner.dirty = True
+        if tid not in self.last and tid in self.stored_rows and status is TrialStatus.DONE:
+            # trained by an earlier run: only its status changes
+            row = dict(self.stored_rows[tid], status=status.value, **extra)
+            self.store.write("trials", tid, [row])
+            return
+        t = self.by_id[tid]
+        last = self.last.get(tid, {})
+        started = self.started.get(tid)
+        timing: dict[str, Any] = {}
+        # A job's later point starts where the previous one ended (its `point_started` mark).
+        began = (last.get("setup_marks") or {}).get("point_started") or (started.timestamp() if started else None)
+        if began and last.get("loop_started_at"):
+            timing["setup_seconds"] = last["loop_started_at"] - began
+        if began and last.get("setup_marks"):
+            from cliffsweep.trainables.loop import phase_seconds
+
+            timing["setup_phases"] = json.dumps(phase_seconds(began, last["setup_marks"]))
+        if extra.get("finished_at") and tid in self.last_at:
+            timing["teardown_seconds"] = (extra["finished_at"] - self.last_at[tid]).total_seconds()
+        self.store.write("trials", tid, [trial_row(
+            t, status, attempt=self.attempts.get(tid, 0), started_at=started, **timing,
+            steps=last.get("step"), total_steps=last.get("total_steps"), final_loss=last.get("loss"), train_seconds=last.get("train_seconds"),
+            resumed_from_step=last.get("resumed_from_step"),
+            config=self.point_config(t, None).to_json(), **extra)])
+
+    # --- configs ------------------------------------------------------------------------------
+    def point_config(self, t: Trial, stats_uri: str | None) -> TrainConfig:
+        """What one grid point's training needs across the Ray boundary, typed (trainables/config.py)."""
+        from cliffsweep.trainables.parallel import torch_threads
+
+        s = self.spec
+        return TrainConfig(
+            trial=t, recipe=s.recipe, learn=s.tasks.learn, retain=s.tasks.retain[0],
+            store_uri=_abs_uri(s.store_uri), checkpoint_root=self.checkpoint_root, stats_uri=stats_uri,
+            eval_points=s.eval.points_per_trial, every_epoch=s.eval.every_epoch, strategy=s.resources.strategy,
+            torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows)
+
+    def job_configs(self, trials: list[Trial], size: int | None = None) -> list[JobRun]:
+        """`trials` as Train jobs of up to `size` (default: self.per_job) points of one model each
+        (policies.pack)."""
+        import hashlib
+
+        jobs = []
+        for idx in pack([f"{t.model_path}|{t.dtype}" for t in trials], size or self.per_job):
+            points = tuple(self.point_config(trials[i], self.stats_uri.get(trials[i].trial_id)) for i in idx)
+            ids = "\n".join(p.trial.trial_id for p in points)
+            job_id = f"job-{points[0].trial.model}-{hashlib.sha1(ids.encode()).hexdigest()[:10]}"
+            jobs.append(JobRun(job_id=job_id, points=points, resources=self.spec.resources,
+                               resources_per_worker=worker_resources(self.spec.resources),
+                               checkpoint_root=self.checkpoint_root, local_cluster=not self.spec.ray_address,
+                               inbox=self.inbox_name))
+        return jobs
+
+    def on_report(self, tid: str, metrics: dict[str, Any], tracker: EvalTracker) -> None:
+        """A trial's report, from the inbox: keep it as the trial's latest; evaluate its
+        checkpoint; a job's later trial starts (`begin`), a trial's training ends (`final`)."""
+        if tid in self.finished:
+            return  # a late duplicate of an ended trial (a retried job re-reporting its end)
+        if metrics.get("event") == "begin":
+            self.begin(tid)
+            return
+        self.last[tid] = {**self.last.get(tid, {}), **metrics}
+        self.last_at[tid] = datetime.fromtimestamp(metrics["reported_at"], timezone.utc)
+        if self.progress is not None and tid in self.progress.running:
+            self.progress.running[tid] = self.last[tid]
+        if metrics.get("checkpoint_path"):
+            step = int(metrics["step"])
+            maybe_fail(f"driver_report:{tid}:{step}")
+            # The trial's rank 0 records it too; writing it here as well covers a worker that
+            # died between its report and its row (idempotent).
+            rec = ledger.record_checkpoint(self.store, self.checkpoint_root, tid, step,
+                                           float(metrics["epoch"]), metrics["checkpoint_kind"])
+            self.evaluate(rec, tracker)
+            # `cliffsweep status` shows how far it got; a late report of a trial that Ctrl-C
+            # already sent back to pending must not mark it running again
+            if self.status.get(tid) == TrialStatus.RUNNING.value:
+                self.record(tid, TrialStatus.RUNNING)
+        if metrics.get("final"):
+            status = final_status(self.last[tid])
+            self.finish(tid, status, error="non-finite training loss" if status is TrialStatus.DIVERGED else None)
+
+    def begin(self, tid: str) -> None:
+        """A trial of a job starts training (the job's first at the job's start, each later one
+        when the one before it ended)."""
+        if self.progress is None or tid in self.progress.running or tid in self.finished:
+            return
+        self.attempts[tid] = self.attempts.get(tid, 0) + 1  # as the inbox counts (Inbox.put)
+        self.started.setdefault(tid, _now())
+        self.record(tid, TrialStatus.RUNNING)
+        self.progress.status["running"] += 1
+        self.progress.running[tid] = {}
+
+    def finish(self, tid: str, status: TrialStatus, **extra: Any) -> None:
+        """A trial's training ended (trained, diverged) or it failed for good."""
+        self.finished.add(tid)
+        if self.progress is not None:
+            if self.progress.running.pop(tid, None) is not None:
+                self.progress.status["running"] -= 1
+            self.progress.status[status.value] += 1
+            if tid in self.started:
+                self.progress.trial_seconds.append((_now() - self.started[tid]).total_seconds())
+        self.finished_at[tid] = _now()
+        self.record(tid, status, finished_at=self.finished_at[tid], **extra)
+        if status is TrialStatus.TRAINED:
+            self.trained[tid] = _int_or_none(self.last.get(tid, {}).get("total_steps"))
+
+    def evaluate(self, rec: ledger.CheckpointRecord, tracker: EvalTracker, known_unevaluated: bool = False) -> None:
+        self.ckpt_steps.setdefault(rec.trial_id, set()).add(rec.step)
+        t = self.by_id[rec.trial_id]
+        tracker.submit(EvalRequest(
+            trial_id=t.trial_id, model=t.model, method=t.method, series=t.series, optimizer=t.optimizer,
+            lr=t.lr, epochs=t.epochs, seed=t.seed, step=rec.step, epoch=rec.epoch, checkpoint=rec.uri,
+            kind=rec.kind), known_unevaluated=known_unevaluated)
+
+    def reconcile(self, tracker: EvalTracker) -> None:
+        """From the store: every reported checkpoint of this grid that lacks an evaluation is
+        sent (once per run: one that already failed in this run waits for the next run)."""
+        ck, ev = self.store.read("checkpoints"), self.store.read("evals")
+        tracker.evaluated |= ledger.evaluated_keys(ev, self.task_names)
+        for rec in ledger.records(ck):
+            if rec.trial_id in self.by_id:
+                self.ckpt_steps.setdefault(rec.trial_id, set()).add(rec.step)
+        for rec in ledger.unevaluated(ck, ev, self.task_names, set(self.by_id)):
+            if rec.key not in tracker.failed_keys:
+                self.evaluate(rec, tracker, known_unevaluated=True)
+
+    def prune(self, tid: str, final: int | None, steps: set[int]) -> None:
+        """A done trial's checkpoints that nothing will read again go (spec.keep_checkpoints)."""
+        if final is None:
+            return
+        drop, drop_state = ledger.prunable(final, steps, self.spec.keep_checkpoints)
+        try:
+            ledger.delete_checkpoints(self.checkpoint_root, tid, drop, final if drop_state else None)
+        except OSError as exc:  # space not freed is no reason to stop the sweep; say so
+            self.store.write("errors", f"prune__{tid}", [{"trial_id": tid, "step": -1, "kind": "prune",
+                                                          "message": f"{type(exc).__name__}: {exc}", "at": _now()}])
+
+    def settle(self, tracker: EvalTracker) -> list[str]:
+        """Trained trials whose checkpoints are all evaluated become `done`; returns them."""
+        settled = []
+        for tid, final in list(self.trained.items()):
+            steps = self.ckpt_steps.get(tid, set())
+            if ledger.trial_settled(final, steps, {s for s in steps if (tid, s) in tracker.evaluated}):
+                del self.trained[tid]
+                self.record(tid, TrialStatus.DONE, finished_at=self.finished_at.get(tid) or _now())
+                settled.append(tid)
+                self.prune(tid, final, steps)
+        return settled
+
+
+def worker_resources(res) -> tuple[tuple[str, float], ...]:
+    """Ray resources of one Train worker: its CPUs and GPU share, and its node role's slot."""
+    out = {"CPU": res.cpus_per_worker, **({"GPU": res.gpus_per_worker} if res.gpus_per_worker > 0 else {}),
+           **role_resources(res.cluster_roles, "trainer", res.gpus_per_worker)}
+    return tuple(sorted(out.items()))
+
+
+def base_request(model: str) -> EvalRequest:
+    return EvalRequest(trial_id=base_trial_id(model), model=model, method="base", series="base",
+                       optimizer="", lr=0.0, epochs=0, seed=0, step=0, epoch=0.0, checkpoint=None)
+
+
+def ensure_stats(run: SweepRun, todo: list[Trial]) -> tuple[dict[str, str | None], dict[str, str]]:
+    """Compute each distinct (model, method stats inputs) once, in parallel Ray tasks, unless
+    the store already holds it. Returns (trial_id -> stats URI or None when the method needs
+    none, trial_id -> error for trials whose statistics could not be computed)."""
+    import ray
+
+    from cliffsweep.trainables.methods import build_method
+
+    spec, store = run.spec, run.store
+    r = spec.recipe
+    learn, retain = spec.tasks.learn.model_dump(), spec.tasks.retain[0].model_dump()
+    out: dict[str, str | None] = {}
+    needs: dict[str, list[str]] = {}  # stats relpath -> trial ids
+    jobs: dict[str, Trial] = {}
+    for t in todo:
+        inputs = build_method(t.method, t.method_params).stats_inputs()
+        if inputs is None:
+            out[t.trial_id] = None
+            continue
+        key = stats_key(t.model_path, t.method, inputs, learn, retain, r.stats_examples,
+                        r.max_seq_len, r.batch_size)
+        rel = stats_relpath(t.model, t.method, key)
+        out[t.trial_id] = f"{_abs_uri(store.uri).rstrip('/')}/{rel}"
+        needs.setdefault(rel, []).append(t.trial_id)
+        if not store.exists(rel):
+            jobs.setdefault(rel, t)
+    res = spec.resources
+    task = ray.remote(max_retries=1, resources=role_resources(res.cluster_roles, "trainer", res.gpus_per_worker),
+                      **stats_task_resources(res.cpus_per_worker, res.gpus_per_worker, res.workers_per_trial)
+                      )(compute_stats)
+    refs = {task.remote(t.model_path, t.dtype, t.method, t.method_params, learn, retain,
+                        r.stats_examples, r.max_seq_len, r.batch_size, r.micro_batch_size,
+                        r.gradient_checkpointing): rel for rel, t in jobs.items()}
+    failed: dict[str, str] = {}
+    for ref, rel in refs.items():
+        try:
+            store.put_bytes(rel, ray.get(ref))
+        except Exception as exc:  # one method's statistics must not stop the other trials
+            msg = f"statistics {rel} could not be computed: {exc}"
+            store.write("errors", f"stats__{rel.replace('/', '__')}", [{
+                "trial_id": needs[rel][0], "step": -1, "kind": "stats", "message": msg, "at": _now()}])
+            failed.update({tid: msg for tid in needs[rel]})
+    return out, failed
+
+
+def _int_or_none(v) -> int | None:
+    return None if v is None or v != v else int(v)
+
+

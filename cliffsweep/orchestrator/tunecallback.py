@@ -1,0 +1,105 @@
+"""Tune's side of a run: the function each Tune trial runs (one Train job), and the callback
+that turns Tune's events into trial rows and progress (reports, checkpoints and each trial's
+start and end come through the inbox: orchestrator/inbox.py)."""
+
+from __future__ import annotations
+
+import os
+
+from cliffsweep.orchestrator.policies import TrialStatus
+from cliffsweep.orchestrator.sweeprun import SweepRun, _now
+from cliffsweep.trainables.config import JobRun
+
+
+def trial_fn():
+    from cliffsweep.trainables.trial import run_job
+
+    def trial(config: dict) -> None:
+        run_job(config["cfg"])
+
+    return trial
+
+
+def _error_text(trial) -> str:
+    path = getattr(trial, "error_file", None)
+    if path and os.path.exists(path):
+        with open(path) as f:
+            return f.read()  # the store keeps its head and its tail (store.clip_message)
+    return str(getattr(trial, "error_msg", None) or "trial failed (no error text captured)")
+
+
+# Tune pickles its callbacks with the experiment state; the live objects (store, Ray refs,
+# the terminal) stay here and the callback carries only its key.
+_LIVE: dict[int, SweepRun] = {}
+
+
+def sweep_callback(run: SweepRun):
+    from ray import tune
+
+    key = id(run)
+    _LIVE[key] = run
+    tracker, progress, tick = run.tracker, run.progress, run.tick
+
+    class SweepCallback(tune.Callback):
+        """Tune events (one Tune trial = one Train job of several grid points) -> trial rows and
+        progress; reports, checkpoints and each point's start and end come through the inbox."""
+
+        def __reduce__(self):
+            return (_callback_from_key, (key,))
+
+        def on_step_begin(self, iteration, trials, **info):
+            tick()
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            job: JobRun = trial.config["cfg"]
+            run.jobs_running.add(job.job_id)
+            todo = [tid for tid in job.trial_ids if tid not in run.finished]
+            if todo:
+                run.begin(todo[0])  # the job trains its points in order
+
+        def _flush_reports(self):
+            """Every report a job made is in the inbox before Tune sees it end (inbox.py)."""
+            for tid, metrics in run.inbox.flush():
+                run.on_report(tid, metrics, tracker)
+
+        def _unended(self, job: JobRun) -> list[str]:
+            return [tid for tid in job.trial_ids if tid not in run.finished]
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            job: JobRun = trial.config["cfg"]
+            self._flush_reports()
+            run.jobs_running.discard(job.job_id)
+            for tid in self._unended(job):  # never silently: a job must end each of its trials
+                run.finish(tid, TrialStatus.FAILED, error=(
+                    f"Train job {job.job_id} returned without reporting the end of this trial's training"))
+            tick()
+
+        def on_trial_recover(self, iteration, trials, trial, **info):
+            job: JobRun = trial.config["cfg"]
+            self._flush_reports()
+            for tid in self._unended(job):
+                if progress.running.pop(tid, None) is not None:  # the one it was training
+                    progress.status["running"] -= 1
+                    run.store.write("errors", f"trial__{tid}__attempt{run.attempts.get(tid, 0)}", [{
+                        "trial_id": tid, "step": -1, "kind": "trial_retry", "message": _error_text(trial),
+                        "at": _now()}])
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            job: JobRun = trial.config["cfg"]
+            self._flush_reports()
+            unended = self._unended(job)
+            # The trial it was training failed for good; the ones after it never started: they
+            # get a job of their own instead of sharing its failure.
+            failed = [tid for tid in unended if tid in progress.running] or unended[:1]
+            for tid in failed:
+                run.finish(tid, TrialStatus.FAILED, error=_error_text(trial))
+            rest = [run.by_id[tid] for tid in unended if tid not in failed]
+            if rest and run.requeue is not None:
+                run.requeue(run.job_configs(rest))
+            run.jobs_running.discard(job.job_id)
+
+    return SweepCallback()
+
+
+def _callback_from_key(key: int):
+    return sweep_callback(_LIVE[key])
