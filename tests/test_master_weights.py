@@ -5,6 +5,8 @@ methods that edit weights after a step, fp32 models)."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -31,19 +33,23 @@ def test_a_small_lr_update_survives_with_master_weights_and_rounds_away_without(
     train(pure, build_optimizer("adamw", pure, lr, 0.0, master_weights=False), steps)
     opt = build_optimizer("adamw", mixed, lr, 0.0)
     train(mixed, opt, steps)
-    # pure bf16: AdamW moves each weight by ~lr per step, far under half a bf16 step at |w| ~ 0.02
-    # (~6e-5): nothing moved at all
-    moved_pure = sum(int((p != start[n]).sum()) for n, p in pure.named_parameters())
-    assert moved_pure == 0
-    # master weights: the fp32 copies moved by about steps x lr (Adam's step is ~lr while the
-    # gradient keeps its sign), the model holds their rounding, and some weights already crossed
-    # a bf16 step
+    # pure bf16: AdamW moves each weight by ~lr per step, under half a bf16 step wherever
+    # |w| > 1e-3 (a step there is >= 2^-17 ~ 7.6e-6): none of those moved, ever (only weights
+    # within ~3e-4 of zero can take a 1e-6 step)
+    def moved(model) -> int:
+        return sum(int(((p != start[n]) & (start[n].abs() > 1e-3)).sum()) for n, p in model.named_parameters())
+
+    assert moved(pure) == 0
+    # master weights: the fp32 copies moved, the model holds their rounding, and many weights
+    # already crossed a bf16 step
     masters = opt.master_pairs
     drift = torch.cat([(m - start_p.float()).abs().flatten() for (p, m), start_p in
                        zip(masters, (start[n] for n, _ in mixed.named_parameters()), strict=True)])
-    assert 0.3 * steps * lr < float(drift.median()) <= 1.01 * steps * lr
+    # (random batches: gradient signs vary, so the drift is a few lr, not all 30; Adam's step
+    # stays within a few lr)
+    assert 2 * lr < float(drift.median()) and float(drift.max()) <= 4 * steps * lr
     assert all(torch.equal(p, m.to(torch.bfloat16)) for p, m in masters)
-    assert sum(int((p != start[n]).sum()) for n, p in mixed.named_parameters()) > 0
+    assert moved(mixed) > 1000  # 30 accumulated updates crossed a bf16 step
     assert all(p.grad is None for p in mixed.parameters())  # the model's gradients are cleared
 
 
@@ -66,7 +72,7 @@ def test_resume_continues_from_the_exact_fp32_copies():
     model = bf16_model()
     opt = build_optimizer("adamw", model, 1e-5, 0.01)
     train(model, opt, 3)
-    state = opt.state_dict()
+    state = copy.deepcopy(opt.state_dict())  # as torch.save / torch.load in resume.py
     masters = [m.clone() for _, m in opt.master_pairs]
     # a resumed trial: the model holds the rounded weights, a new optimizer loads the state
     again = bf16_model(seed=1)
