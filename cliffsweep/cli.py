@@ -164,8 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="what a sweep costs (tokens, FLOPs, GPU-hours, checkpoints, "
                                      "memory per GPU); offline, starts nothing")
     pl.add_argument("specs", nargs="+", help="sweep YAML(s); several are totalled (e.g. a study split by resources)")
-    pl.add_argument("--mfu", type=float, default=DEFAULT_MFU,
-                    help=f"model FLOPs utilisation for GPU-hours (default {DEFAULT_MFU})")
+    pl.add_argument("--mfu", type=float, default=None,
+                    help="model FLOPs utilisation for GPU-hours, every model (default: measured per "
+                         f"size and precision, plan.MEASURED_MFU; {DEFAULT_MFU} where none is)")
     pl.set_defaults(fn=cmd_plan)
 
     c = sub.add_parser("compact", help="fold a store's small files into one per table (no sweep writing)")

@@ -42,9 +42,38 @@ class GPU:
 
 GPUS: tuple[GPU, ...] = (GPU("A100-80GB", 312.0, 80.0), GPU("H100-SXM", 989.0, 80.0), GPU("H200", 989.0, 141.0))
 DEFAULT_MFU = 0.35
-"""Model FLOPs utilisation assumed for GPU-hours (our assumption: dense decoder training at
-1-8B reaches 35-50 % on H100 with FSDP and bf16; sub-1B models with short sequences reach less).
-Measure yours with bench/bench_gpu.py and pass --mfu."""
+"""The MFU assumed where nothing is measured for a model's training path (no GPU, --mfu)."""
+
+
+@dataclass(frozen=True)
+class MeasuredMFU:
+    params: float
+    path: str  # "autocast": fp32 weights + bf16 autocast (dtype float32 on a GPU); "bf16": bf16 weights
+    mfu: float
+    source: str
+
+
+MEASURED_MFU: tuple[MeasuredMFU, ...] = (
+    # H100 80 GB, one GPU, seq 1024, the project's SFT loss, 6N FLOPs per token: issue 15 (2026-11-24)
+    MeasuredMFU(0.49e9, "autocast", 0.124, "Qwen2.5-0.5B, H100, micro 16"),
+    MeasuredMFU(1.54e9, "autocast", 0.204, "Qwen2.5-1.5B, H100, micro 8"),
+    MeasuredMFU(8.03e9, "bf16", 0.422, "Llama-3.1-8B pure bf16 + checkpointing, H100, micro 4"),
+)
+"""Measured MFU per model size and precision path (bench/bench_gpu.py). `plan` takes the
+measurement of the nearest size (log scale) on the model's path; add rows as GPUs measure more.
+None yet for bf16 with fp32 master weights (recipe.master_weights; its MFU lies between the two
+paths: the compute of pure bf16, plus an fp32 optimizer step): the pure-bf16 rows stand in."""
+
+
+def measured_mfu(params: float, dtype: str) -> tuple[float, str]:
+    """(MFU, where it comes from) for a model of `params` trained in `dtype` on a GPU."""
+    path = "autocast" if dtype == "float32" else "bf16"
+    rows = [m for m in MEASURED_MFU if m.path == path]
+    if not rows:
+        return DEFAULT_MFU, "assumed, nothing measured"
+    near = min(rows, key=lambda m: abs(math.log(m.params / params)))
+    return near.mfu, f"measured: {near.source}" + ("" if abs(math.log(near.params / params)) < 0.1 else
+                                                   " (nearest size measured)")
 
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -296,6 +325,9 @@ class ModelPlan:
     ckpt_kept: float = 0.0
     ckpt_running: float = 0.0
     """Largest single running trial's checkpoint bytes (times concurrent trials = the peak)."""
+    dtype: str = "float32"
+    mfu: float = DEFAULT_MFU
+    mfu_source: str = "assumed"
     memory: dict[str, Memory] = field(default_factory=dict)
     """series -> peak memory per training GPU."""
     stats_memory: dict[str, Memory] = field(default_factory=dict)
@@ -338,7 +370,8 @@ def plan_spec(spec) -> list[ModelPlan]:
     grid = expand_grid(spec)
     plans = []
     for m in spec.models:
-        plan = ModelPlan(m.name, arch_for(m.path))
+        plan = ModelPlan(m.name, arch_for(m.path), dtype=m.dtype)
+        plan.mfu, plan.mfu_source = measured_mfu(plan.arch.params, m.dtype)
         arch, prec = plan.arch, precision(m.dtype, res.gpus_per_worker > 0, r.master_weights)
         learn = lengths_for(m.path, learn_t.name, learn_t.params, plan.notes)
         retain: Lengths | None = None
@@ -414,14 +447,16 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [_row(header, widths), *(_row(r, widths) for r in rows)]
 
 
-def budget_rows(plans: list[ModelPlan], mfu: float) -> tuple[list[str], list[list[str]]]:
-    header = ["model", "params", "trials", "train tokens", "FLOPs", *(f"{g.name} h" for g in GPUS),
+def budget_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]]]:
+    header = ["model", "params", "trials", "train tokens", "FLOPs", "MFU", *(f"{g.name} h" for g in GPUS),
               "generations", "gen tokens <=", "ckpt written", "ckpt kept"]
 
     def cells(name: str, params: str, ps: list[ModelPlan]) -> list[str]:
         flops = sum(p.flops for p in ps)
-        return [name, params, f"{sum(p.trials for p in ps):,}", _si(sum(p.tokens for p in ps)), _si(flops),
-                *(f"{gpu_hours(flops, g, mfu):,.1f}" for g in GPUS), f"{sum(p.generations for p in ps):,}",
+        mfu = f"{ps[0].mfu:.0%}" if len(ps) == 1 else ""
+        return [name, params, f"{sum(p.trials for p in ps):,}", _si(sum(p.tokens for p in ps)), _si(flops), mfu,
+                *(f"{sum(gpu_hours(p.flops, g, p.mfu) for p in ps):,.1f}" for g in GPUS),
+                f"{sum(p.generations for p in ps):,}",
                 _si(sum(p.gen_tokens for p in ps)), _si(sum(p.ckpt_written for p in ps), "B"),
                 _si(sum(p.ckpt_kept for p in ps), "B")]
 
@@ -445,7 +480,7 @@ def stats_memory_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]
     return header, rows
 
 
-def render(plans: list[ModelPlan], spec, source: str, mfu: float) -> str:
+def render(plans: list[ModelPlan], spec, source: str) -> str:
     r, res = spec.recipe, spec.resources
     micro, grad_ckpt = recipe_extras(r)
     b = Batching.of(r.batch_size, res.workers_per_trial, micro)
@@ -455,7 +490,8 @@ def render(plans: list[ModelPlan], spec, source: str, mfu: float) -> str:
            f"   batch {r.batch_size} = {b.workers} worker(s) x {b.micro_per_worker} micro-batch(es) of "
            f"{b.micro_rows} row(s), max_seq_len {r.max_seq_len}, gradient checkpointing "
            f"{'on' if grad_ckpt else 'off'}; eval: {spec.eval.points_per_trial} point(s) per trial + base"]
-    out += ["", *_table(*budget_rows(plans, mfu))]
+    out += ["", *_table(*budget_rows(plans))]
+    out += ["MFU per model: " + "; ".join(f"{p.name} {p.mfu:.1%} ({p.mfu_source})" for p in plans)]
     dtypes = sorted({m.dtype for m in spec.models})
     precs = "; ".join(f"{d}: {precision(d, res.gpus_per_worker > 0, spec.recipe.master_weights).label}" for d in dtypes)
     out += ["", f"Peak memory per training GPU, GB ({precs}; micro-batch {b.micro_rows} x {r.max_seq_len} tokens):",
@@ -479,7 +515,8 @@ ASSUMPTIONS = """Assumptions (cliffsweep/plan.py):
    FLOPs = 6 N D: N = matmul parameters (all but the input embedding), D = token positions incl.
    padding; +2 N D for kl/iw (frozen base forward) and for activation checkpointing, -2 N D for
    lora (no weight gradients of frozen weights); attention scores and eval FLOPs not counted.
-   GPU-hours = FLOPs / (MFU x dense bf16 peak: A100 312, H100/H200 989 TFLOP/s), MFU {mfu:.0%}.
+   GPU-hours = FLOPs / (MFU x dense bf16 peak: A100 312, H100/H200 989 TFLOP/s); MFU per model:
+   the measurement nearest its size on its precision path (plan.MEASURED_MFU), or --mfu.
    Generated tokens: an upper bound (n_eval x max_tokens; generation stops earlier at a stop).
    Checkpoints: exported weights at every eval point (+ train_state.pt: weights, optimizer and
    method state, the two latest kept; none under fsdp). "ckpt kept" = after each trial is done,
@@ -487,7 +524,7 @@ ASSUMPTIONS = """Assumptions (cliffsweep/plan.py):
    running trial" below, times the trials that run at once). Memory: no CUDA context/fragmentation."""
 
 
-def plan_text(paths: list[str], mfu: float = DEFAULT_MFU) -> str:
+def plan_text(paths: list[str], mfu: float | None = None) -> str:
     """The plan of one or more sweep files (several: the parts of one study, e.g. the paper grid
     split by resources), with a grand total when there are several."""
     from cliffsweep.orchestrator.spec import load_spec
@@ -496,9 +533,12 @@ def plan_text(paths: list[str], mfu: float = DEFAULT_MFU) -> str:
     for path in paths:
         spec = load_spec(path)
         plans = plan_spec(spec)
+        if mfu is not None:  # the user's figure for every model
+            for p in plans:
+                p.mfu, p.mfu_source = mfu, "--mfu"
         everything += plans
-        parts.append(render(plans, spec, path, mfu))
+        parts.append(render(plans, spec, path))
     if len(paths) > 1:
-        header, rows = budget_rows(everything, mfu)
+        header, rows = budget_rows(everything)
         parts.append("== all files\n" + "\n".join(_table(header, rows[-1:])))
-    return "\n\n".join(parts) + "\n\n" + ASSUMPTIONS.format(mfu=mfu)
+    return "\n\n".join(parts) + "\n\n" + ASSUMPTIONS
