@@ -112,8 +112,13 @@ def test_autoscaled_multinode_sweep_on_s3(tmp_path):
             head_id = next(n["NodeID"] for n in ray.nodes() if n["NodeManagerAddress"] and
                            n["Resources"].get("cliffsweep_driver"))
             nodes_of = lambda cls: {a["node_id"] for a in actors if a["class_name"] == cls}  # noqa: E731
-            train, evals, trials = nodes_of("RayTrainWorker"), nodes_of("Evaluator"), nodes_of("ImplicitFunc")
-            assert train and evals and trials, ({a["class_name"] for a in actors}, store.read("trials").to_dict("records"),
+            train, evals = nodes_of("RayTrainWorker"), nodes_of("Evaluator")
+            # Tune's trial actors, found by the resource only they ask for (within their placement
+            # group, its name carries a suffix), not by Tune's class name: CI twice listed no
+            # `ImplicitFunc` after the fault tests had run in the same process (cause not found).
+            trials = {a["node_id"] for a in actors
+                      if any(k.startswith("cliffsweep_driver") for k in (a.get("required_resources") or {}))}
+            assert train and evals and trials, ([(a["class_name"], a.get("required_resources")) for a in actors],
                                                 store.read("errors").to_dict("records"))
             assert trials == {head_id}  # trial drivers on the head
             assert head_id not in train | evals and not train & evals, (head_id, train, evals)
