@@ -3,8 +3,8 @@
 Each Ray Train report (metrics naming their trial, and the checkpoint path when there is one)
 is pushed by the job's Train controller into the inbox (`trainables/trial.py`,
 `report_callback`, which knows the actor by name and its `put`); the driver drains it on every
-tick and hands checkpoints to the evaluator pool. Why not Tune's own route (`TuneReportCallback`): it creates
-a fresh queue actor for every trial, one more Python process importing Ray per trial (about
+tick and hands checkpoints to the evaluator pool. Why not Tune's own route
+(`TuneReportCallback`): it creates a fresh queue actor for every trial, one more Python process importing Ray per trial (about
 2 core-s each on a 2-core machine, docs/benchmarks.md), and its queue holds one item, so a
 trial's report waits until Tune's loop takes the previous one.
 

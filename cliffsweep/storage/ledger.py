@@ -125,7 +125,9 @@ def delete_checkpoints(root: str, trial_id: str, steps: list[int], state_of: int
     returns the bytes freed. Missing files are fine (a re-run may prune again)."""
     import pyarrow.fs as pafs
 
-    fs, base = pafs.FileSystem.from_uri(root) if "://" in root else (pafs.LocalFileSystem(), root)
+    from cliffsweep.storage.store import filesystem
+
+    fs, base = filesystem(root)
     freed = 0
     for step in steps:
         folder = f"{base.rstrip('/')}/{trial_id}/{checkpoint_dir_name(step)}"

@@ -81,6 +81,11 @@ MANIFEST = "_compaction.json"
 UNIT = "_unit"
 
 
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """(pyarrow filesystem, path on it) of a URI (`s3://...`) or a local path."""
+    return pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
+
+
 def _safe(part: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=\-]", "_", part)
 
@@ -129,7 +134,7 @@ class Store:
 
     def __init__(self, uri: str):
         self.uri = uri
-        self.fs, self.root = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), _abs(uri))
+        self.fs, self.root = filesystem(uri if "://" in uri else _abs(uri))
         self._retry("create the store folder", lambda: self.fs.create_dir(self.root, recursive=True))
         self._folded: dict[str, tuple[str, set[str]]] = {}
 

@@ -33,12 +33,7 @@ from typing import Any
 import torch
 
 from cliffsweep.storage.ledger import META, TRAIN_STATE  # the checkpoint folder's layout
-
-
-def _fs(uri: str):
-    import pyarrow.fs as pafs
-
-    return pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
+from cliffsweep.storage.store import filesystem as _fs
 
 
 def save(folder: str | Path, step: int, model: torch.nn.Module, optimizer, scheduler, method) -> None:

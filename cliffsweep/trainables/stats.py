@@ -72,9 +72,10 @@ def compute_stats(model_path: str, dtype: str, method_name: str, method_params: 
 
 def load_stats(uri: str) -> dict:
     """Read a stats file from any pyarrow URI or local path."""
-    import pyarrow.fs as pafs
     from safetensors.torch import load
 
-    fs, path = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
+    from cliffsweep.storage.store import filesystem
+
+    fs, path = filesystem(uri)
     with fs.open_input_stream(path) as f:
         return load(f.read())
