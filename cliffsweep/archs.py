@@ -127,9 +127,44 @@ PUBLISHED: dict[str, Arch] = {
         "meta-llama/Llama-3.2-1B-Instruct": _hub("llama", 2048, 16, 32, 8, 8192, 128256, True, 64, 131072),
         "meta-llama/Llama-3.2-3B-Instruct": _hub("llama", 3072, 28, 24, 8, 8192, 128256, True, 128, 131072),
         "meta-llama/Llama-3.1-8B-Instruct": _hub("llama", 4096, 32, 32, 8, 14336, 128256, False, 128, 131072),
+        "allenai/OLMo-2-0425-1B-Instruct": _hub("olmo2", 2048, 16, 16, 16, 8192, 100352, False, 0, 4096),
         "allenai/OLMo-2-1124-7B-Instruct": _hub("olmo2", 4096, 32, 32, 32, 11008, 100352, False, 0, 4096),
     }.items()
 }
+
+
+FAMILIES = {"qwen2": "Qwen2.5", "qwen3": "Qwen3", "llama": "Llama-3", "olmo2": "OLMo-2"}
+"""Display name of each architecture's model family (000 Sec. 3; Llama-3.2 and 3.1 are one
+family in the paper's Fig. 9, "Llama3.X")."""
+
+
+def family_and_size(path: str) -> tuple[str, float] | None:
+    """(family, parameters in billions) of spec path `path`, with nothing built or downloaded:
+    PUBLISHED (family by architecture: FAMILIES), else the config.json of a model already on
+    this machine (toy models: "toy <type>"; `smollm2:`: "SmolLM2"); None when neither knows it
+    (the analysis then shows the model without a size)."""
+    if path in PUBLISHED:
+        arch = PUBLISHED[path]
+        return FAMILIES[arch.model_type], arch.params / 1e9
+    from cliffsweep import realmodels
+    from cliffsweep.toy.models import CACHE_DIR, packaged_path
+
+    if path.startswith("toy:"):
+        folders, family = [packaged_path(path[4:]), CACHE_DIR / path[4:]], "toy {}"
+    elif realmodels.is_real_path(path):
+        folders, family = [realmodels.cache_folder(path[len(realmodels.PREFIX):])], "SmolLM2"
+    else:
+        folders, family = [os.path.expanduser(path)], "{}"
+    for folder in folders:
+        cfg = os.path.join(folder, "config.json")
+        if os.path.isfile(cfg):
+            try:
+                with open(cfg) as f:
+                    arch = from_config(json.load(f), cfg)
+            except (ValueError, KeyError, json.JSONDecodeError):
+                return None
+            return family.format(FAMILIES[arch.model_type]), arch.params / 1e9
+    return None
 
 
 def local_folder(path: str) -> str | None:

@@ -17,6 +17,7 @@ import tempfile
 import matplotlib.image as mpimg
 import numpy as np
 import pandas as pd
+import pytest
 
 from cliffsweep.analysis.frontiers import FRONTIER_COLUMNS
 from cliffsweep.analysis.synthetic import SyntheticSweep, write_synthetic_store
@@ -57,13 +58,13 @@ def colored_pixels(png: str) -> int:
     return int(((img.max(-1) - img.min(-1)) > 0.3).sum())
 
 
-def screenshot(html_path: str, png: str) -> None:
+def screenshot(html_path: str, png: str, height: int = 2000) -> None:
     assert os.path.exists(CHROMIUM), f"{CHROMIUM} missing: run scripts/setup_browser.sh"
     with tempfile.TemporaryDirectory() as profile:
         proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                                "--no-first-run", "--disable-background-networking", "--disable-component-update",
                                "--disable-sync", f"--user-data-dir={profile}", f"--screenshot={png}",
-                               "--window-size=1400,2000", f"file://{html_path}"],
+                               f"--window-size=1400,{height}", f"file://{html_path}"],
                               capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0 and os.path.exists(png), proc.stderr[-2000:]
 
@@ -81,19 +82,115 @@ def test_toy_store_to_report_in_browser(tmp_path):
     html = open(f"{out}/report.html").read()
     assert not re.search(r"(src|href)=['\"]?https?:", html)  # self-contained: opens offline
     images = embedded_images(html)
-    assert len(images) == 2 * 3  # per model: frontier, vs lr, epochs
+    # the paper's Fig. 3-4 (SFT by regime), Fig. 6 (ewc: a CL method), Fig. 7 (two epoch counts);
+    # per model: frontiers by epochs, vs lr. No SIB, LoRA, known size or spectra: no Fig. 5, 8, 9, 2.
+    assert len(images) == 3 + 2 * 2
+    assert "No SIB series in the store(s)." in html and "No SIB statistics with a Hessian spectrum" in html
     for img in images:
         assert img.shape[0] > 300 and (img[..., :3] < 0.9).any(axis=-1).mean() > 0.03
 
     shot = str(tmp_path / "report.png")
-    screenshot(f"{out}/report.html", shot)
-    assert mpimg.imread(shot).shape[:2] == (2000, 1400)
+    screenshot(f"{out}/report.html", shot, 5000)  # the header and the paper's sections come first
+    assert mpimg.imread(shot).shape[:2] == (5000, 1400)
     # Control: the same page without its images has (almost) no coloured pixels, so the count
     # below comes from rendered plots.
     bare = str(tmp_path / "bare.html")
     with open(bare, "w") as f:
         f.write(re.sub(r"<img[^>]*>", "", html))
     bare_shot = str(tmp_path / "bare.png")
-    screenshot(bare, bare_shot)
+    screenshot(bare, bare_shot, 5000)
     assert colored_pixels(bare_shot) < 200
+    assert colored_pixels(shot) > 5000
+
+
+def section(md: str, title: str) -> str:
+    """The markdown of the report section whose heading is ``title`` (up to the next heading)."""
+    m = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", md, re.S | re.M)
+    assert m, f"no section {title!r}"
+    return m.group(1)
+
+
+@pytest.mark.slow
+def test_paper_sized_report_from_three_stores_reads_like_the_paper(tmp_path):
+    """Issue 16: the paper grid's shape (7 methods x 3 epochs x 5 models x 3 seeds, in three
+    stores as configs/paper*.yaml split it; analysis/synthetic.paper_sized) -> one report with a
+    section per paper figure whose data match the ground truth, figures whose text boxes do not
+    overlap, and the page rendered in Chromium."""
+    from cliffsweep.analysis import figures, run
+    from cliffsweep.analysis.layout import overlapping_texts
+    from cliffsweep.analysis.points import load_stores
+    from cliffsweep.analysis.synthetic import paper_sized
+
+    stores = []
+    for name, sw in paper_sized(n=100).items():
+        write_synthetic_store(str(tmp_path / name), sw)
+        stores.append(str(tmp_path / name))
+    out = str(tmp_path / "out")
+    cmd = [sys.executable, "-m", "cliffsweep.cli", "analyze", *stores, "--out", out, "--n-boot", "100"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = pd.read_parquet(f"{out}/frontiers.parquet")
+    assert len(table) == 5 * 7 * 3
+    truth = {"qwen2.5-0.5b": "gradual", "qwen2.5-3b": "gradual", "qwen3-0.6b": "cliff", "llama3.2-1b": "cliff",
+             "llama3.2-3b": "cliff"}
+    sft = table[table["method"] == "sft"]
+    assert (sft["regime"] == sft["model"].map(truth)).all(), sft[["model", "epochs", "regime", "reason"]]
+    # family and size from the architectures of the hub ids (archs.PUBLISHED)
+    assert table.groupby("model")["family"].first().to_dict() == {
+        "llama3.2-1b": "Llama-3", "llama3.2-3b": "Llama-3", "qwen2.5-0.5b": "Qwen2.5", "qwen2.5-3b": "Qwen2.5",
+        "qwen3-0.6b": "Qwen3"}
+    assert table.groupby("model")["size_b"].first().round(2).to_dict()["qwen2.5-3b"] == 3.09
+
+    md = open(f"{out}/report.md").read()
+    # Fig. 5: SIB keeps retention over SFT at matched learning on the gradual models, not at cliffs
+    gains = pd.read_parquet(f"{out}/matched_gain.parquet")
+    sib = gains[(gains["method"] == "sib") & (gains["epochs"] == 3)].set_index("model")
+    assert (sib.loc[["qwen2.5-0.5b", "qwen2.5-3b"], "gain_max_lo"] > 0.1).all(), sib
+    assert (sib.loc[["qwen3-0.6b", "llama3.2-1b", "llama3.2-3b"], "gain_max"].abs() < 0.05).all(), sib
+    assert "sib e3" in section(md, "Fig. 5: SFT vs SIB")
+    # Fig. 6 / conditioned on SFT's regime: CL methods help where SFT is gradual, not at a cliff
+    by = pd.read_parquet(f"{out}/by_sft_regime.parquet").set_index(["sft_regime", "method"])
+    assert by.loc[("gradual", "ewc"), "mean_gain_max"] > 0.1 > abs(by.loc[("cliff", "ewc"), "mean_gain_max"])
+    assert "Method effects by SFT's regime" in section(md, "Fig. 6: continual-learning methods")
+    # Fig. 8: LoRA learns less than full finetuning everywhere (synthetic: 0.7x the learning)
+    lora = gains[gains["method"] == "lora"]
+    assert len(lora) == 5 * 3 and (lora["learning_over_sft"] < -0.05).all()
+    # Fig. 7: more epochs act like a larger lr, so the cliff moves to lower lrs (slope < 0)
+    eff = pd.read_parquet(f"{out}/epochs_effect.parquet")
+    cliffs = eff[(eff["method"] == "sft") & eff["model"].map(truth).eq("cliff")]
+    assert (cliffs["critical_lr_slope"] < 0).all(), cliffs
+    # Fig. 9: steepness per model; the cliff models are the steep ones
+    size = pd.read_parquet(f"{out}/size_effect.parquet").set_index("model")
+    assert size.loc["qwen3-0.6b", "steepness"] > 2 * size.loc["qwen2.5-0.5b", "steepness"]
+    assert "Llama-3" in section(md, "Fig. 9: model size and family")
+    # regime counts, both readings; seeds and eval sizes in the header
+    counts = pd.read_parquet(f"{out}/regime_counts.parquet")
+    allm = counts[(counts["method"] == "all") & (counts["view"] == "ours")].set_index("regime")["n_series"]
+    assert allm.sum() == len(table)
+    assert "seeds [0, 1, 2], learn-task eval size(s) [100]" in md
+    spread = pd.read_parquet(f"{out}/point_spread.parquet")
+    spread = spread[spread["series"] != "base"]
+    assert (spread["n_seeds"] == 3).all() and (spread["R_lo"] <= spread["R"]).all() and (spread["R"] <= spread["R_hi"]).all()
+    assert "No SIB statistics with a Hessian spectrum" in section(md, "Fig. 2: SIB flattens the retain loss")
+    assert "base models" in section(md, "Sec. 3: learning and retention are uncorrelated")
+    for png in re.findall(r"\]\(([^)]+\.png)\)", md):
+        assert os.path.exists(f"{out}/{png}"), png
+
+    # Layout: every paper figure and a per-model figure, rebuilt as the report builds them, has
+    # no overlapping text (lr labels, titles, tick labels, legend), and most lr labels are placed.
+    data = load_stores(stores)
+    points = data.points.reset_index(drop=True)
+    paper = run.paper_tables(points, table, None, stores)
+    made = {"fig34": figures.fig_regimes(points, table, paper["point_spread"], "chem_l3", "gsm8k"),
+            "fig6": figures.fig_compare(points, table, paper["point_spread"], paper["matched_gain"], None, "Fig. 6",
+                                        "chem_l3", "gsm8k"),
+            "fig7": figures.fig_epochs(table, paper["epochs_effect"]), "fig9": figures.fig_size(paper["size_effect"]),
+            "model": figures.fig_model(points, table, paper["point_spread"], "qwen2.5-3b", "chem_l3", "gsm8k")}
+    for name, fig in made.items():
+        assert overlapping_texts(fig) == [], name
+    labels = [t for ax in made["fig34"].axes for t in ax.texts if t.get_text()]
+    assert len(labels) >= 5 * 7 * 0.6  # 7 lrs per SFT panel; the crowded top of a cliff may drop some
+
+    shot = str(tmp_path / "report.png")
+    screenshot(f"{out}/report.html", shot, 6000)
     assert colored_pixels(shot) > 5000

@@ -93,7 +93,7 @@ def test_report_and_plots_show_the_safe_lr(tmp_path):
     csv = pd.read_csv(f"{out}/frontiers.csv")
     assert csv.loc[0, "max_safe_lr"] == 3e-4
     md = open(f"{out}/report.md").read()
-    assert "max safe lr" in md and "| 0.0003 | 0.001 |" in md
+    assert "highest safe lr -> next (forgets)" in md and "| 3e-4 -> 1e-3 (3.3x) |" in md
     for png in ("frontier_m.png", "vs_lr_m.png"):
         assert os.path.getsize(f"{out}/{png}") > 10_000
 
@@ -115,5 +115,5 @@ def test_report_states_brackets_before_and_after_refinement(tmp_path):
     assert (row["max_safe_lr"], row["max_safe_lr_next"], row["n_refined_lrs"]) == (4.5e-4, 5.5e-4, 2)
     md = open(f"{out}/report.md").read()
     assert "### m: brackets on the grid (round 0) and after the refinement rounds" in md
-    assert "| sft | 5 | 2 | cliff | cliff | 0.0003 -> 0.001 (3.3x) | 0.00045 -> 0.00055 (1.2x) |" in md
+    assert "| sft | 5 | 2 | cliff | cliff | 3e-4 -> 1e-3 (3.3x) | 4.5e-4 -> 5.5e-4 (1.2x) |" in md
     assert "brackets on the grid" in open(f"{out}/report.html").read()

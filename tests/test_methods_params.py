@@ -130,7 +130,12 @@ def test_sib_lowers_retain_grad_norm_at_its_minimum(arch):
     base = MODELS[arch]()
     data = batches(3, seed=2)
     sib = build_method("sib")
+    weights = {k: v.clone() for k, v in base.state_dict().items()}
     stats = sib.compute_stats(base, data, [])
+    # compute_stats rescales to measure Fig. 2's numbers, then undoes it: each weight back to
+    # within one fp32 rounding of itself
+    for k, v in base.state_dict().items():
+        assert torch.allclose(v, weights[k], rtol=3e-7, atol=0), k
     alphas = {k: v for k, v in stats.items() if k.endswith(".alpha")}
     flat = torch.cat(list(alphas.values()))
     assert (flat > 1 / 100).all() and (flat < 100).all(), "clamped: optimality test would not apply"
@@ -148,7 +153,9 @@ def test_sib_lowers_retain_grad_norm_at_its_minimum(arch):
         costs[factor], totals[factor] = channel_costs(model), grad_sq_norm(model)
 
     assert totals[1.0] < before  # strictly lower after balancing
-    assert torch.allclose(totals[1.0], stats["sib:grad_sq_after"], rtol=1e-4)  # predicted = measured
+    assert torch.allclose(totals[1.0], stats["sib:grad_sq_after_predicted"], rtol=1e-4)  # predicted = measured
+    assert torch.allclose(totals[1.0], stats["sib:grad_sq_after"], rtol=1e-4)  # compute_stats measured it too
+    assert stats["sib:hessian_base"].shape == stats["sib:hessian_rescaled"].shape == (5,)
     # alpha* is the per-channel minimiser: moving every alpha by 10 % either way costs more.
     live = costs[1.0] > 1e-10 * costs[1.0].max()
     for factor in (1.1, 1 / 1.1):

@@ -29,6 +29,7 @@ CARD_PARAMS_B = {
     "Qwen/Qwen2.5-7B-Instruct": "7.61", "Qwen/Qwen3-0.6B": "0.6", "Qwen/Qwen3-1.7B": "1.7", "Qwen/Qwen3-4B": "4.0",
     "Qwen/Qwen3-8B": "8.2", "meta-llama/Llama-3.2-1B-Instruct": "1.24", "meta-llama/Llama-3.2-3B-Instruct": "3.21",
     "meta-llama/Llama-3.1-8B-Instruct": "8.03", "allenai/OLMo-2-1124-7B-Instruct": "7.30",
+    "allenai/OLMo-2-0425-1B-Instruct": "1.48",
 }
 
 

@@ -46,6 +46,14 @@ Rules, in order (every threshold is a field of :class:`Thresholds`):
    gain may come before the collapse inside the step); the bracket is reported for refinement;
 7. gradual otherwise: retention falls meaningfully, but no collapse within ``cliff_lr_ratio``.
 
+**The paper's cliff, and ours.** The paper's cliff (Fig. 4) has two sides: lrs that *learn*
+without forgetting, then the collapse. Rule 4 asks only for the collapse (kept retention, then a
+loss with no learning gain), so a series that never learns and then forgets is a cliff by rule 4
+(issue 16 found one: qwen2-tiny/lora, largest learning gain 0.010). :func:`paper_regime` makes
+the paper's reading explicit: a cliff whose safe side learned less than ``paper_min_learning``
+of the headroom ``1 - L0`` is a ``collapse_without_learning`` there. The frontiers table reports
+both (``regime`` and ``regime_paper``), and the report counts regimes both ways.
+
 Seeds at the same lr are averaged before classification. Comparisons at a threshold are
 inclusive up to 1e-9 of float rounding (a drop equal to ``cliff_drop`` is a collapse), so ties
 resolve the same way every time.
@@ -60,6 +68,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 REGIMES = ("cliff", "gradual", "no_forgetting", "inconclusive")
+PAPER_REGIMES = ("cliff", "collapse_without_learning", "gradual", "no_forgetting", "inconclusive")
 _EPS = 1e-9  # float slack so that a value equal to a threshold up to rounding counts as equal
 
 
@@ -92,6 +101,11 @@ class Thresholds(BaseModel):
     min_span: float = Field(0.05, gt=0, le=1)
     """Floor of the learning span as a share of the headroom 1 - L0, so that noise in a
     series that learns nothing is not read as a large relative gain. Our default 0.05."""
+    paper_min_learning: float = Field(0.05, ge=0, le=1)
+    """The paper's cliff learns before it collapses: at the cliff's last safe lr the series has
+    gained at least this share of the headroom 1 - L0 (regime_paper; rule 4 itself does not ask).
+    Our default 0.05: on a 4-choice task at chance (L0 = 0.25) 3.75 accuracy points, about one
+    binomial standard error of a 200-question eval, so "learned" means beyond noise."""
     min_lrs: int = Field(2, ge=1)
     """Trained learning rates needed besides the base point. Our default 2 (3 points)."""
 
@@ -119,6 +133,9 @@ class Classification:
     """Largest share of base retention lost by any trained lr."""
     max_learning: float | None = None
     """Largest learning gain (L - L0) of any trained lr, in accuracy points."""
+    learned_before_cliff: float | None = None
+    """Cliffs only: learning gain at critical_lr_low as a share of the headroom 1 - L0 (the
+    paper's "learning without forgetting" side; :func:`paper_regime`)."""
     unresolved_lr_low: float | None = None
     """Rule 6 only: the lower lr of a collapsing grid step wider than cliff_lr_ratio."""
     unresolved_lr_high: float | None = None
@@ -204,7 +221,8 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
             f"{gain / span:+.0%} of the learning span", n_points,
             critical_lr_low=float(lr[i]), critical_lr_high=float(lr[j]), drop_at_cliff=float(drop),
             drop_at_cliff_abs=float(R[i] - R[j]), gain_at_cliff=float(gain),
-            gain_at_cliff_share=float(gain / span), **summary)
+            gain_at_cliff_share=float(gain / span), learned_before_cliff=float((L[i] - L0) / max(1.0 - L0, 1e-12)),
+            **summary)
     if wit.any():
         i, j = (int(x[0]) for x in np.nonzero(wit))
         return Classification("inconclusive", f"retention collapses at lr {lr[i]:g} -> {lr[j]:g} but recovers "
@@ -220,3 +238,12 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
             unresolved_lr_low=float(lr[k]), unresolved_lr_high=float(lr[k + 1]), **summary)
     return Classification("gradual", f"retention falls up to {lost.max():.0%} of base with no collapse "
                           f"within {th.cliff_lr_ratio:g}x of lr lacking learning", n_points, **summary)
+
+
+def paper_regime(regime: str, learned_before_cliff: float | None, th: Thresholds) -> str:
+    """The paper's reading of a regime (module docstring): a cliff whose safe side learned less
+    than ``paper_min_learning`` of the headroom is a ``collapse_without_learning``; every other
+    regime reads the same."""
+    if regime == "cliff" and (learned_before_cliff is None or learned_before_cliff < th.paper_min_learning - _EPS):
+        return "collapse_without_learning"
+    return regime

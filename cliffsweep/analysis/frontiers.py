@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from cliffsweep.analysis.classify import REGIMES, Thresholds, classify_arrays, lr_curve
+from cliffsweep.analysis.classify import REGIMES, Thresholds, classify_arrays, lr_curve, paper_regime
 from cliffsweep.analysis.confidence import replicate_accuracies
 from cliffsweep.analysis.pareto import dominates_all, frontier_area, pareto_mask
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
@@ -26,7 +26,8 @@ MIN_CONFIDENCE = 0.6
 """Our default: a regime is reported when at least 60 % of bootstrap replicates agree."""
 
 FRONTIER_COLUMNS = [
-    "model", "series", "method", "optimizer", "epochs", "label", "regime", "regime_point_estimate",
+    "model", "family", "size_b", "series", "method", "optimizer", "epochs", "label", "regime", "regime_paper",
+    "learned_before_cliff", "regime_point_estimate",
     "confidence", "confidence_method", "regime_shares", "critical_lr_low", "critical_lr_high",
     "bracket_agreement", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff", "gain_at_cliff_share",
     "max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "max_safe_lr_confidence", "max_forgetting", "max_learning", "base_L", "base_R", "frontier_area", "pareto_point_ids",
@@ -34,7 +35,7 @@ FRONTIER_COLUMNS = [
     "n_checkpoints", "reason",
 ]
 _CLIFF_FIELDS = ["critical_lr_low", "critical_lr_high", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff",
-                 "gain_at_cliff_share"]
+                 "gain_at_cliff_share", "learned_before_cliff"]
 
 
 def series_labels(points: pd.DataFrame) -> pd.Series:
@@ -107,6 +108,7 @@ def _series_row(key: tuple, rows: pd.DataFrame, base: pd.DataFrame, reps: tuple 
                              f"estimate '{point.regime}' ({point.reason})")
     if out["regime"] != "cliff":
         out.update({f: np.nan for f in _CLIFF_FIELDS})
+    out["regime_paper"] = paper_regime(out["regime"], out["learned_before_cliff"], th)
     return out
 
 
@@ -146,7 +148,8 @@ def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
 
 def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresholds: Thresholds | None = None,
               *, learn_task: str | None = None, retain_task: str | None = None, n_boot: int = 200,
-              seed: int = 0, min_confidence: float = MIN_CONFIDENCE) -> pd.DataFrame:
+              seed: int = 0, min_confidence: float = MIN_CONFIDENCE, models: pd.DataFrame | None = None,
+              replicates: tuple | None = None) -> pd.DataFrame:
     """One row per series of ``points`` (columns FRONTIER_COLUMNS).
 
     ``points``: one row per checkpoint with ``model, series, epochs, lr, L, R, point_id`` and,
@@ -156,6 +159,8 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     (0 = the grid, > 0 = a refinement round; counts ``n_refined_lrs``). Base rows
     have ``series == 'base'`` and ``lr == 0`` and belong to every series of their model.
     ``samples``: per-example results (store schema) of ``learn_task`` and ``retain_task``.
+    ``models``: analysis/model_info.py's table (family, size_b); without it both stay empty.
+    ``replicates``: confidence.replicate_accuracies of these points, if already computed.
     """
     th = thresholds or Thresholds()
     if samples is not None and (learn_task is None or retain_task is None):
@@ -169,7 +174,8 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
         raise ValueError("base rows (series 'base') must have lr == 0")
     pts["label"] = series_labels(pts)
     pts["_pos"] = np.arange(len(pts))
-    reps = replicate_accuracies(pts, samples, learn_task, retain_task, n_boot, seed) if n_boot > 0 else None
+    reps = replicates if replicates is not None else (
+        replicate_accuracies(pts, samples, learn_task, retain_task, n_boot, seed) if n_boot > 0 else None)
     rows = []
     for key, s in pts[pts["series"] != "base"].groupby(SERIES_KEY, sort=True):
         base = pts[(pts["model"] == key[0]) & (pts["series"] == "base") & pts["classified"]]
@@ -177,8 +183,11 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     table = pd.DataFrame(rows)
     if table.empty:
         return pd.DataFrame(columns=FRONTIER_COLUMNS)
-    for col in ("max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr"):  # None -> NaN, float column
-        table[col] = table[col].astype(float)
+    for col in ("max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "learned_before_cliff"):
+        table[col] = table[col].astype(float)  # None -> NaN, a float column
+    info = models if models is not None else pd.DataFrame(columns=["model", "family", "size_b"])
+    table = table.merge(info[["model", "family", "size_b"]], on="model", how="left")
+    table["size_b"] = table["size_b"].astype(float)
     return _pareto_columns(table, pts)[FRONTIER_COLUMNS]
 
 

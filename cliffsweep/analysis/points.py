@@ -34,6 +34,10 @@ class StoreData:
     retain_task: str
     notes: list[str]
     """What was left out and why (e.g. a checkpoint evaluated on one task only)."""
+    trials: pd.DataFrame | None = None
+    """The stores' trials rows (statuses, for the report's counts)."""
+    models: pd.DataFrame | None = None
+    """One row per model: spec path, family and size (analysis/model_info.py)."""
     curves: pd.DataFrame | None = None
     """The training curves: the store's `steps` rows with their trial's model, series, epochs,
     lr and status (empty for stores written before the `steps` table existed)."""
@@ -181,4 +185,8 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
     trials = read["trials"][["trial_id", "model", "series", "epochs", "lr", "status"]]
     # the trial's peak lr names the line; the schedule's lr at each step becomes step_lr
     curves = read["steps"].rename(columns={"lr": "step_lr"}).merge(trials, on="trial_id", how="inner")
-    return StoreData(points, samples, learn, retain, notes + more, curves)
+    from cliffsweep.analysis.model_info import model_table
+
+    models = model_table(read["trials"], sorted(points["model"].unique()))
+    return StoreData(points, samples, learn, retain, notes + more, trials=read["trials"], models=models,
+                     curves=curves)

@@ -1,5 +1,6 @@
 """report.html (self-contained: CSS inline, images as base64, opens offline) and report.md
-(links the PNGs written beside it) from a frontiers table and its points."""
+(links the PNGs written beside it): a header with what was measured, a section per figure of
+the cliff paper (analysis/figures.py, analysis/claims.py), then one section per model."""
 
 from __future__ import annotations
 
@@ -7,119 +8,99 @@ import base64
 import html
 import os
 import re
+from dataclasses import dataclass, field
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from cliffsweep.analysis import plots
+from cliffsweep.analysis import figures, plots
 from cliffsweep.analysis.classify import Thresholds
+from cliffsweep.analysis.claims import main_epochs
+from cliffsweep.analysis.layout import lr_text
 
-TABLE_COLUMNS = [("label", "series"), ("regime", "regime"), ("confidence", "confidence"),
-                 ("critical_lr_low", "cliff lr low"), ("critical_lr_high", "cliff lr high"),
-                 ("drop_at_cliff", "R lost at cliff (share of base)"), ("gain_at_cliff", "L gain at cliff"),
-                 ("max_safe_lr", "max safe lr"), ("max_safe_lr_next", "next lr (forgets)"),
-                 ("learn_at_max_safe_lr", "L gain at max safe lr"), ("max_safe_lr_confidence", "safe lr confidence"),
-                 ("max_forgetting", "max R lost (share)"), ("max_learning", "max L gain"),
+# (column, header). Units: lrs as 3e-4 (as in the plots), shares of base retention or of the
+# headroom as %, accuracies and accuracy differences in points of 0-1 with 3 decimals.
+TABLE_COLUMNS = [("label", "series"), ("regime_text", "regime (bootstrap agreement)"),
+                 ("regime_paper", "paper's reading"), ("cliff", "cliff: last safe -> first collapsed lr"),
+                 ("drop_at_cliff", "R lost at cliff (% of base R)"), ("learned_before_cliff", "learned before cliff (% headroom)"),
+                 ("safe", "highest safe lr -> next (forgets)"), ("learn_at_max_safe_lr", "L gain at safe lr"),
+                 ("max_forgetting", "max R lost (% of base R)"), ("max_learning", "max L gain"),
                  ("frontier_area", "frontier area"), ("model_pareto_share", "share of model frontier"),
-                 ("dominated_by", "dominated by"), ("n_points", "points"), ("n_refined_lrs", "refined lrs"),
-                 ("reason", "why")]
+                 ("dominated_by", "dominated by"), ("n_points", "points")]
 REFINE_COLUMNS = [("label", "series"), ("n_grid_lrs", "grid lrs"), ("n_refined_lrs", "refined lrs"),
                   ("grid_regime", "regime on the grid"), ("regime", "regime refined (point estimate)"),
                   ("grid_safe", "safe-lr bracket on the grid"), ("safe", "safe-lr bracket refined"),
                   ("grid_transition", "cliff / unresolved bracket on the grid"),
                   ("transition", "cliff / unresolved bracket refined")]
+_PERCENT = {"drop_at_cliff", "learned_before_cliff", "max_forgetting", "model_pareto_share", "share",
+            "share_dominating_sft", "share_dominated_by_sft", "confidence", "eig_ratio", "grad_sq_ratio"}
+_LR = {"critical_lr_low", "critical_lr_high", "max_safe_lr", "max_safe_lr_next", "lr"}
 
 DEFINITIONS = """\
 A series is one model x method (x epochs) across learning rates, plus the base model (lr = 0).
 Retention R is judged as a share of the base R, learning L against the series' learning span.
 
-- **cliff**: lrs first learn without forgetting, then one lr step loses a large share of base R
-  with no learning gain (cliff paper, Fig. 4);
+- **cliff**: lrs first keep retention, then within one lr factor of cliff_lr_ratio retention
+  collapses by cliff_drop of base R with no learning gain (cliff paper, Fig. 4);
 - **gradual**: R falls progressively as L rises, no single step collapses without learning (Fig. 3);
 - **no_forgetting**: R never falls meaningfully within the swept lrs;
 - **inconclusive**: too few points, a collapse over a grid step too wide to tell (refine it), or
-  bootstrap replicates disagree (confidence below the minimum).
+  bootstrap replicates disagree (the point estimate and its agreement are shown).
 
-A cliff is judged over an lr factor, not a grid step: a loss of cliff_drop of base R between two
-trained lrs at most cliff_lr_ratio apart (lrs between them belong to the collapse).
-Max safe lr: the highest trained lr keeping >= 1 - forget_min of base R (marked with a green ring in
-the plots); the next trained lr forgets, so the answer lies between the two.
+The paper's reading adds one condition: its cliff *learns* before it collapses. A cliff whose last
+safe lr gained less than paper_min_learning of the headroom 1 - L0 reads there as
+**collapse_without_learning**; both readings are reported and counted.
+Highest safe lr: the highest trained lr keeping >= 1 - forget_min of base R (green ring); the next
+trained lr forgets, so the answer lies between the two.
 
-Confidence = share of bootstrap replicates (examples resampled, re-scored, re-classified) that agree.
-Frontier area: area dominated by the series in (L gain / headroom, R / base R), 1 = full learning, no
-forgetting. Pareto frontiers use every checkpoint (final and intermediate)."""
+Points are seed means; bars are 5-95 % bootstrap intervals (examples resampled). Confidence = share
+of bootstrap replicates that re-classify the same. Frontier area: area dominated by the series in
+(L gain / headroom, R / base R), 1 = full learning, no forgetting. Pareto frontiers use every
+checkpoint (final and intermediate; intermediate ones are hollow in the plots)."""
+
+
+@dataclass
+class Section:
+    title: str
+    text: str = ""
+    tables: list[tuple[str, pd.DataFrame, list[tuple[str, str]]]] = field(default_factory=list)
+    figures: list[tuple[str, str]] = field(default_factory=list)
+    """(caption, PNG file name in the output folder)."""
+    level: int = 2
 
 
 def _fmt(value, col: str) -> str:
     if isinstance(value, (list, tuple, np.ndarray)):
         return ", ".join(map(str, value)) or "-"
-    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+    if value is None or (isinstance(value, float) and not np.isfinite(value)) or value is pd.NA:
         return "-"
-    if col.startswith("critical_lr") or col in ("max_safe_lr", "max_safe_lr_next"):
-        return f"{value:g}"
-    if col in ("confidence", "drop_at_cliff", "max_forgetting", "model_pareto_share", "max_safe_lr_confidence"):
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if col in _LR:
+        return lr_text(float(value))
+    if col in _PERCENT:
         return f"{value:.0%}"
-    if isinstance(value, float):
-        return f"{value:.3f}"
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.3g}" if abs(value) >= 100 or (value != 0 and abs(value) < 1e-3) else f"{value:.3f}"
     return str(value)
 
 
-def _definitions_html() -> str:
-    """DEFINITIONS (markdown paragraphs and one bullet list) as HTML."""
-    out = []
-    for para in DEFINITIONS.split("\n\n"):
-        text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(para.replace("\n  ", " ")))
-        if text.startswith("- "):
-            out.append("<ul>" + "".join(f"<li>{x[2:]}</li>" for x in text.splitlines()) + "</ul>")
-        else:
-            out.append(f"<p>{text}</p>")
-    return "".join(out)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
-
-
-def write_figures(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, learn_task: str,
-                  retain_task: str, curves: pd.DataFrame | None = None) -> dict[str, list[tuple[str, str]]]:
-    """PNG files per model: {model: [(caption, filename), ...]}."""
-    figs: dict[str, list[tuple[str, str]]] = {}
-    for model in sorted(table["model"].unique()):
-        slug = _slug(model)
-        names = [(f"{model}: retention vs learning", f"frontier_{slug}.png"),
-                 (f"{model}: learning and retention vs lr", f"vs_lr_{slug}.png")]
-        plots.plot_frontier(model, points, table, os.path.join(out_dir, names[0][1]), learn_task, retain_task)
-        plots.plot_vs_lr(model, points, table, os.path.join(out_dir, names[1][1]), learn_task, retain_task)
-        ep = (f"{model}: effect of epochs", f"epochs_{slug}.png")
-        if plots.plot_epochs(model, points, table, os.path.join(out_dir, ep[1]), learn_task, retain_task):
-            names.append(ep)
-        tc = (f"{model}: training curves", f"training_{slug}.png")
-        if curves is not None and plots.plot_training_curves(model, curves, os.path.join(out_dir, tc[1])):
-            names.append(tc)
-        figs[model] = names
-    return figs
-
-
-def _md_table(rows: pd.DataFrame, columns=TABLE_COLUMNS) -> str:
-    head = "| " + " | ".join(h for _, h in columns) + " |\n|" + "---|" * len(columns) + "\n"
-    body = "".join("| " + " | ".join(_fmt(r[c], c).replace("|", "/") for c, _ in columns) + " |\n"
-                   for _, r in rows.iterrows())
-    return head + body
-
-
-def _html_table(rows: pd.DataFrame, columns=TABLE_COLUMNS) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for _, h in columns)
-    body = "".join("<tr>" + "".join(f"<td class='{c}'>{html.escape(_fmt(r[c], c))}</td>" for c, _ in columns)
-                   + "</tr>" for _, r in rows.iterrows())
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def bracket_text(lo: float, hi: float) -> str:
-    """'3e-04 -> 1e-03 (3.3x)'; '-' for no bracket, '< 1e-04' / '>= 1e-02' for open ones."""
+    """'3e-4 -> 1e-3 (3.3x)'; '-' for no bracket, '< 1e-4' / '>= 1e-2' for open ones."""
     lo_ok, hi_ok = np.isfinite(lo), np.isfinite(hi)
     if lo_ok and hi_ok:
-        return f"{lo:.3g} -> {hi:.3g} ({hi / lo:.2g}x)"
-    return f">= {lo:.3g}" if lo_ok else f"< {hi:.3g}" if hi_ok else "-"
+        return f"{lr_text(lo)} -> {lr_text(hi)} ({hi / lo:.2g}x)"
+    return f">= {lr_text(lo)}" if lo_ok else f"< {lr_text(hi)}" if hi_ok else "-"
+
+
+def series_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The frontiers rows with the report's text columns (regime, brackets)."""
+    out = rows.copy()
+    out["regime_text"] = [figures.regime_text(r) for _, r in out.iterrows()]
+    out["cliff"] = [bracket_text(a, b) for a, b in zip(out["critical_lr_low"], out["critical_lr_high"])]
+    out["safe"] = [bracket_text(a, b) for a, b in zip(out["max_safe_lr"], out["max_safe_lr_next"])]
+    return out
 
 
 def refinement_rows(table: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
@@ -133,67 +114,215 @@ def refinement_rows(table: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
 
 
 def _summary(rows: pd.DataFrame) -> str:
-    """One line per model: regimes counted, the leading methods on the model frontier."""
+    """One line per model: base accuracies, regimes counted, the leading series on the model frontier."""
     counts = rows["regime"].value_counts().to_dict()
     lead = rows.sort_values("model_pareto_share", ascending=False)
     lead = lead[lead["model_pareto_share"] > 0]
     leaders = ", ".join(f"{r.label} ({r.model_pareto_share:.0%})" for r in lead.itertuples())
     regimes = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
-    return f"Regimes: {regimes}. Points on the model's Pareto frontier by series: {leaders or 'none'}."
+    r = rows.iloc[0]
+    base = f"Base model: L = {r['base_L']:.3f}, R = {r['base_R']:.3f}. " if np.isfinite(r["base_L"]) else ""
+    return f"{base}Regimes: {regimes}. Points on the model's Pareto frontier by series: {leaders or 'none'}."
+
+
+def _save(fig, out_dir: str, name: str) -> str | None:
+    if fig is None:
+        return None
+    fig.savefig(os.path.join(out_dir, name), dpi=plots.DPI)
+    plt.close(fig)
+    return name
+
+
+def _cols(*names: str) -> list[tuple[str, str]]:
+    return [(n, n.replace("_", " ")) for n in names]
+
+
+def paper_sections(table, points, paper: dict, out_dir: str, learn: str, retain: str) -> list[Section]:
+    """One section per figure of the cliff paper, each with its figure and the table it is drawn
+    from (docs/analysis.md maps figure -> section -> table)."""
+    spread, gains = paper["point_spread"], paper["matched_gain"]
+    ep = main_epochs(table)
+    secs = []
+    curv = paper["curvature"]
+    f2 = _save(figures.fig_curvature(curv), out_dir, "paper_fig2_curvature.png")
+    secs.append(Section("Fig. 2: SIB flattens the retain loss", "Top Hessian eigenvalues of the retain loss by "
+                        "magnitude (Lanczos on Hessian-vector products) and squared gradient norms, at the base "
+                        "weights and after SIB's function-preserving rescale; measured once per model with SIB's "
+                        "statistics. Table: curvature.parquet." if len(curv) else "No SIB statistics with a Hessian "
+                        "spectrum in the store(s): run SIB (hessian_top_k > 0, the default) to measure it.",
+                        [("", curv, _cols("model", "k", "eig_base", "eig_sib", "eig_ratio", "grad_sq_ratio"))]
+                        if len(curv) else [], [("Fig. 2", f2)] if f2 else []))
+    counts = paper["regime_counts"]
+    allm = counts[counts["method"] == "all"]
+    secs.append(Section("Fig. 3-4: the two regimes", f"SFT at {ep} epochs, one panel per model, ordered by regime. "
+                        "Regimes over the whole grid, in our reading and the paper's (table: regime_counts.parquet).",
+                        [("", allm, _cols("view", "regime", "n_series", "share", "n_models"))],
+                        [("Fig. 3-4", f)] if (f := _save(figures.fig_regimes(points, table, spread, learn, retain),
+                                                         out_dir, "paper_fig34_regimes.png")) else []))
+    gain_cols = _cols("model", "label", "sft_regime", "regime", "n_matched", "gain_max", "gain_max_lo", "gain_max_hi",
+                      "L_at_gain_max", "learning_over_sft", "dominates_sft")
+    for name, methods, fname, what in (("Fig. 5: SFT vs SIB", ("sib",), "paper_fig5_sib.png", "SIB"),
+                                       ("Fig. 6: continual-learning methods", None, "paper_fig6_cl.png",
+                                        "the continual-learning methods"),
+                                       ("Fig. 8: LoRA vs full finetuning", ("lora",), "paper_fig8_lora.png", "LoRA")):
+        f = _save(figures.fig_compare(points, table, spread, gains, methods, name, learn, retain), out_dir, fname)
+        g = gains[gains["epochs"] == ep]
+        g = g[g["method"].isin(methods)] if methods else g[~g["method"].isin(figures.OWN_FIGURES)]
+        tables = [(f"Retention gain over SFT at matched learning ({ep} epochs; matched_gain.parquet): gain_max = "
+                   "largest R - R_SFT(L) over the method's lrs that learn no more than SFT, with its 5-95 % "
+                   "bootstrap interval", g, gain_cols)] if len(g) else []
+        if methods is None and len(paper["by_sft_regime"]):
+            tables.append(("Method effects by SFT's regime, every epoch count (by_sft_regime.parquet)",
+                           paper["by_sft_regime"], _cols("sft_regime", "method", "n_series", "share_dominating_sft",
+                                                        "share_dominated_by_sft", "mean_gain_max",
+                                                        "mean_learning_over_sft")))
+        secs.append(Section(name, f"{what} against SFT, every model, {ep} epochs." if f else
+                            f"No {what} series in the store(s).", tables, [(name, f)] if f else []))
+    eff = paper["epochs_effect"]
+    f7 = _save(figures.fig_epochs(table, eff), out_dir, "paper_fig7_epochs.png")
+    ecols = _cols("model", "label", "epochs", "regime", "regime_paper", "critical_lr_high", "max_safe_lr",
+                  "critical_lr_slope", "max_safe_lr_slope")
+    secs.append(Section("Fig. 7: epochs", "Slopes: d log10 lr / d log10 epochs (< 0: more epochs move it to lower "
+                        "lrs). Table: epochs_effect.parquet." if f7 else "One epoch count swept: no epochs figure.",
+                        [("", eff, ecols)] if f7 else [], [("Fig. 7", f7)] if f7 else []))
+    size = paper["size_effect"]
+    f9 = _save(figures.fig_size(size), out_dir, "paper_fig9_size.png")
+    secs.append(Section("Fig. 9: model size and family", f"SFT at {ep} epochs per model (size_effect.parquet). "
+                        "Steepness = the largest share of base retention lost per decade of lr; "
+                        "family_steepness_vs_size = Spearman rank correlation within a family (3+ sizes).",
+                        [("", size, _cols("model", "family", "size_b", "regime", "regime_paper", "critical_lr_high",
+                                          "max_safe_lr", "steepness", "frontier_area", "max_learning", "base_L",
+                                          "base_R", "family_steepness_vs_size"))], [("Fig. 9", f9)] if f9 else []))
+    secs.append(Section("Sec. 3: learning and retention are uncorrelated", "Correlation of learn and retain "
+                        "accuracy across the base models and across each model's checkpoints "
+                        "(task_correlation.parquet).", [("", paper["task_correlation"],
+                                                         _cols("scope", "model", "n", "pearson", "spearman"))]))
+    return secs
+
+
+def model_sections(table, points, spread, out_dir, learn, retain, curves, refinement) -> list[Section]:
+    secs = []
+    refined = refinement_rows(refinement, table) if refinement is not None and len(refinement) else None
+    cols = TABLE_COLUMNS + ([("n_refined_lrs", "refined lrs")] if (table["n_refined_lrs"] > 0).any() else [])
+    for model in sorted(table["model"].unique()):
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", model)
+        rows = table[table["model"] == model]
+        figs = [(f"{model}: retention vs learning, one panel per epoch count",
+                 _save(figures.fig_model(points, table, spread, model, learn, retain), out_dir, f"frontier_{slug}.png"))]
+        plots.plot_vs_lr(model, points, table, os.path.join(out_dir, f"vs_lr_{slug}.png"), learn, retain)
+        figs.append((f"{model}: learning and retention vs lr", f"vs_lr_{slug}.png"))
+        if curves is not None and plots.plot_training_curves(model, curves, os.path.join(out_dir, f"training_{slug}.png")):
+            figs.append((f"{model}: training curves", f"training_{slug}.png"))
+        secs.append(Section(model, _summary(rows), [("", series_rows(rows), cols)], figs))
+        ref = refined[refined["model"] == model] if refined is not None else ()
+        if len(ref):
+            secs.append(Section(f"{model}: brackets on the grid (round 0) and after the refinement rounds",
+                                tables=[("", ref, REFINE_COLUMNS)], level=3))
+    return secs
+
+
+def _md_table(rows: pd.DataFrame, columns) -> str:
+    head = "| " + " | ".join(h for _, h in columns) + " |\n|" + "---|" * len(columns) + "\n"
+    body = "".join("| " + " | ".join(_fmt(r[c], c).replace("|", "/") for c, _ in columns) + " |\n"
+                   for _, r in rows.iterrows())
+    return head + body
+
+
+def _html_table(rows: pd.DataFrame, columns) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for _, h in columns)
+    body = "".join("<tr>" + "".join(f"<td class='{c}'>{html.escape(_fmt(r[c], c))}</td>" for c, _ in columns)
+                   + "</tr>" for _, r in rows.iterrows())
+    return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+
+
+def _html_text(text: str) -> str:
+    """Markdown paragraphs, one bullet list and **bold** as HTML."""
+    out = []
+    for para in text.split("\n\n"):
+        t = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(para.replace("\n  ", " ")))
+        if t.startswith("- "):
+            out.append("<ul>" + "".join(f"<li>{x[2:]}</li>" for x in t.splitlines()) + "</ul>")
+        else:
+            out.append(f"<p>{t}</p>")
+    return "".join(out)
+
+
+def _render(secs: list[Section], out_dir: str) -> tuple[str, str]:
+    md, body = [], []
+    for s in secs:
+        h = "#" * s.level
+        md.append(f"{h} {s.title}\n\n{s.text}\n")
+        body.append(f"<h{s.level}>{html.escape(s.title)}</h{s.level}>{_html_text(s.text) if s.text else ''}")
+        for cap, df, cols in s.tables:
+            md.append((f"{cap}\n\n" if cap else "") + _md_table(df, cols))
+            body.append((f"<p class='cap'>{html.escape(cap)}</p>" if cap else "") + _html_table(df, cols))
+        for cap, fn in s.figures:
+            md.append(f"![{cap}]({fn})\n")
+            with open(os.path.join(out_dir, fn), "rb") as f:
+                data = base64.b64encode(f.read()).decode()
+            body.append(f"<figure><img alt='{html.escape(cap)}' src='data:image/png;base64,{data}'>"
+                        f"<figcaption>{html.escape(cap)}</figcaption></figure>")
+    return "\n".join(md), _HTML.format(body="\n".join(body))
+
+
+def header(store_uri: str, counts: dict, params: str, models: pd.DataFrame | None) -> str:
+    """What was measured: stores, models with family and size, seeds, eval sizes, trials."""
+    trials = ", ".join(f"{k} {v}" for k, v in counts.get("trials", {}).items()) or "no trials rows"
+    known = models.dropna(subset=["size_b"]) if models is not None else pd.DataFrame()
+    fam = ", ".join(f"{r.model} ({r.family}, {r.size_b:.3g}B)" for r in known.itertuples())
+    unknown = (len(models) - len(known)) if models is not None else 0
+    return (f"Stores: {store_uri}.\n\n{counts['models']} model(s), {counts['series']} series, seeds "
+            f"{counts['seeds']}, learn-task eval size(s) {counts['n_learn']}, retain-task eval size(s) "
+            f"{counts['n_retain']}; trials by status: {trials}; {counts['checkpoints']} evaluated checkpoints "
+            f"({counts['final_checkpoints']} final).\n\nModels: {fam or '-'}"
+            + (f"; {unknown} without a known size" if unknown else "") + f".\n\n{params}.")
 
 
 def write_report(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, *, store_uri: str, learn_task: str,
                  retain_task: str, thresholds: Thresholds, min_confidence: float, n_boot: int,
-                 notes: list[str], refinement: pd.DataFrame | None = None,
-                 curves: pd.DataFrame | None = None) -> tuple[str, str]:
+                 notes: list[str], refinement: pd.DataFrame | None = None, curves: pd.DataFrame | None = None,
+                 paper: dict | None = None, counts: dict | None = None, models: pd.DataFrame | None = None
+                 ) -> tuple[str, str]:
     """Write the PNGs, report.md and report.html into ``out_dir``; return the two report paths.
-    ``refinement``: analysis/refinement_gain.py's table; each model with refined series gets a
-    before / after table of its brackets."""
-    refined = refinement_rows(refinement, table) if refinement is not None and len(refinement) else None
+    ``paper``: analysis/run.paper_tables (the paper's sections); ``refinement``:
+    analysis/refinement_gain.py's table (a before / after table per refined model)."""
+    from cliffsweep.analysis.claims import sweep_counts
+    from cliffsweep.analysis.run import paper_tables
+
     os.makedirs(out_dir, exist_ok=True)
-    figs = write_figures(table, points, out_dir, learn_task, retain_task, curves)
-    params = (f"learn task `{learn_task}`, retain task `{retain_task}`; thresholds "
+    paper = paper if paper is not None else paper_tables(points, table, None, [])
+    counts = counts or sweep_counts(points, None)
+    params = (f"Learn task {learn_task}, retain task {retain_task}; thresholds "
               + ", ".join(f"{k}={v}" for k, v in thresholds.model_dump().items())
               + f"; min_confidence={min_confidence}; bootstrap replicates={n_boot}")
-    md = [f"# cliffsweep report\n\nStore: `{store_uri}`. {params}.\n\n## Definitions\n\n{DEFINITIONS}\n"]
-    body = [f"<h1>cliffsweep report</h1><p>Store: <code>{html.escape(store_uri)}</code>. "
-            f"{html.escape(params.replace('`', ''))}.</p><h2>Definitions</h2>{_definitions_html()}"]
+    secs = [Section("cliffsweep report", header(store_uri, counts, params, models), level=1),
+            Section("Definitions", DEFINITIONS)]
     if notes:
-        md.append("## Notes\n\n" + "".join(f"- {n}\n" for n in notes))
-        body.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
-    for model, names in figs.items():
-        rows = table[table["model"] == model]
-        md.append(f"## {model}\n\n{_summary(rows)}\n\n{_md_table(rows)}\n"
-                  + "".join(f"![{cap}]({fn})\n\n" for cap, fn in names))
-        imgs = []
-        for cap, fn in names:
-            with open(os.path.join(out_dir, fn), "rb") as f:
-                data = base64.b64encode(f.read()).decode()
-            imgs.append(f"<figure><img alt='{html.escape(cap)}' src='data:image/png;base64,{data}'>"
-                        f"<figcaption>{html.escape(cap)}</figcaption></figure>")
-        body.append(f"<h2>{html.escape(model)}</h2><p>{html.escape(_summary(rows))}</p>{_html_table(rows)}"
-                    + "".join(imgs))
-        ref = refined[refined["model"] == model] if refined is not None else ()
-        if len(ref):
-            title = f"{model}: brackets on the grid (round 0) and after the refinement rounds"
-            md.append(f"### {title}\n\n{_md_table(ref, REFINE_COLUMNS)}\n")
-            body.append(f"<h3>{html.escape(title)}</h3>{_html_table(ref, REFINE_COLUMNS)}")
+        secs.append(Section("Notes", "\n".join(f"- {n}" for n in notes)))
+    secs.append(Section("The cliff paper's figures", "Each section reproduces one figure or claim of the cliff "
+                        "paper (seed 000) from these stores; docs/analysis.md maps them."))
+    secs += [Section(s.title, s.text, s.tables, s.figures, level=3)
+             for s in paper_sections(table, points, paper, out_dir, learn_task, retain_task)]
+    secs += model_sections(table, points, paper["point_spread"], out_dir, learn_task, retain_task, curves, refinement)
+    md, page = _render(secs, out_dir)
     md_path, html_path = os.path.join(out_dir, "report.md"), os.path.join(out_dir, "report.html")
     with open(md_path, "w") as f:
-        f.write("\n".join(md))
+        f.write(md)
     with open(html_path, "w") as f:
-        f.write(_HTML.format(body="\n".join(body)))
+        f.write(page)
     return md_path, html_path
 
 
 _HTML = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>cliffsweep report</title>
 <style>
-body {{ font-family: sans-serif; margin: 24px; color: #222; }}
+body {{ font-family: sans-serif; margin: 24px; color: #222; max-width: 1800px; }}
+div.scroll {{ overflow-x: auto; }}
 table {{ border-collapse: collapse; font-size: 12px; margin: 8px 0 16px; }}
 th, td {{ border: 1px solid #ccc; padding: 3px 6px; text-align: left; }}
 th {{ background: #f2f2f2; }}
-td.regime {{ font-weight: bold; }}
+td.regime_text {{ font-weight: bold; }}
+p.cap {{ font-size: 12px; color: #555; margin-bottom: 2px; }}
 figure {{ margin: 12px 0; }}
 img {{ max-width: 100%; border: 1px solid #eee; }}
 </style></head><body>

@@ -1,4 +1,4 @@
-"""`analyze_store`: store -> frontiers.parquet/.csv, model_frontier.parquet, points.parquet,
+"""`analyze_store`: store(s) -> frontiers.parquet/.csv, the claims' tables, points.parquet,
 report.html/.md and PNGs in an output folder (what `cliffsweep analyze` runs)."""
 
 from __future__ import annotations
@@ -7,13 +7,28 @@ import os
 
 import pandas as pd
 
+from cliffsweep.analysis import claims
 from cliffsweep.analysis.classify import Thresholds
+from cliffsweep.analysis.confidence import replicate_accuracies
+from cliffsweep.analysis.curvature import curvature_table
 from cliffsweep.analysis.frontiers import MIN_CONFIDENCE, frontiers, model_frontier
 from cliffsweep.analysis.points import load_stores
 from cliffsweep.analysis.refinement_gain import refinement_table
 from cliffsweep.analysis.report import write_report
 
 _LIST_COLUMNS = ("pareto_point_ids", "model_pareto_point_ids", "dominated_by")
+
+
+def paper_tables(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None, uris: list[str]) -> dict[str, pd.DataFrame]:
+    """The paper's claims and figures' data, one table each (analysis/claims.py,
+    analysis/curvature.py; docs/analysis.md maps them to the paper)."""
+    pts = points.assign(_row=range(len(points)))
+    pair = None if reps is None else (reps[0], reps[1])
+    gains = claims.matched_gain(pts, table, pair)
+    return {"matched_gain": gains, "regime_counts": claims.regime_counts(table),
+            "by_sft_regime": claims.by_sft_regime(gains), "epochs_effect": claims.epochs_effect(table),
+            "size_effect": claims.size_effect(pts, table), "task_correlation": claims.task_correlation(pts),
+            "point_spread": claims.point_spread(pts, pair), "curvature": curvature_table(uris)}
 
 
 def analyze_store(store_uri: str | list[str], out_dir: str, *, learn_task: str | None = None, retain_task: str | None = None,
@@ -24,23 +39,31 @@ def analyze_store(store_uri: str | list[str], out_dir: str, *, learn_task: str |
 
     Returns the frontiers table (one row per model x series x epochs; columns documented in
     docs/analysis.md). ``thresholds``: a :class:`Thresholds` or a dict of its fields.
-    List columns stay lists in Parquet and are ';'-joined in the CSV.
+    List columns stay lists in Parquet and are ';'-joined in the CSV. Beside it: one Parquet
+    table per claim (:func:`paper_tables`).
     """
     th = thresholds if isinstance(thresholds, Thresholds) else Thresholds(**(thresholds or {}))
     uris = [store_uri] if isinstance(store_uri, str) else list(store_uri)
     data = load_stores(uris, learn_task, retain_task)
-    table = frontiers(data.points, data.samples, th, learn_task=data.learn_task, retain_task=data.retain_task,
-                      n_boot=n_boot, seed=seed, min_confidence=min_confidence)
+    points = data.points.reset_index(drop=True)
+    reps = replicate_accuracies(points, data.samples, data.learn_task, data.retain_task, n_boot, seed) \
+        if n_boot > 0 else None
+    table = frontiers(points, data.samples, th, learn_task=data.learn_task, retain_task=data.retain_task,
+                      n_boot=n_boot, seed=seed, min_confidence=min_confidence, models=data.models, replicates=reps)
+    extra = paper_tables(points, table, reps, uris)
     os.makedirs(out_dir, exist_ok=True)
     table.to_parquet(os.path.join(out_dir, "frontiers.parquet"), index=False)
     flat = table.copy()
     for col in _LIST_COLUMNS:
         flat[col] = flat[col].map(";".join)
     flat.to_csv(os.path.join(out_dir, "frontiers.csv"), index=False)
-    data.points.to_parquet(os.path.join(out_dir, "points.parquet"), index=False)
-    model_frontier(data.points).to_parquet(os.path.join(out_dir, "model_frontier.parquet"), index=False)
+    for name, df in extra.items():
+        df.to_parquet(os.path.join(out_dir, f"{name}.parquet"), index=False)
+    points.to_parquet(os.path.join(out_dir, "points.parquet"), index=False)
+    model_frontier(points).to_parquet(os.path.join(out_dir, "model_frontier.parquet"), index=False)
     if report:
-        write_report(table, data.points, out_dir, store_uri=", ".join(uris), learn_task=data.learn_task,
+        write_report(table, points, out_dir, store_uri=", ".join(uris), learn_task=data.learn_task,
                      retain_task=data.retain_task, thresholds=th, min_confidence=min_confidence, n_boot=n_boot,
-                     notes=data.notes, refinement=refinement_table(data.points, th), curves=data.curves)
+                     notes=data.notes, refinement=refinement_table(points, th), curves=data.curves,
+                     paper=extra, counts=claims.sweep_counts(points, data.trials), models=data.models)
     return table

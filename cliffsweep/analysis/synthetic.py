@@ -29,9 +29,13 @@ import pandas as pd
 
 from cliffsweep.storage.store import Store, eval_key
 
-# Method effects, our choice for the example: EWC keeps more retention along a gradual
-# trade-off (Fig. 3: regularisers move the frontier up) and LoRA learns less (Fig. 8).
-_METHOD_EFFECT = {"sft": (1.0, 1.0), "ewc": (1.0, 0.45), "lora": (0.7, 0.8)}
+# Method effects (learning gain, forgetting scale), our choice for the example: SIB and the
+# regularisers keep more retention along a gradual trade-off (Fig. 3, 5, 6: the frontier moves
+# up) and do not move a cliff (Fig. 4); LoRA learns less (Fig. 8) and needs ~10x the lr
+# (_LR_SCALE). Unknown methods act as SFT.
+_METHOD_EFFECT = {"sft": (1.0, 1.0), "sib": (1.0, 0.55), "ewc": (1.0, 0.45), "mas": (0.97, 0.6),
+                  "migu": (0.95, 0.75), "nanoadam": (1.0, 0.85), "kl": (0.95, 0.5), "lora": (0.7, 0.8)}
+_LR_SCALE = {"lora": 0.1}
 
 
 @dataclass(frozen=True)
@@ -51,14 +55,23 @@ class SyntheticSweep:
     """Base (L0, R0): a 4-choice learn task at chance, a generative retain task."""
     steps_per_epoch: int = 10
     seed: int = 0
+    paths: dict[str, str] = field(default_factory=dict)
+    """Model label -> spec path written in the trials (e.g. a hub id of archs.PUBLISHED, which
+    gives the analysis a family and size); default ``toy:<label>``."""
+    method_lrs: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    """Method -> its own lr grid (default ``lrs``), e.g. LoRA's ~10x higher one."""
+    checkpoints: int | None = None
+    """Evaluated checkpoints per trial, evenly spaced (None: one per epoch)."""
+    seed_shift: float = 0.0
+    """Standard deviation, in decades of lr, of a per-seed shift of the curve (seed spread)."""
 
 
 def true_accuracy(shape: str, method: str, lr: float, epochs: int, progress: float,
                   base: tuple[float, float]) -> tuple[float, float]:
     """Ground-truth (L, R) of a checkpoint at ``progress`` in (0, 1] of training."""
     L0, R0 = base
-    learn_gain, forget_scale = _METHOD_EFFECT[method]
-    x = math.log10(lr) + math.log10(epochs) * 0.5  # more epochs act like a larger lr (Fig. 7)
+    learn_gain, forget_scale = _METHOD_EFFECT.get(method, (1.0, 1.0))
+    x = math.log10(lr * _LR_SCALE.get(method, 1.0)) + math.log10(epochs) * 0.5  # more epochs act like a larger lr (Fig. 7)
     if shape == "cliff":
         learned = 1 / (1 + math.exp(-4 * (x + 4.6)))
         kept = 1.0 if x < -3.3 else 0.08
@@ -175,17 +188,23 @@ def _correct(difficulty: np.ndarray, p: float, rng: np.random.Generator) -> np.n
     return difficulty + rng.normal(0.0, 0.04, size=len(difficulty)) < p
 
 
-def _eval_rows(store: Store, meta: dict, step: int, epoch: float, task: str, role: str, correct: np.ndarray,
+def _eval_rows(buf: dict, meta: dict, step: int, epoch: float, task: str, role: str, correct: np.ndarray,
                version: str) -> None:
+    """Add one evaluation's evals row and samples rows to ``buf`` (written per trial: _flush)."""
     now = pd.Timestamp.now(tz="UTC")
-    row = dict(meta, step=step, epoch=epoch, task=task, role=role, metric="accuracy",
-               value=float(correct.mean()), n=len(correct), scorer_version=version, evaluated_at=now,
-               eval_seconds=0.1)
-    store.write("evals", eval_key(meta["trial_id"], step, task), [row])
-    store.write("samples", eval_key(meta["trial_id"], step, task), pd.DataFrame({
+    buf["evals"].append(dict(meta, step=step, epoch=epoch, task=task, role=role, metric="accuracy",
+                             value=float(correct.mean()), n=len(correct), scorer_version=version, evaluated_at=now,
+                             eval_seconds=0.1))
+    buf["samples"].append(pd.DataFrame({
         "trial_id": meta["trial_id"], "step": step, "task": task,
         "example_id": [f"{task}-{i}" for i in range(len(correct))], "correct": correct,
         "prediction": np.where(correct, "ok", "wrong")}))
+
+
+def _flush(store: Store, trial_id: str, buf: dict) -> None:
+    """One write unit per trial and table (a paper-sized store is ~7k files instead of ~30k)."""
+    store.write("evals", eval_key(trial_id, 0, "all"), buf["evals"])
+    store.write("samples", eval_key(trial_id, 0, "all"), pd.concat(buf["samples"], ignore_index=True))
 
 
 def write_synthetic_store(path: str, sweep: SyntheticSweep | None = None) -> Store:
@@ -201,30 +220,67 @@ def write_synthetic_store(path: str, sweep: SyntheticSweep | None = None) -> Sto
     for model, shape in sw.models.items():
         base = dict(trial_id=f"{model}-base", model=model, method="base", series="base", optimizer="", lr=0.0,
                     epochs=0, seed=0)
+        buf = {"evals": [], "samples": []}
         for task, role, diff, version in tasks:
             p = sw.base[0] if role == "learn" else sw.base[1]
-            _eval_rows(store, base, 0, 0.0, task, role, _correct(diff, p, rng), version)
+            _eval_rows(buf, base, 0, 0.0, task, role, _correct(diff, p, rng), version)
+        _flush(store, base["trial_id"], buf)
+        shifts = {seed: rng.normal(0.0, sw.seed_shift) if sw.seed_shift else 0.0 for seed in sw.seeds}
         for (method, label) in sw.series:
             h = hashlib.sha1(label.encode()).hexdigest()[:8]
-            for lr in sw.lrs:
+            for lr in sw.method_lrs.get(method, sw.lrs):
                 for ep in sw.epochs:
                     for seed in sw.seeds:
                         tid = f"{model}-{method}-lr{lr:g}-e{ep}-s{seed}-{h}"
                         meta = dict(trial_id=tid, model=model, method=method, series=label, optimizer="adamw",
                                     lr=lr, epochs=ep, seed=seed)
-                        for e in range(1, ep + 1):
-                            L, R = true_accuracy(shape, method, lr, ep, e / ep, sw.base)
+                        n_ck = ep if sw.checkpoints is None else sw.checkpoints
+                        buf = {"evals": [], "samples": []}
+                        for c in range(1, n_ck + 1):
+                            L, R = true_accuracy(shape, method, lr * 10 ** shifts[seed], ep, c / n_ck, sw.base)
+                            step = round(c / n_ck * ep * sw.steps_per_epoch)
                             for (task, role, diff, version), p in zip(tasks, (L, R)):
-                                _eval_rows(store, meta, e * sw.steps_per_epoch, float(e), task, role,
-                                           _correct(diff, p, rng), version)
+                                _eval_rows(buf, meta, step, ep * c / n_ck, task, role, _correct(diff, p, rng),
+                                           version)
+                        _flush(store, tid, buf)
                         store.write("trials", tid, [dict(
-                            meta, model_path=f"toy:{model}", method_params="{}", status="done", attempt=1,
+                            meta, model_path=sw.paths.get(model, f"toy:{model}"), method_params="{}", status="done",
+                            attempt=1,
                             started_at=pd.Timestamp.now(tz="UTC"), finished_at=pd.Timestamp.now(tz="UTC"),
                             steps=ep * sw.steps_per_epoch, train_seconds=1.0, final_loss=0.5, error=None,
                             config="{}")])
     return store
 
 
+_PAPER_LRS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4)
+_SMALL = {"qwen2.5-0.5b": ("Qwen/Qwen2.5-0.5B-Instruct", "gradual"), "qwen3-0.6b": ("Qwen/Qwen3-0.6B", "cliff"),
+          "llama3.2-1b": ("meta-llama/Llama-3.2-1B-Instruct", "cliff")}
+_LARGE = {"qwen2.5-3b": ("Qwen/Qwen2.5-3B-Instruct", "gradual"), "llama3.2-3b": ("meta-llama/Llama-3.2-3B-Instruct", "cliff")}
+_CL = (("sft", "sft"), ("sib", "sib"), ("ewc", "ewc"), ("mas", "mas"), ("migu", "migu"), ("nanoadam", "nanoadam"))
+
+
+def paper_sized(n: int = 100) -> dict[str, SyntheticSweep]:
+    """The paper grid's shape in three stores, as `cliffsweep/configs/paper*.yaml` splits it:
+    7 methods x 3 epochs x 5 models (two families, 0.5-3B, real hub ids: archs.PUBLISHED sizes)
+    x 3 seeds on the paper's lrs, LoRA on its own 10x grid, 3 checkpoints per trial, ``n``
+    examples per eval. The lrs are ten times the paper's (1e-5..1e-3), where the curves of
+    :func:`true_accuracy` bend."""
+    common = dict(lrs=tuple(x * 10 for x in _PAPER_LRS), epochs=(1, 3, 6), seeds=(0, 1, 2), n_learn=n, n_retain=n,
+                  learn_task="chem_l3", retain_task="gsm8k", checkpoints=3, seed_shift=0.04,
+                  method_lrs={"lora": tuple(x * 100 for x in _PAPER_LRS)})
+    def sweep(models, series, seed):
+        return SyntheticSweep(models={m: shape for m, (_, shape) in models.items()}, series=series, seed=seed,
+                              paths={m: p for m, (p, _) in models.items()}, **common)
+
+    return {"paper": sweep(_SMALL, _CL + (("lora", "lora"),), 1), "paper_fsdp": sweep(_LARGE, _CL, 2),
+            "paper_lora": sweep(_LARGE, (("lora", "lora"),), 2)}
+
+
 if __name__ == "__main__":
-    write_synthetic_store(sys.argv[1])
-    print(f"wrote a synthetic store to {sys.argv[1]}")
+    if len(sys.argv) > 2 and sys.argv[1] == "--paper":  # python -m ... --paper OUT_DIR: three stores
+        for name, sw in paper_sized().items():
+            write_synthetic_store(f"{sys.argv[2]}/{name}", sw)
+        print(f"wrote the paper-sized synthetic stores paper, paper_fsdp, paper_lora under {sys.argv[2]}")
+    else:
+        write_synthetic_store(sys.argv[1])
+        print(f"wrote a synthetic store to {sys.argv[1]}")

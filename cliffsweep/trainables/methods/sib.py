@@ -20,9 +20,13 @@ g = gradient of the mean retain loss over the retain batches (D_R), at the base 
 channel groups are disjoint and every other gradient is unchanged (same function, same other
 weights), so per-channel minimisation minimises the total ||grad L(D_R)||^2.
 
-compute_stats returns the alphas (key '<divided module>.alpha') plus the measured squared
-gradient norm before and the predicted one after ('sib:grad_sq_before', 'sib:grad_sq_after');
-prepare applies the alphas in place. Apply it to fp32 weights for exact preservation: in bf16
+compute_stats returns the alphas (key '<divided module>.alpha') and Fig. 2's measurements: the
+squared gradient norm of L(D_R) before and after the rescale, both measured
+('sib:grad_sq_before', 'sib:grad_sq_after'; 'sib:grad_sq_after_predicted' is f(alpha*) summed),
+and with ``hessian_top_k`` > 0 the top-k Hessian eigenvalues of the retain loss by magnitude on
+the first ``hessian_batches`` retain batches, base and rescaled ('sib:hessian_base',
+'sib:hessian_rescaled'; trainables/curvature.py). The rescale is undone afterwards (division by
+the same alphas: exact up to one rounding per weight in fp32). prepare applies the alphas in place. Apply it to fp32 weights for exact preservation: in bf16
 the division rounds (relative 2^-8 per weight).
 """
 
@@ -131,6 +135,15 @@ def grad_sq_norm(model: nn.Module) -> torch.Tensor:
 class SIBParams(MethodParams):
     clamp_ratio: float = Field(100.0, gt=1.0)
     """R: alpha is clamped to [1/R, R] (000 Eq. 2, R = 100)."""
+    hessian_top_k: int = Field(5, ge=0)
+    """Fig. 2(a): this many top Hessian eigenvalues of the retain loss, base and rescaled (0:
+    skip). 000 shows 5."""
+    hessian_iters: int = Field(20, ge=2)
+    """Lanczos steps (Hessian-vector products) per spectrum; the top eigenvalues converge first
+    (docs/analysis.md gives the spread measured across start vectors)."""
+    hessian_batches: int = Field(1, ge=1)
+    """Retain batches the spectrum is measured on (each product is about three backward passes
+    over them; the gradient norms use every retain batch)."""
 
 
 class SIB(Method):
@@ -139,7 +152,9 @@ class SIB(Method):
     Params = SIBParams
 
     def stats_inputs(self):
-        return {"clamp_ratio": self.params.clamp_ratio, "pairs": "V/O per channel + (up, down)"}
+        p = self.params
+        return {"clamp_ratio": p.clamp_ratio, "pairs": "V/O per channel + (up, down)",
+                "hessian": [p.hessian_top_k, p.hessian_iters, p.hessian_batches]}
 
     def compute_stats(self, model: nn.Module, retain_batches, learn_batches,
                       micro_batch_size: int | None = None) -> dict[str, torch.Tensor]:
@@ -154,8 +169,34 @@ class SIB(Method):
             stats[pair.key] = alpha.cpu()
         model.zero_grad(set_to_none=True)
         stats["sib:grad_sq_before"] = before.detach().cpu()
-        stats["sib:grad_sq_after"] = after.detach().cpu()
+        stats["sib:grad_sq_after_predicted"] = after.detach().cpu()
+        stats.update(self._measure_rescaled(model, stats, retain_batches, micro_batch_size))
         return stats
+
+    def _measure_rescaled(self, model: nn.Module, stats: dict, retain_batches, micro_batch_size) -> dict:
+        """Fig. 2: the gradient norm after the rescale, measured, and the Hessian spectra base
+        and rescaled; the model is restored before returning."""
+        from cliffsweep.trainables.curvature import top_eigenvalues
+
+        p, out = self.params, {}
+        few = retain_batches[:p.hessian_batches]
+        if p.hessian_top_k:
+            out["sib:hessian_base"], _ = top_eigenvalues(model, few, p.hessian_top_k, p.hessian_iters,
+                                                         micro_batch_size=micro_batch_size)
+        pairs = scale_pairs(model)
+        for pair in pairs:
+            apply_alphas(pair, stats[pair.key])
+        try:
+            retain_gradients(model, retain_batches, micro_batch_size)
+            out["sib:grad_sq_after"] = grad_sq_norm(model).detach().cpu()
+            model.zero_grad(set_to_none=True)
+            if p.hessian_top_k:
+                out["sib:hessian_rescaled"], _ = top_eigenvalues(model, few, p.hessian_top_k, p.hessian_iters,
+                                                                 micro_batch_size=micro_batch_size)
+        finally:
+            for pair in pairs:
+                apply_alphas(pair, 1.0 / stats[pair.key])
+        return out
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:
         pairs = scale_pairs(model)
