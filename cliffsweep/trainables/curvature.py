@@ -37,6 +37,9 @@ def hvp_fn(model: nn.Module, batches: list[dict], micro_batch_size: int | None =
 
     params = _params(model)
     pieces = _pieces(batches, micro_batch_size, next(model.parameters()).device)
+    if not pieces or any(n_tok == 0 for _, n_tok in pieces):
+        raise ValueError("curvature: a retain batch has no response tokens (max_seq_len cuts every answer?); "
+                         "the retain loss is undefined there")
     scale = 1.0 / len(batches)
 
     def flat_grad(micro, n_tokens, create_graph):
@@ -84,6 +87,8 @@ def lanczos_top(hvp, n: int, k: int, iters: int, seed: int, device) -> torch.Ten
         betas.append(b)
         Q.append(w / b)
     T = torch.diag(torch.stack(alphas).double())
+    if not torch.isfinite(T).all() or not all(torch.isfinite(b) for b in betas):
+        raise FloatingPointError("curvature: a Hessian-vector product is not finite (overflow in low precision?)")
     for i, b in enumerate(betas[:len(alphas) - 1]):
         T[i, i + 1] = T[i + 1, i] = b.double()
     ritz = torch.linalg.eigvalsh(T)
