@@ -125,6 +125,15 @@ def test_paper_sized_report_from_three_stores_reads_like_the_paper(tmp_path):
     for name, sw in paper_sized(n=100).items():
         write_synthetic_store(str(tmp_path / name), sw)
         stores.append(str(tmp_path / name))
+    # Fig. 2's input as a sweep stores it: SIB's statistics file of one model (spectra as
+    # trainables/curvature.py writes them; the measurement itself: tests/test_realmodels.py)
+    import torch
+    from safetensors.torch import save_file
+
+    os.makedirs(tmp_path / "paper/stats/qwen2.5-0.5b")
+    save_file({"sib:hessian_base": torch.tensor([40.0, -20.0, 10.0]), "sib:hessian_rescaled": torch.tensor([20.0, -15.0, 9.0]),
+               "sib:grad_sq_before": torch.tensor(8.0), "sib:grad_sq_after": torch.tensor(6.0)},
+              str(tmp_path / "paper/stats/qwen2.5-0.5b/sib-0123456789abcdef.safetensors"))
     out = str(tmp_path / "out")
     cmd = [sys.executable, "-m", "cliffsweep.cli", "analyze", *stores, "--out", out, "--n-boot", "100"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -171,7 +180,10 @@ def test_paper_sized_report_from_three_stores_reads_like_the_paper(tmp_path):
     spread = pd.read_parquet(f"{out}/point_spread.parquet")
     spread = spread[spread["series"] != "base"]
     assert (spread["n_seeds"] == 3).all() and (spread["R_lo"] <= spread["R"]).all() and (spread["R"] <= spread["R_hi"]).all()
-    assert "No SIB statistics with a Hessian spectrum" in section(md, "Fig. 2: SIB flattens the retain loss")
+    curv = pd.read_parquet(f"{out}/curvature.parquet")
+    assert curv["eig_ratio"].round(3).tolist() == [0.5, 0.75, 0.9] and (curv["grad_sq_ratio"] == 0.75).all()
+    fig2 = section(md, "Fig. 2: SIB flattens the retain loss")
+    assert "| qwen2.5-0.5b | 1 | 40.000 | 20.000 | 50% | 75% |" in fig2 and "paper_fig2_curvature.png" in fig2
     assert "base models" in section(md, "Sec. 3: learning and retention are uncorrelated")
     for png in re.findall(r"\]\(([^)]+\.png)\)", md):
         assert os.path.exists(f"{out}/{png}"), png

@@ -131,5 +131,5 @@ def test_status_and_analyze_on_the_real_store(swept, tmp_path):
     table = analyze_and_check(store.uri, out, n_boot=20)
     assert {"sft", "lora(rank=8)"} <= set(table["series"])
     shot = str(tmp_path / "report.png")
-    screenshot(f"{out}/report.html", shot)  # the real store's report, rendered in Chromium
+    screenshot(f"{out}/report.html", shot, 5000)  # the real store's report, rendered in Chromium
     assert colored_pixels(shot) > 2000
