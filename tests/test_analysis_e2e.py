@@ -116,7 +116,8 @@ def test_paper_sized_report_from_three_stores_reads_like_the_paper(tmp_path):
     stores as configs/paper*.yaml split it; analysis/synthetic.paper_sized) -> one report with a
     section per paper figure whose data match the ground truth, figures whose text boxes do not
     overlap, and the page rendered in Chromium."""
-    from cliffsweep.analysis import figures, run
+    from cliffsweep.analysis import figures
+    from cliffsweep.analysis.paper_tables import paper_tables
     from cliffsweep.analysis.layout import overlapping_texts
     from cliffsweep.analysis.points import load_stores
     from cliffsweep.analysis.synthetic import paper_sized
@@ -192,7 +193,7 @@ def test_paper_sized_report_from_three_stores_reads_like_the_paper(tmp_path):
     # no overlapping text (lr labels, titles, tick labels, legend), and most lr labels are placed.
     data = load_stores(stores)
     points = data.points.reset_index(drop=True)
-    paper = run.paper_tables(points, table, None, stores)
+    paper = paper_tables(points, table, None, stores)
     made = {"fig34": figures.fig_regimes(points, table, paper["point_spread"], "chem_l3", "gsm8k"),
             "fig6": figures.fig_compare(points, table, paper["point_spread"], paper["matched_gain"], None, "Fig. 6",
                                         "chem_l3", "gsm8k"),

@@ -16,8 +16,9 @@ import pandas as pd
 
 from cliffsweep.analysis import figures, plots
 from cliffsweep.analysis.classify import Thresholds
-from cliffsweep.analysis.claims import main_epochs
+from cliffsweep.analysis.claims import main_epochs, sweep_counts
 from cliffsweep.analysis.layout import lr_text
+from cliffsweep.analysis.paper_tables import paper_tables
 
 # (column, header). Units: lrs as 3e-4 (as in the plots), shares of base retention or of the
 # headroom as %, accuracies and accuracy differences in points of 0-1 with 3 decimals.
@@ -286,9 +287,6 @@ def write_report(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, *, sto
     """Write the PNGs, report.md and report.html into ``out_dir``; return the two report paths.
     ``paper``: analysis/run.paper_tables (the paper's sections); ``refinement``:
     analysis/refinement_gain.py's table (a before / after table per refined model)."""
-    from cliffsweep.analysis.claims import sweep_counts
-    from cliffsweep.analysis.run import paper_tables
-
     os.makedirs(out_dir, exist_ok=True)
     paper = paper if paper is not None else paper_tables(points, table, None, [])
     counts = counts or sweep_counts(points, None)

@@ -10,25 +10,13 @@ import pandas as pd
 from cliffsweep.analysis import claims
 from cliffsweep.analysis.classify import Thresholds
 from cliffsweep.analysis.confidence import replicate_accuracies
-from cliffsweep.analysis.curvature import curvature_table
 from cliffsweep.analysis.frontiers import MIN_CONFIDENCE, frontiers, model_frontier
+from cliffsweep.analysis.paper_tables import paper_tables
 from cliffsweep.analysis.points import load_stores
 from cliffsweep.analysis.refinement_gain import refinement_table
 from cliffsweep.analysis.report import write_report
 
 _LIST_COLUMNS = ("pareto_point_ids", "model_pareto_point_ids", "dominated_by")
-
-
-def paper_tables(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None, uris: list[str]) -> dict[str, pd.DataFrame]:
-    """The paper's claims and figures' data, one table each (analysis/claims.py,
-    analysis/curvature.py; docs/analysis.md maps them to the paper)."""
-    pts = points.assign(_row=range(len(points)))
-    pair = None if reps is None else (reps[0], reps[1])
-    gains = claims.matched_gain(pts, table, pair)
-    return {"matched_gain": gains, "regime_counts": claims.regime_counts(table),
-            "by_sft_regime": claims.by_sft_regime(gains), "epochs_effect": claims.epochs_effect(table),
-            "size_effect": claims.size_effect(pts, table), "task_correlation": claims.task_correlation(pts),
-            "point_spread": claims.point_spread(pts, pair), "curvature": curvature_table(uris)}
 
 
 def analyze_store(store_uri: str | list[str], out_dir: str, *, learn_task: str | None = None, retain_task: str | None = None,
