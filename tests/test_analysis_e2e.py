@@ -89,6 +89,21 @@ def test_toy_store_to_report_in_browser(tmp_path):
     for img in images:
         assert img.shape[0] > 300 and (img[..., :3] < 0.9).any(axis=-1).mean() > 0.03
 
+    # a small store's figures are laid out as cleanly as a paper-sized one's: one panel, a
+    # legend taller than one row, the title within the figure
+    from cliffsweep.analysis import figures
+    from cliffsweep.analysis.layout import overlapping_texts, texts_outside
+    from cliffsweep.analysis.paper_tables import paper_tables
+    from cliffsweep.analysis.points import load_store
+
+    data = load_store(store)
+    points = data.points.reset_index(drop=True)
+    one = table[table["epochs"] == 1]
+    paper = paper_tables(points, one, None, [store])
+    for fig in (figures.fig_model(points, one, paper["point_spread"], "toy-a", "L", "R"),
+                figures.fig_regimes(points, one, paper["point_spread"], "L", "R")):
+        assert overlapping_texts(fig) == [] and texts_outside(fig) == []
+
     shot = str(tmp_path / "report.png")
     screenshot(f"{out}/report.html", shot, 5000)  # the header and the paper's sections come first
     assert mpimg.imread(shot).shape[:2] == (5000, 1400)
@@ -118,7 +133,7 @@ def test_paper_sized_report_from_three_stores_reads_like_the_paper(tmp_path):
     overlap, and the page rendered in Chromium."""
     from cliffsweep.analysis import figures
     from cliffsweep.analysis.paper_tables import paper_tables
-    from cliffsweep.analysis.layout import overlapping_texts
+    from cliffsweep.analysis.layout import overlapping_texts, texts_outside
     from cliffsweep.analysis.points import load_stores
     from cliffsweep.analysis.synthetic import paper_sized
 
@@ -200,7 +215,7 @@ def test_paper_sized_report_from_three_stores_reads_like_the_paper(tmp_path):
             "fig7": figures.fig_epochs(table, paper["epochs_effect"]), "fig9": figures.fig_size(paper["size_effect"]),
             "model": figures.fig_model(points, table, paper["point_spread"], "qwen2.5-3b", "chem_l3", "gsm8k")}
     for name, fig in made.items():
-        assert overlapping_texts(fig) == [], name
+        assert overlapping_texts(fig) == [] and texts_outside(fig) == [], name
     labels = [t for ax in made["fig34"].axes for t in ax.texts if t.get_text()]
     assert len(labels) >= 5 * 7 * 0.6  # 7 lrs per SFT panel; the crowded top of a cliff may drop some
 

@@ -119,7 +119,7 @@ def frontier_figure(points: pd.DataFrame, spread: pd.DataFrame, panels: list[tup
     every = pd.concat([rows for _, rows in panels])
     styles = layout.series_style(sorted(set(zip(every["method"], every["series"])),
                                         key=lambda x: (x[0] != REFERENCE, x[1])))
-    fig, axes = layout.grid(len(panels), title=title, legend_rows=1 + len(styles) // 6)
+    fig, axes = layout.grid(len(panels), title=title, legend_entries=len(styles) + 4)
     for ax, (name, rows) in zip(axes, panels):
         ax.set_title(name, fontsize=8.5)
         ax.set_xlabel(xlabel, fontsize=8)
@@ -192,7 +192,7 @@ def fig_epochs(table: pd.DataFrame, effect: pd.DataFrame):
     styles = layout.series_style(sorted(set(zip(effect["method"], effect["series"])),
                                         key=lambda x: (x[0] != REFERENCE, x[1])))
     fig, axes = layout.grid(len(models), title="Fig. 7: epochs move the highest safe lr and the cliff",
-                            legend_rows=1 + len(styles) // 6)
+                            legend_entries=len(styles) + 2)
     eps = sorted(effect["epochs"].unique())
     for ax, model in zip(axes, models):
         g = effect[effect["model"] == model]
@@ -227,7 +227,7 @@ def fig_size(size: pd.DataFrame):
     panels = [("critical_lr_high", "cliff: first collapsed lr", True), ("max_safe_lr", "highest safe lr", True),
               ("steepness", "steepness (share of base R lost per lr decade)", False)]
     fig, axes = layout.grid(3, title=f"Fig. 9: SFT vs model size and family ({int(known['epochs'].iloc[0])} epochs)",
-                            legend_rows=1)
+                            legend_entries=len(fams))
     for ax, (col, name, log) in zip(axes, panels):
         items, xy = [], []
         for fam in fams:
@@ -272,7 +272,7 @@ def fig_curvature(curv: pd.DataFrame):
         return None
     models = sorted(curv["model"].unique())
     fig, axes = layout.grid(len(models), title="Fig. 2: retain-loss sharpness, base vs SIB-rescaled",
-                            legend_rows=1)
+                            legend_entries=2)
     for ax, model in zip(axes, models):
         g = curv[curv["model"] == model].sort_values("k")
         x = np.arange(len(g))

@@ -46,16 +46,31 @@ def series_style(labels: list[tuple[str, str]]) -> dict[str, dict]:
     return out
 
 
-def grid(n: int, *, ncols: int = 3, panel=(4.4, 3.5), legend_rows: int = 2, title: str = ""):
-    """A figure of ``n`` panels in rows of ``ncols`` with a band at the bottom for the figure
-    legend (outside every panel, so it covers no data). Returns (fig, axes list)."""
+MIN_WIDTH = 7.0
+"""Inches: a one-panel figure still fits its title and a two-column legend."""
+LEGEND_COLUMN = 2.6
+"""Inches per legend column."""
+
+
+def legend_columns(width_in: float, entries: int) -> int:
+    return max(1, min(entries, int(width_in // LEGEND_COLUMN)))
+
+
+def grid(n: int, *, ncols: int = 3, panel=(4.4, 3.5), legend_entries: int = 6, title: str = ""):
+    """A figure of ``n`` panels in rows of ``ncols`` with a band at the bottom sized for a
+    figure legend of ``legend_entries`` (outside every panel, so it covers no data). Returns
+    (fig, axes list)."""
     ncols = max(1, min(ncols, n))
     nrows = math.ceil(n / ncols)
-    band = 0.35 + 0.22 * legend_rows  # inches for the legend
+    w = max(panel[0] * ncols, MIN_WIDTH)
+    legend_rows = math.ceil(legend_entries / legend_columns(w, legend_entries))
+    band = 0.35 + 0.2 * legend_rows  # inches for the legend
     top = 0.45 if title else 0.15
-    w, h = panel[0] * ncols, panel[1] * nrows + band + top
+    h = panel[1] * nrows + band + top
     fig, axes = plt.subplots(nrows, ncols, figsize=(w, h), squeeze=False)
-    fig.subplots_adjust(left=0.7 / w, right=1 - 0.2 / w, bottom=(band + 0.45) / h, top=1 - (top + 0.25) / h,
+    used = panel[0] * ncols  # panels keep their width; a wider figure centres them
+    side = (w - used) / 2
+    fig.subplots_adjust(left=(side + 0.7) / w, right=1 - (side + 0.2) / w, bottom=(band + 0.45) / h, top=1 - (top + 0.25) / h,
                         wspace=0.32 * 4.4 / panel[0], hspace=0.55)
     flat = list(axes.ravel())
     for ax in flat[n:]:
@@ -69,8 +84,7 @@ def figure_legend(fig, handles: list, labels: list[str], ncol: int | None = None
     """The legend in the band :func:`grid` keeps below the panels."""
     if not handles:
         return
-    width_in = fig.get_size_inches()[0]
-    ncol = ncol or max(1, min(len(labels), int(width_in // 2.6)))
+    ncol = ncol or legend_columns(fig.get_size_inches()[0], len(labels))
     fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=7.5, frameon=False,
                bbox_to_anchor=(0.5, 0.005))
 
@@ -170,6 +184,13 @@ def overlapping_texts(fig) -> list[tuple[str, str]]:
                 if inter is not None and inter.width > 0.5 and inter.height > 0.5:
                     pairs.append((f"{a}:{ta}", f"{b}:{tb}"))
     return pairs
+
+
+def texts_outside(fig) -> list[str]:
+    """Texts whose box leaves the figure (cut off in the saved image). Empty when all fit."""
+    fig_box = fig.bbox
+    return [f"{kind}:{t}" for kind, items in text_boxes(fig).items() for t, b in items
+            if b.x0 < fig_box.x0 - 1 or b.x1 > fig_box.x1 + 1 or b.y0 < fig_box.y0 - 1 or b.y1 > fig_box.y1 + 1]
 
 
 def lr_text(lr: float) -> str:
