@@ -93,12 +93,7 @@ def frontier_panel(ax, points: pd.DataFrame, spread: pd.DataFrame, rows: pd.Data
         ax.scatter(base["L"].mean(), base["R"].mean(), marker="*", s=150, color="black", zorder=7)
         obstacles_xy.append((base["L"].mean(), base["R"].mean()))
     ax.grid(alpha=0.25)
-    ax.margins(0.08)
-    ax.set_xlim(ax.get_xlim())
-    ax.set_ylim(ax.get_ylim())
-    if items:
-        xs, ys = zip(*obstacles_xy)
-        layout.place_labels(ax, items, layout.marker_boxes(ax, xs, ys, 8.0))
+    layout.label_points(ax, items, obstacles_xy, 0.08, 8.0)
 
 
 def frontier_legend(styles: dict) -> tuple[list, list[str]]:
@@ -246,12 +241,7 @@ def fig_size(size: pd.DataFrame):
         ax.set_xlabel("parameters (billions)", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.25)
-        ax.margins(0.12)
-        ax.set_xlim(ax.get_xlim())
-        ax.set_ylim(ax.get_ylim())
-        if items:
-            xs, ys = zip(*xy)
-            layout.place_labels(ax, items, layout.marker_boxes(ax, xs, ys, 7.0))
+        layout.label_points(ax, items, xy, 0.12, 7.0)
     layout.figure_legend(fig, [Line2D([], [], color=color[f], marker="o", lw=1.2) for f in fams], fams)
     return fig
 

@@ -129,6 +129,19 @@ def place_labels(ax, items: list[tuple[float, float, str, str]], obstacles: list
     return skipped
 
 
+def label_points(ax, items: list[tuple[float, float, str, str]], markers: list[tuple[float, float]],
+                 margin: float = 0.08, marker_pt: float = 8.0) -> int:
+    """Fix the axes' limits (data plus ``margin``) and :func:`place_labels` the ``items`` clear
+    of the markers drawn at ``markers`` (data x, y). Returns how many labels were left out."""
+    ax.margins(margin)
+    ax.set_xlim(ax.get_xlim())
+    ax.set_ylim(ax.get_ylim())
+    if not items:
+        return 0
+    xs, ys = zip(*markers)
+    return place_labels(ax, items, marker_boxes(ax, xs, ys, marker_pt))
+
+
 def marker_boxes(ax, xs, ys, size_pt: float = 7.0) -> list[Bbox]:
     """Display boxes of markers of about ``size_pt`` points drawn at data (xs, ys)."""
     half = size_pt / 2 * ax.figure.dpi / 72.0
