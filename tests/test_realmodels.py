@@ -134,7 +134,7 @@ def test_fig2_hessian_spectrum_on_the_real_model_base_vs_sib(smollm2_folder, sha
     g0, g1 = float(stats["sib:grad_sq_before"]), float(stats["sib:grad_sq_after"])
     assert g1 < g0  # measured after the rescale, not predicted
 
-    again, grad_sq = top_eigenvalues(base, batches[:1], 5, 12, seed=1)
+    again = top_eigenvalues(base, batches[:1], 5, 12, seed=1)
     rel = ((again - eig_base).abs() / eig_base.abs()).tolist()
     print(f"compute_stats with spectra {took:.0f} s; base top-5 {eig_base.tolist()}; SIB {eig_sib.tolist()}; "
           f"|lambda_i| SIB/base {(eig_sib.abs() / eig_base.abs()).tolist()}; grad^2 {g0:.2f} -> {g1:.2f}; "

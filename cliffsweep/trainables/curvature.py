@@ -30,40 +30,31 @@ def _pieces(batches: list[dict], micro_batch_size: int | None, device) -> list[t
 
 def hvp_fn(model: nn.Module, batches: list[dict], micro_batch_size: int | None = None):
     """A function v -> H v (flat fp32 vectors) for the retain loss L(D_R) = mean over
-    ``batches`` of their response-token CE, at the current weights, and the squared norm of its
-    gradient. Each product runs every micro-batch's forward, backward and double backward in
+    ``batches`` of their response-token CE, at the current weights, and the length of those
+    vectors. Each product runs every micro-batch's forward, backward and double backward in
     turn (memory of one micro-batch, as training's), summing their products."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     params = _params(model)
+    sizes = [p.numel() for p in params]
     pieces = _pieces(batches, micro_batch_size, next(model.parameters()).device)
     if not pieces or any(n_tok == 0 for _, n_tok in pieces):
         raise ValueError("curvature: a retain batch has no response tokens (max_seq_len cuts every answer?); "
                          "the retain loss is undefined there")
     scale = 1.0 / len(batches)
 
-    def flat_grad(micro, n_tokens, create_graph):
-        loss = penalties.batch_ce(model, micro, n_tokens) * scale
-        return torch.autograd.grad(loss, params, create_graph=create_graph)
-
-    with sdpa_kernel(SDPBackend.MATH):
-        grad = None
-        for micro, n_tok in pieces:
-            g = torch.cat([x.reshape(-1).float() for x in flat_grad(micro, n_tok, False)])
-            grad = g if grad is None else grad + g
-    grad_sq = float(grad.square().sum())
-
     def hvp(v: torch.Tensor) -> torch.Tensor:
         out = torch.zeros_like(v)
         with sdpa_kernel(SDPBackend.MATH):
             for micro, n_tok in pieces:
-                grads = flat_grad(micro, n_tok, True)
-                dot = sum((g.float() * u.view_as(g)).sum() for g, u in zip(grads, v.split([p.numel() for p in params])))
+                loss = penalties.batch_ce(model, micro, n_tok) * scale
+                grads = torch.autograd.grad(loss, params, create_graph=True)
+                dot = sum((g.float() * u.view_as(g)).sum() for g, u in zip(grads, v.split(sizes)))
                 hv = torch.autograd.grad(dot, params)
                 out += torch.cat([h.reshape(-1).float() for h in hv])
         return out
 
-    return hvp, grad_sq, grad.numel()
+    return hvp, sum(sizes)
 
 
 def lanczos_top(hvp, n: int, k: int, iters: int, seed: int, device) -> torch.Tensor:
@@ -97,16 +88,15 @@ def lanczos_top(hvp, n: int, k: int, iters: int, seed: int, device) -> torch.Ten
 
 @torch.enable_grad()
 def top_eigenvalues(model: nn.Module, batches: list[dict], k: int = 5, iters: int = 30, seed: int = 0,
-                    micro_batch_size: int | None = None) -> tuple[torch.Tensor, float]:
-    """(top-k Hessian eigenvalues of the retain loss by magnitude, squared gradient norm), in
-    eval mode (no dropout; transformers' activation checkpointing, which has no double
+                    micro_batch_size: int | None = None) -> torch.Tensor:
+    """The top-k Hessian eigenvalues of the retain loss by magnitude, in eval mode (no dropout; transformers' activation checkpointing, which has no double
     backward, is off in eval mode), the weights untouched."""
     was_training = model.training
     model.eval()
     try:
-        hvp, grad_sq, n = hvp_fn(model, batches, micro_batch_size)
+        hvp, n = hvp_fn(model, batches, micro_batch_size)
         eig = lanczos_top(hvp, n, k, iters, seed, next(model.parameters()).device)
     finally:
         model.train(was_training)
         model.zero_grad(set_to_none=True)
-    return eig, grad_sq
+    return eig

@@ -181,7 +181,7 @@ class SIB(Method):
         p, out = self.params, {}
         few = retain_batches[:p.hessian_batches]
         if p.hessian_top_k:
-            out["sib:hessian_base"], _ = top_eigenvalues(model, few, p.hessian_top_k, p.hessian_iters,
+            out["sib:hessian_base"] = top_eigenvalues(model, few, p.hessian_top_k, p.hessian_iters,
                                                          micro_batch_size=micro_batch_size)
         pairs = scale_pairs(model)
         for pair in pairs:
@@ -191,7 +191,7 @@ class SIB(Method):
             out["sib:grad_sq_after"] = grad_sq_norm(model).detach().cpu()
             model.zero_grad(set_to_none=True)
             if p.hessian_top_k:
-                out["sib:hessian_rescaled"], _ = top_eigenvalues(model, few, p.hessian_top_k, p.hessian_iters,
+                out["sib:hessian_rescaled"] = top_eigenvalues(model, few, p.hessian_top_k, p.hessian_iters,
                                                                  micro_batch_size=micro_batch_size)
         finally:
             for pair in pairs:
