@@ -1,7 +1,11 @@
 """Crashes through the real sweep path: a trial that crashes on every attempt (a fault injected
-at its start, cliffsweep/faults.py) is retried, then recorded as failed with the error; a model
+at its start, cliffsweep/faults.py) is retried, then recorded as failed with the error; it is the
+first of three points packed into one Train job, so the job's two other points, never started,
+get a job of their own and train (issue 24 part 1: this path once ended the whole sweep); a model
 folder whose weights file is corrupt fails its base evaluation, so its trials are not trained at
-all (recorded failed, saying why); the healthy trial, its evaluations and the sweep carry on."""
+all (recorded failed, saying why); the healthy trials, their evaluations and the sweep carry on,
+and `cliffsweep run` exits as for any failed trial (0: failures are recorded, nothing is left
+to resume)."""
 
 from __future__ import annotations
 
@@ -20,37 +24,44 @@ pytestmark = [pytest.mark.ray]
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     import ray
+    import yaml
 
-    from cliffsweep.orchestrator.driver import run_sweep
+    from cliffsweep.cli import main
+    from cliffsweep.storage.store import Store
     from cliffsweep.toy import ensure_model
 
     root = tmp_path_factory.mktemp("failures")
     broken = root / "broken-model"
     shutil.copytree(ensure_model("qwen2-tiny"), broken)
     (broken / "model.safetensors").write_bytes(b"not a safetensors file")
-    spec = parse_spec({
+    raw = {
         "name": "failures",
         "models": [{"name": "ok", "path": "toy:qwen2-tiny"}, {"name": "broken", "path": str(broken)}],
-        "methods": [{"name": "sft"}], "lrs": [1e-3, 3e-3], "epochs": [1],
+        "methods": [{"name": "sft"}], "lrs": [3e-3, 1e-3, 2e-3], "epochs": [1],
         "tasks": {"learn": {"name": "toy_facts", "params": {"n_eval": 20, "n_train": 32}},
                   "retain": [{"name": "toy_arith", "params": {"n_eval": 20}}]},
         "recipe": {"batch_size": 16, "max_seq_len": 128},
         "eval": {"points_per_trial": 1, "backend": "hf", "cpus_per_evaluator": 0.5},
-        "resources": {"workers_per_trial": 1, "cpus_per_worker": 1, "max_retries": 1},
+        # one job holds the model's three points, the crashing one first (grid order)
+        "resources": {"workers_per_trial": 1, "cpus_per_worker": 1, "max_retries": 1,
+                      "trials_per_job": 3, "max_concurrent_trials": 1},
         "store": str(root / "store"),
-    })
-    crashing = next(t.trial_id for t in expand_grid(spec) if t.model == "ok" and t.lr == 3e-3)
+    }
+    spec = parse_spec(raw)
+    crashing = next(t.trial_id for t in expand_grid(spec) if t.model == "ok")
+    assert next(t for t in expand_grid(spec) if t.trial_id == crashing).lr == 3e-3
+    (root / "sweep.yaml").write_text(yaml.safe_dump(raw))
     os.environ["CLIFFSWEEP_FAULTS"] = f"train_start:{crashing}=raise"
     try:
-        store = run_sweep(spec, num_cpus=3)
+        code = main(["run", str(root / "sweep.yaml"), "--num-cpus", "3"])
     finally:
         del os.environ["CLIFFSWEEP_FAULTS"]
         ray.shutdown()
-    return spec, store, crashing
+    return spec, Store(spec.store_uri), crashing, code
 
 
 def test_crashing_trial_is_retried_then_recorded_as_failed(swept):
-    spec, store, crashing = swept
+    spec, store, crashing, code = swept
     trials = store.read("trials").set_index("trial_id")
     bad = trials.loc[crashing]
     assert bad["status"] == "failed"
@@ -62,7 +73,7 @@ def test_crashing_trial_is_retried_then_recorded_as_failed(swept):
 
 
 def test_model_whose_base_evaluation_fails_is_not_trained(swept):
-    spec, store, crashing = swept
+    spec, store, crashing, code = swept
     trials = store.read("trials").set_index("trial_id")
     for t in expand_grid(spec):
         if t.model == "broken":
@@ -74,14 +85,20 @@ def test_model_whose_base_evaluation_fails_is_not_trained(swept):
     assert (errors[errors["trial_id"] == base_trial_id("broken")]["kind"] == "eval").any(), errors
 
 
-def test_healthy_trial_is_evaluated_and_done(swept):
-    spec, store, crashing = swept
-    ok = next(t.trial_id for t in expand_grid(spec) if t.model == "ok" and t.trial_id != crashing)
-    assert store.read("trials").set_index("trial_id").loc[ok, "status"] == "done"
+def test_packed_points_after_a_failing_one_train_in_a_job_of_their_own(swept):
+    spec, store, crashing, code = swept
+    assert code == 0  # as for any failed trial: recorded, nothing left to resume
+    trials = store.read("trials").set_index("trial_id")
+    healthy = [t.trial_id for t in expand_grid(spec) if t.model == "ok" and t.trial_id != crashing]
+    assert len(healthy) == 2
     evals = store.read("evals")
-    assert {base_trial_id("ok"), ok} <= set(evals["trial_id"])
-    assert set(evals.loc[evals["trial_id"] == ok, "role"]) == {"learn", "retain"}
+    assert base_trial_id("ok") in set(evals["trial_id"])
+    for tid in healthy:
+        row = trials.loc[tid]
+        assert row["status"] == "done" and row["attempt"] == 1, row  # never tried in the failing job
+        assert set(evals.loc[evals["trial_id"] == tid, "role"]) == {"learn", "retain"}
     assert not (evals["model"] == "broken").any()
+    assert not evals.duplicated(["trial_id", "step", "task", "metric"]).any()
 
 
 def _kill_train_worker_after(checkpoint: Path, stop) -> None:

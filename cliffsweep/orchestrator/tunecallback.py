@@ -94,8 +94,8 @@ def sweep_callback(run: SweepRun):
             for tid in failed:
                 run.finish(tid, TrialStatus.FAILED, error=_error_text(trial))
             rest = [run.by_id[tid] for tid in unended if tid not in failed]
-            if rest and run.requeue is not None:
-                run.requeue(run.job_configs(rest))
+            if rest:
+                run.queue.add(run.job_configs(rest))
             run.jobs_running.discard(job.job_id)
 
     return SweepCallback()
