@@ -6,18 +6,22 @@ backend: what docs/evals.md quotes to compare the metrics with each other.
     PYTHONPATH=$PWD .venv/bin/python bench/eval_protocols.py MODEL_DIR --only chem_l3 --n-chem 100
 
 MODEL_DIR is an HF folder (e.g. the SmolLM2-135M-Instruct folder the real-model fixture builds).
-Data from ../shared/data. vLLM, engine in process, fp32 (CPU) unless --dtype says otherwise.
+Data: the real files the tests ship (tests/data, unpacked by tests/realdata.py). vLLM, engine in process, fp32 (CPU) unless --dtype says otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from realdata import folder as _real_data  # noqa: E402
+
+DATA = _real_data()
 
 
 def main() -> None:

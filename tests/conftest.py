@@ -18,14 +18,12 @@ torch.set_num_threads(1)
 # tested where it matters (tests/test_submit.py: a head with a token, a client with and without).
 os.environ["RAY_AUTH_MODE"] = "disabled"
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """The real GSM8K and ChemL3 files beside the project (../shared/data)."""
-    assert SHARED_DATA.is_dir(), f"missing {SHARED_DATA}: the tests need ../shared/data beside the project"
-    return SHARED_DATA
+def real_data() -> Path:
+    """The real GSM8K and ChemL3 files, shipped in tests/data and unpacked once (realdata.py)."""
+    from realdata import folder
+
+    return folder()
 
 
 @pytest.fixture(scope="session")

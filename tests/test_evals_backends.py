@@ -160,9 +160,9 @@ def test_hf_backend_canary_catches_mismatched_weights(hf_backend, ckpts):
 
 
 @pytest.mark.vllm
-def test_runner_same_result_on_both_backends(vllm_backend, hf_backend, ckpts):
+def test_runner_same_result_on_both_backends(vllm_backend, hf_backend, ckpts, real_data):
     # Zero-shot GSM8K questions fit the toy models' 256 positions (5-shot and ChemL3 do not).
-    task = build_task("gsm8k", {"path": "/work/shared/data/gsm8k", "n_eval": 4, "max_tokens": 16,
+    task = build_task("gsm8k", {"path": str(real_data / "gsm8k"), "n_eval": 4, "max_tokens": 16,
                                 "protocol": "zeroshot"})
     results = []
     for backend in (vllm_backend, hf_backend):

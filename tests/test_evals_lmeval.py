@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 import pytest
+import realdata
 import yaml
 
 from cliffsweep.evals.backends.base import render_chat
@@ -23,7 +24,7 @@ from cliffsweep.evals.scoring import gsm8k_reference, gsm8k_score
 from cliffsweep.evals.tasks import build_task
 from cliffsweep.evals.tasks.gsm8k import LM_EVAL_MAX_GEN_TOKS, LM_EVAL_STOP
 
-GSM8K_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
+GSM8K_DIR = realdata.folder() / "gsm8k"
 FILTERS = {"strict-match": "strict_match", "flexible-extract": "flexible_extract"}
 
 

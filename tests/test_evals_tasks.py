@@ -1,4 +1,4 @@
-"""Real-data loaders (GSM8K, ChemL3 under /work/shared/data), their splits and error messages,
+"""Real-data loaders (GSM8K, ChemL3: the files shipped in tests/data, realdata.py), their splits and error messages,
 and the answer extractors. No model is involved: these run in a few seconds."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import realdata
 from pydantic import ValidationError
 
 from cliffsweep.evals.backends.hf_backend import cut_at_stop
@@ -17,7 +18,7 @@ from cliffsweep.evals.tasks import build_task
 from cliffsweep.evals.tasks.chem_l3 import HUB_REVISION, SUBTASKS, hub_rows, parse_row
 from cliffsweep.evals.tasks.rows import DataError, DataWarning, stratified_subset
 
-DATA = Path("/work/shared/data")
+DATA = realdata.folder()
 GSM8K_DIR = DATA / "gsm8k"
 CHEM_DIR = DATA / "sciknoweval-chem-l3"
 

@@ -301,15 +301,15 @@ def test_gpu_bench_generates_with_vllm_on_cpu(tmp_path):
 
 
 @pytest.mark.slow
-def test_packaged_token_lengths_reproduce_from_the_shared_data(smollm2_folder, shared_data):
-    """PACKAGED is what `python -m cliffsweep.tokenstats ../shared/data` measures."""
+def test_packaged_token_lengths_reproduce_from_the_real_data(smollm2_folder, real_data):
+    """PACKAGED is what `python -m cliffsweep.tokenstats "$(python tests/realdata.py)"` measures."""
     from transformers import AutoTokenizer
 
     from cliffsweep.tokenstats import measure
 
     tok = AutoTokenizer.from_pretrained(smollm2_folder)
     for name, sub in (("chem_l3", "sciknoweval-chem-l3"), ("gsm8k", "gsm8k")):
-        got = measure(tok, name, {"path": str(shared_data / sub)})
+        got = measure(tok, name, {"path": str(real_data / sub)})
         assert (got.n, got.quantiles) == (PACKAGED[name].n, PACKAGED[name].quantiles), name
 
 

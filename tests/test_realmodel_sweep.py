@@ -1,6 +1,6 @@
 """The real-task path on a real instruct model: SmolLM2-135M-Instruct (GQA 9/3 heads, tied
 embeddings, its own chat template; cliffsweep/realmodels.py) finetuned on ChemL3 and evaluated on
-ChemL3 + GSM8K from ../shared/data, with sft, lora, sib and kl, through a local Ray cluster,
+ChemL3 + GSM8K from tests/data (realdata.py), with sft, lora, sib and kl, through a local Ray cluster,
 Ray Train, vLLM CPU evaluators that reload each checkpoint's weights, and the Parquet store.
 
 Sized for 2 CPU cores: 2 training examples of at most 256 tokens, one optimizer step per trial,
@@ -54,12 +54,12 @@ def spec_for(store: str, data: Path):
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory, smollm2_folder, shared_data):
+def swept(tmp_path_factory, smollm2_folder, real_data):
     import ray
 
     from cliffsweep.orchestrator.driver import run_sweep
 
-    spec = spec_for(str(tmp_path_factory.mktemp("realmodel") / "store"), shared_data)
+    spec = spec_for(str(tmp_path_factory.mktemp("realmodel") / "store"), real_data)
     store = run_sweep(spec)
     yield spec, store
     ray.shutdown()
@@ -100,7 +100,7 @@ def test_served_checkpoints_hold_the_trained_tied_embedding(swept, smollm2_folde
     assert not torch.equal(tuned["model.embed_tokens.weight"], base)
 
 
-def test_sib_statistics_of_the_sweep_preserve_function_and_lower_retain_grad_norm(swept, smollm2_folder, shared_data):
+def test_sib_statistics_of_the_sweep_preserve_function_and_lower_retain_grad_norm(swept, smollm2_folder, real_data):
     """000 Sec. 4 on a real GQA model, with the alphas the sweep computed and stored."""
     import copy
 

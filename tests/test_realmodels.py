@@ -65,7 +65,7 @@ def test_built_folder_is_the_gguf_model_as_a_plain_hf_folder(smollm2_folder):
 
 
 @pytest.mark.slow
-def test_sib_on_the_real_gqa_model_preserves_function_and_lowers_retain_grad_norm(smollm2_folder, shared_data):
+def test_sib_on_the_real_gqa_model_preserves_function_and_lowers_retain_grad_norm(smollm2_folder, real_data):
     """The issue's measurement on this model: max |logit diff| 2.3e-5, ||grad L(D_R)||^2 36.3 -> 27.7."""
     from cliffsweep.evals.tasks import build_task
     from cliffsweep.models import load_model
@@ -74,7 +74,7 @@ def test_sib_on_the_real_gqa_model_preserves_function_and_lowers_retain_grad_nor
     from cliffsweep.trainables.methods.sib import grad_sq_norm, retain_gradients, scale_pairs
 
     base, tok = load_model(smollm2_folder)
-    gsm8k = build_task("gsm8k", {"path": str(shared_data / "gsm8k"), "n_train": 4})
+    gsm8k = build_task("gsm8k", {"path": str(real_data / "gsm8k"), "n_train": 4})
     enc = data.encode(tok, gsm8k.train_examples(), 128, retain=True)
     batches = [data.collate(enc[i:i + 2], tok.pad_token_id) for i in (0, 2)]
     sib = build_method("sib", {"hessian_top_k": 0})  # the spectra: the Fig. 2 test below
@@ -104,7 +104,7 @@ def test_sib_on_the_real_gqa_model_preserves_function_and_lowers_retain_grad_nor
 
 
 @pytest.mark.slow
-def test_fig2_hessian_spectrum_on_the_real_model_base_vs_sib(smollm2_folder, shared_data):
+def test_fig2_hessian_spectrum_on_the_real_model_base_vs_sib(smollm2_folder, real_data):
     """000 Fig. 2 measured on SmolLM2-135M: SIB's compute_stats stores the retain loss's top-5
     Hessian eigenvalues (Lanczos on Hessian-vector products) base and rescaled, and the measured
     gradient norms. The spectrum is a property of the weights, not of the iteration: a second
@@ -119,7 +119,7 @@ def test_fig2_hessian_spectrum_on_the_real_model_base_vs_sib(smollm2_folder, sha
     from cliffsweep.trainables.methods import build_method
 
     base, tok = load_model(smollm2_folder)
-    gsm8k = build_task("gsm8k", {"path": str(shared_data / "gsm8k"), "n_train": 4})
+    gsm8k = build_task("gsm8k", {"path": str(real_data / "gsm8k"), "n_train": 4})
     # 2 examples of 128 tokens (shorter ones cut every answer): one Hessian-vector product of
     # this 135M model takes 6.5-15 s on 2 cores; the test ~6-9 min
     enc = data.encode(tok, gsm8k.train_examples(), 128, retain=True)

@@ -1,4 +1,4 @@
-"""Adaptive lr refinement as pure policy (STYLE.md 5): which lrs to add to a series next.
+"""Adaptive lr refinement as pure policy (style.md 5): which lrs to add to a series next.
 
 A grid brackets a series' transition only to its lr step (the toy default: 3.3x). After the
 grid (round 0), each series is classified from its own points (cliffsweep.analysis) and new lrs

@@ -67,7 +67,7 @@ def _primary_retain(store: Store) -> str | None:
 
 
 def check_scorer_versions(evals: pd.DataFrame, tasks: list[str]) -> None:
-    """Refuse to compare accuracies scored by different scorer versions (STYLE.md 8)."""
+    """Refuse to compare accuracies scored by different scorer versions (style.md 8)."""
     for task in tasks:
         versions = sorted(evals.loc[evals["task"] == task, "scorer_version"].fillna("<none>").unique())
         if len(versions) > 1:

@@ -1,4 +1,4 @@
-"""Trial lifecycle and the small policies around it, as pure functions (STYLE.md 5)."""
+"""Trial lifecycle and the small policies around it, as pure functions (style.md 5)."""
 
 from __future__ import annotations
 

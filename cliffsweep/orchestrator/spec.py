@@ -1,4 +1,4 @@
-"""The sweep file: a typed, self-validating spec (STYLE.md 3).
+"""The sweep file: a typed, self-validating spec (style.md 3).
 
 `load_spec(path)` parses YAML, checks every field and every method/task name and parameter,
 and raises one `SpecError` listing *all* problems, each named by its field path. Unknown keys

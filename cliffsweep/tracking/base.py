@@ -1,4 +1,4 @@
-"""What a tracker is sent, and the interface each tracker implements (one file each, STYLE.md 1).
+"""What a tracker is sent, and the interface each tracker implements (one file each, style.md 1).
 
 A tracker mirrors the store; it never holds anything the store does not. Everything it is sent
 comes from store rows (tracking/sync.py), with the store's own timestamps, so sending the same

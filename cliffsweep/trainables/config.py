@@ -52,7 +52,7 @@ class TrainConfig:
         return replace(self, attempt=attempt, trial_fn_started=started)
 
     def to_json(self) -> str:
-        """The resolved config, as the store's `trials.config` keeps it (STYLE.md 7); without the
+        """The resolved config, as the store's `trials.config` keeps it (style.md 7); without the
         per-attempt fields (the `trials` row has its attempt)."""
         plain = {k: v for k, v in _plain(self).items() if k not in ("attempt", "trial_fn_started")}
         return json.dumps(plain, sort_keys=True, default=str)

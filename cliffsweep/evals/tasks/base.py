@@ -97,7 +97,7 @@ class Task:
     name: ClassVar[str]
     Params: ClassVar[type[TaskParams]] = TaskParams
     scorer_version: ClassVar[str]
-    """Bump when scoring changes: analysis refuses to mix versions (STYLE.md 8)."""
+    """Bump when scoring changes: analysis refuses to mix versions (style.md 8)."""
     sampling: ClassVar[Sampling]
     choice_letters: ClassVar[tuple[str, ...]] = ()
     """Multiple-choice tasks set the letters; the runner then also scores the letter with the

@@ -1,5 +1,5 @@
 """ChemL3: SciKnowEval chemistry level 3, 4-choice questions, the learning task of the cliff
-paper (000 Sec. 3; METHODS.md). Hub id hicai-zju/SciKnowEval.
+paper (000 Sec. 3; docs/methods.md). Hub id hicai-zju/SciKnowEval.
 
 Rows: the `mcq-4-choices` rows of the five L3 chemistry tasks in SUBTASKS (the local folder's
 five files). The free-form balancing_chemical_equation rows (type "filling", empty answerKey)

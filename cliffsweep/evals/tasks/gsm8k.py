@@ -1,4 +1,4 @@
-"""GSM8K (Cobbe et al. 2021), the retention task of the cliff paper (000 Sec. 3; METHODS.md).
+"""GSM8K (Cobbe et al. 2021), the retention task of the cliff paper (000 Sec. 3; docs/methods.md).
 
 Train split = the retain set D_R: user turn = the question, assistant turn = the dataset's
 reference rationale, which ends with '#### N' (kept verbatim, calculator annotations '<<..>>'
@@ -42,7 +42,7 @@ LM_EVAL_MAX_GEN_TOKS = 256
 LM_EVAL_FEWSHOT_SEED = 1234
 """lm-eval's default fewshot_random_seed (simple_evaluate(..., fewshot_random_seed=1234))."""
 ZEROSHOT_MAX_TOKENS = 512
-"""Room for a chain of thought (METHODS.md: >= 512)."""
+"""Room for a chain of thought (docs/methods.md: >= 512)."""
 
 Protocol = Literal["fewshot_chat", "zeroshot"]
 

@@ -3,7 +3,7 @@
 A method is one file under `methods/` holding its params, its once-per-model statistics and
 its training hooks. Every hook has a do-nothing default here, so `sft` is the empty method and
 each other method overrides only what defines it. Shared maths lives in plain functions
-(`cliffsweep.trainables.losses`), not in this class (STYLE.md 1).
+(`cliffsweep.trainables.losses`), not in this class (style.md 1).
 
 Order of calls, per trial (on every Train worker):
 

@@ -5,7 +5,7 @@ policy to the frozen base,
     w_s = min(exp(mean_{t in resp(s)} [log pi_theta(y_t) - log pi_base(y_t)]), clip)
     L   = sum_{s,t} stopgrad(w_s) * CE_{s,t} / n_tokens
 
-clip default 16 (METHODS.md). The mean (not sum) of token log-ratios keeps long responses from
+clip default 16 (docs/methods.md). The mean (not sum) of token log-ratios keeps long responses from
 saturating the clip; at step 0 w_s = 1, so IW starts as plain SFT. Needs a frozen base copy
 (one extra no-grad forward per step).
 """

@@ -1,7 +1,7 @@
 """LoRA (Hu et al. 2021) through peft, as compared with full FT in the cliff paper (000 Fig. 8).
 
 W = W0 + (alpha / r) B A with W0 frozen; defaults rank 16, alpha = 2r, all linear layers of the
-transformer blocks (METHODS.md). Checkpoints are adapter folders, which the evaluator serves
+transformer blocks (docs/methods.md). Checkpoints are adapter folders, which the evaluator serves
 with a LoRARequest on the base model's engine.
 """
 
@@ -17,7 +17,7 @@ class LoRAParams(MethodParams):
     rank: int = Field(16, ge=1, le=256)
     """Adapter rank r (the cliff paper sweeps 8-64)."""
     alpha: float | None = None
-    """Scale numerator; None = 2 * rank (METHODS.md)."""
+    """Scale numerator; None = 2 * rank (docs/methods.md)."""
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     target_modules: str = "all-linear"
     """peft target: 'all-linear' = every Linear but the LM head."""
