@@ -134,9 +134,13 @@ def cmd_export_tracking(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from cliffsweep.storage.store import Store
     from cliffsweep.orchestrator.summary import status_text
+    from cliffsweep.storage.store import Store, is_store
 
+    if not is_store(args.store):
+        print(f"error: no cliffsweep store at {args.store} (no spec.json there; `cliffsweep run` "
+              "writes one when a sweep starts)", file=sys.stderr)
+        return 2
     print(status_text(Store(args.store)))
     return 0
 

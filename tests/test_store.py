@@ -115,3 +115,13 @@ def test_compaction_folds_units_and_reads_the_same(tmp_path):
     assert len(got) == 5 and got.loc["t3", "status"] == "done" and got.loc["t1", "status"] == "running"
     assert store.compact(("trials",)) == {"trials": 0}
     assert len(list((tmp_path / "s" / "trials").iterdir())) == 2  # the old compacted file is gone
+
+
+def test_status_on_a_path_without_a_store_says_so_exits_non_zero_and_creates_nothing(tmp_path, capsys):
+    from cliffsweep.cli import main
+
+    missing = tmp_path / "no" / "such" / "store"
+    assert main(["status", str(missing)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"no cliffsweep store at {missing}" in err, err
+    assert not (tmp_path / "no").exists()

@@ -86,6 +86,13 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     return pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
 
 
+def is_store(uri: str) -> bool:
+    """Whether `uri` holds a sweep's store (its spec.json, which every run writes first), looked
+    up without creating anything (a `Store` creates its folder)."""
+    fs, root = filesystem(uri if "://" in uri else _abs(uri))
+    return retrying(f"look up {uri}", uri, lambda: fs.get_file_info(f"{root}/spec.json")).type == pafs.FileType.File
+
+
 def _safe(part: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=\-]", "_", part)
 
