@@ -91,7 +91,7 @@ class ProcessSampler:
 
 def main() -> None:
     from cliffsweep.orchestrator.driver import run_sweep
-    from cliffsweep.orchestrator.spec import default_spec_path, load_spec, parse_spec
+    from cliffsweep.orchestrator.specfile import default_spec_path, load_spec, parse_spec
 
     ap = argparse.ArgumentParser()
     ap.add_argument("spec", nargs="?", default=str(default_spec_path()))

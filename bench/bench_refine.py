@@ -32,7 +32,7 @@ import pandas as pd
 from cliffsweep.analysis.classify import Thresholds, classify, lr_curve
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.synthetic import geometric_lrs, mantissa_lrs, random_curve, simulate_refinement
-from cliffsweep.orchestrator.spec import RefineSpec
+from cliffsweep.sweep.spec import RefineSpec
 
 PAPER_EVAL = (420, 1319)
 SHAPES = ("cliff", "gradual")

@@ -44,7 +44,7 @@ def main() -> None:
     from cliffsweep.orchestrator.tunecallback import sweep_callback
     from cliffsweep.orchestrator.progress import Progress
     from cliffsweep.orchestrator.refiner import TrialQueue, sweep_searcher
-    from cliffsweep.orchestrator.spec import parse_spec
+    from cliffsweep.orchestrator.specfile import parse_spec
     from cliffsweep.storage.store import Store
 
     me = psutil.Process()

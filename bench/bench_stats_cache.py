@@ -18,8 +18,8 @@ def main() -> None:
     import ray
 
     from cliffsweep.orchestrator.sweeprun import SweepRun, ensure_stats
-    from cliffsweep.orchestrator.grid import expand_grid
-    from cliffsweep.orchestrator.spec import parse_spec
+    from cliffsweep.sweep.grid import expand_grid
+    from cliffsweep.orchestrator.specfile import parse_spec
     from cliffsweep.trainables.stats import compute_stats
     from cliffsweep.storage.store import Store
 

@@ -147,7 +147,7 @@ def family_and_size(path: str) -> tuple[str, float] | None:
         arch = PUBLISHED[path]
         return FAMILIES[arch.model_type], arch.params / 1e9
     from cliffsweep import realmodels
-    from cliffsweep.toy.models import CACHE_DIR, packaged_path
+    from cliffsweep.toy.cache import CACHE_DIR, packaged_path
 
     if path.startswith("toy:"):
         folders, family = [packaged_path(path[4:]), CACHE_DIR / path[4:]], "toy {}"

@@ -16,13 +16,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cliffsweep.orchestrator.spec import SpecError, default_spec_path, load_spec
+from cliffsweep.sweep.spec import SpecError
+
+from cliffsweep.orchestrator.specfile import default_spec_path, load_spec
 
 
 def _load(path: str | None, store: str | None):
     import yaml
 
-    from cliffsweep.orchestrator.spec import parse_spec
+    from cliffsweep.orchestrator.specfile import parse_spec
 
     spec = load_spec(path or default_spec_path())
     if store:
@@ -33,7 +35,7 @@ def _load(path: str | None, store: str | None):
 
 
 def cmd_validate(args) -> int:
-    from cliffsweep.orchestrator.grid import expand_grid
+    from cliffsweep.sweep.grid import expand_grid
 
     from cliffsweep.orchestrator.preflight import check_preflight
 
@@ -116,7 +118,7 @@ def cmd_export_tracking(args) -> int:
 
         from pydantic import ValidationError
 
-        from cliffsweep.tracking.config import TrackingSpec
+        from cliffsweep.sweep.tracking import TrackingSpec
 
         try:
             tracking = TrackingSpec.model_validate(yaml.safe_load(Path(args.tracking).read_text()) or {})
@@ -192,8 +194,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     from cliffsweep.analysis.cli import add_parser as add_analyze
 
-    add_analyze(sub).set_defaults(fn=lambda args: args.func(args))
+    add_analyze(sub).set_defaults(fn=cmd_analyze)
     return p
+
+
+def cmd_analyze(args) -> int:
+    """The analysis (analysis/cli.py), then the regimes sent to each store's trackers."""
+    from cliffsweep.tracking.sync import log_analysis
+
+    def to_trackers(table) -> None:
+        for store in args.store:  # each store's sweep file names its own trackers
+            for name, err in log_analysis(store, table, args.out).items():
+                print(f"{name}: " + ("regimes tagged, report attached" if err is None else f"not updated: {err[:300]}"))
+
+    return args.func(args, after=to_trackers)
 
 
 def main(argv: list[str] | None = None) -> int:

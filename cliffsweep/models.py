@@ -9,7 +9,7 @@ import os
 def resolve_model(path: str) -> str:
     """A local folder holding the model (built, found, or downloaded)."""
     if path.startswith("toy:"):
-        from cliffsweep.toy import ensure_model
+        from cliffsweep.toy.cache import ensure_model
 
         return ensure_model(path[4:])
     from cliffsweep import realmodels

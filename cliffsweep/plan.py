@@ -356,7 +356,7 @@ def plan_spec(spec) -> list[ModelPlan]:
     """Budget of every model of a validated SweepSpec (reads configs and data; see module doc)."""
     from cliffsweep.archs import arch_for
     from cliffsweep.evals.tasks import build_task
-    from cliffsweep.orchestrator.grid import expand_grid
+    from cliffsweep.sweep.grid import expand_grid
     from cliffsweep.trainables import data
     from cliffsweep.trainables.methods import build_method
     from cliffsweep.trainables.schedule import eval_steps
@@ -527,7 +527,7 @@ ASSUMPTIONS = """Assumptions (cliffsweep/plan.py):
 def plan_text(paths: list[str], mfu: float | None = None) -> str:
     """The plan of one or more sweep files (several: the parts of one study, e.g. the paper grid
     split by resources), with a grand total when there are several."""
-    from cliffsweep.orchestrator.spec import load_spec
+    from cliffsweep.orchestrator.specfile import load_spec
 
     parts, everything = [], []
     for path in paths:

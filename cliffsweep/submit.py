@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from cliffsweep.orchestrator.spec import SweepSpec, load_spec
+from cliffsweep.sweep.spec import SweepSpec
+
+from cliffsweep.orchestrator.specfile import load_spec
 
 SPEC_NAME = "sweep.yaml"
 """The sweep file's name inside the job's working directory."""

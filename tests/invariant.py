@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow.fs as pafs
 
-from cliffsweep.orchestrator.grid import base_trial_id, expand_grid
+from cliffsweep.sweep.grid import base_trial_id, expand_grid
 
 
 def checkpoint_folders(spec) -> set[tuple[str, int]]:

@@ -14,7 +14,7 @@ import pytest
 from cliffsweep.analysis.classify import Thresholds, classify
 from cliffsweep.analysis.synthetic import (geometric_lrs, mantissa_lrs, random_curve,
                                            simulate_refinement)
-from cliffsweep.orchestrator.spec import RefineSpec
+from cliffsweep.sweep.spec import RefineSpec
 
 N_CURVES = 40
 PAPER_EVAL = (420, 1319)  # ChemL3 test split (20 % of 2,100 MCQs), GSM8K test

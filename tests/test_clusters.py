@@ -23,7 +23,7 @@ import jsonschema
 import pytest
 import yaml
 
-from cliffsweep.orchestrator.spec import load_spec
+from cliffsweep.orchestrator.specfile import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTERS = ROOT / "clusters"

@@ -187,7 +187,7 @@ def _lm_eval_contexts(lm_task, tokenizer, limit: int) -> list[tuple[str, dict]]:
 def test_fewshot_chat_prompts_equal_lm_eval_contexts(lm_task):
     from transformers import AutoTokenizer
 
-    from cliffsweep.toy.models import ensure_model
+    from cliffsweep.toy.cache import ensure_model
 
     tok = AutoTokenizer.from_pretrained(ensure_model("qwen2-tiny"))
     # lm-eval renders templates slowly (~35 ms a question): the first 150 questions.

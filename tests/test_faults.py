@@ -14,8 +14,8 @@ import time
 import pytest
 import yaml
 
-from cliffsweep.orchestrator.grid import expand_grid
-from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.sweep.grid import expand_grid
+from cliffsweep.orchestrator.specfile import parse_spec
 from cliffsweep.storage.store import Store
 from invariant import assert_invariant, checkpoint_folders
 

@@ -286,7 +286,8 @@ def test_micro_batches_hold_the_global_batch_rows_and_replay_fraction(batch_size
 
 # --- configuration ------------------------------------------------------------------------------
 def test_recipe_fields_validate():
-    from cliffsweep.orchestrator.spec import RecipeSpec, SpecError, parse_spec
+    from cliffsweep.sweep.spec import RecipeSpec, SpecError
+    from cliffsweep.orchestrator.specfile import parse_spec
 
     r = RecipeSpec()
     assert r.micro_batch_size is None and r.gradient_checkpointing is False

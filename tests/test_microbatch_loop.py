@@ -25,8 +25,8 @@ def train(tmp_path, name: str, workers: int, **recipe) -> dict[str, torch.Tensor
     from ray.train.torch import TorchTrainer
     from safetensors.torch import load_file
 
-    from cliffsweep.orchestrator.grid import Trial
-    from cliffsweep.orchestrator.spec import RecipeSpec, TaskSpec
+    from cliffsweep.sweep.grid import Trial
+    from cliffsweep.sweep.spec import RecipeSpec, TaskSpec
     from cliffsweep.trainables.config import WORKER_KEY, TrainConfig
     from cliffsweep.trainables.loop import train_loop_per_worker
 

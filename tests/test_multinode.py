@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.orchestrator.specfile import parse_spec
 from invariant import assert_invariant
 from objectstore import s3_server
 from raycluster import free_port, start_head, stop_head

@@ -15,7 +15,7 @@ import time
 import pyarrow.fs as pafs
 import pytest
 
-from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.orchestrator.specfile import parse_spec
 from cliffsweep.storage.store import Store
 from invariant import assert_invariant
 from objectstore import s3_server

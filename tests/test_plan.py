@@ -211,8 +211,8 @@ def test_packaged_proxy_follows_n_train_and_split():
 
 # --- the whole plan -----------------------------------------------------------------------------
 def test_plan_of_the_toy_sweep_adds_up():
-    from cliffsweep.orchestrator.grid import expand_grid
-    from cliffsweep.orchestrator.spec import load_spec
+    from cliffsweep.sweep.grid import expand_grid
+    from cliffsweep.orchestrator.specfile import load_spec
 
     spec = load_spec(ROOT / "cliffsweep/configs/toy.yaml")
     plans = plan.plan_spec(spec)
@@ -230,7 +230,7 @@ def test_plan_of_the_toy_sweep_adds_up():
 def test_kept_checkpoint_bytes_follow_keep_checkpoints():
     """`final` (the default) keeps one export per done trial, what ledger.prunable leaves;
     `all` keeps every export plus the two latest training states, like a running trial."""
-    from cliffsweep.orchestrator.spec import load_spec
+    from cliffsweep.orchestrator.specfile import load_spec
 
     spec = load_spec(ROOT / "cliffsweep/configs/toy.yaml")
     assert spec.keep_checkpoints == "final"
@@ -259,7 +259,7 @@ def test_cli_plan_prints_the_budget_of_the_paper_grid():
 
 # --- the paper grid's precision, and the GPU benchmark's CPU smoke runs ---------------------------
 def test_paper_grid_trains_in_fp32_because_bf16_swallows_small_lr_updates():
-    from cliffsweep.orchestrator.spec import load_spec
+    from cliffsweep.orchestrator.specfile import load_spec
 
     for path in (ROOT / "cliffsweep/configs").glob("paper*.yaml"):
         assert {m.dtype for m in load_spec(path).models} == {"float32"}, path.name
@@ -318,7 +318,7 @@ def test_statistics_are_planned_within_the_training_step_memory():
     precision), so its planned peak stays under the same series' training peak, for every
     statistics method on every paper model, with and without checkpointing."""
     from cliffsweep.archs import arch_for
-    from cliffsweep.orchestrator.spec import load_spec
+    from cliffsweep.orchestrator.specfile import load_spec
 
     spec = load_spec(ROOT / "cliffsweep/configs/paper.yaml")
     for m in spec.models:

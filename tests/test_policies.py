@@ -51,7 +51,7 @@ def test_lifecycle():
 
 def test_capacity_check_names_the_shortfall():
     from cliffsweep.orchestrator.driver import check_capacity, local_cpus
-    from cliffsweep.orchestrator.spec import default_spec_path, load_spec
+    from cliffsweep.orchestrator.specfile import default_spec_path, load_spec
 
     spec = load_spec(default_spec_path())
     check_capacity(spec, local_cpus(spec), 0)  # the default sweep fits any local machine
@@ -66,7 +66,7 @@ def test_cpu_evaluators_run_the_vllm_engine_in_process():
     """On CPU the engine core and its worker spin-wait on each other (docs/benchmarks.md), so a
     CPU evaluator keeps vLLM in its own process; a GPU evaluator keeps vLLM's default."""
     from cliffsweep.orchestrator.pool import evaluator_env
-    from cliffsweep.orchestrator.spec import EvalSpec
+    from cliffsweep.sweep.spec import EvalSpec
 
     assert evaluator_env(EvalSpec(), "vllm")["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in evaluator_env(EvalSpec(gpus_per_evaluator=1), "vllm")

@@ -8,7 +8,7 @@ import sys
 import yaml
 
 from cliffsweep.orchestrator.preflight import context_length, engine_context, preflight_problems
-from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.orchestrator.specfile import parse_spec
 
 
 def spec(**over):
@@ -37,7 +37,7 @@ def test_custom_code_is_refused():
 def test_context_length_and_engine_default(tmp_path):
     assert context_length({"text_config": {"max_position_embeddings": 99}}) == 99
     assert context_length({}) is None
-    from cliffsweep.toy import ensure_model
+    from cliffsweep.toy.cache import ensure_model
 
     assert engine_context(None, ensure_model("qwen2-tiny")) == 256  # the toy's own context
     assert engine_context(128, ensure_model("qwen2-tiny")) == 128

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cliffsweep.orchestrator.grid import base_trial_id, expand_grid
-from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.sweep.grid import base_trial_id, expand_grid
+from cliffsweep.orchestrator.specfile import parse_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.vllm]
 

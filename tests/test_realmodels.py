@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from cliffsweep import realmodels
-from cliffsweep.orchestrator.spec import SpecError, parse_spec
+from cliffsweep.sweep.spec import SpecError
+from cliffsweep.orchestrator.specfile import parse_spec
 
 SMOLLM2 = "smollm2:135m-instruct"
 

@@ -12,10 +12,11 @@ from cliffsweep.analysis.points import points_from_evals
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.synthetic import Curve, geometric_lrs, simulate_refinement
 from cliffsweep.cli import main as cli_main
-from cliffsweep.orchestrator.grid import expand_grid, refined_trials, series_key, trial_id
+from cliffsweep.sweep.grid import expand_grid, refined_trials, series_key, trial_id
 from cliffsweep.analysis.next_lrs import brackets, next_lrs, round_lr, series_curve
 from cliffsweep.orchestrator.refiner import max_refine_trials
-from cliffsweep.orchestrator.spec import RefineSpec, SpecError, parse_spec
+from cliffsweep.sweep.spec import RefineSpec, SpecError
+from cliffsweep.orchestrator.specfile import parse_spec
 from cliffsweep.storage.store import SCHEMAS, Store
 
 CFG = RefineSpec(rounds=2, points_per_round=2, target_ratio=1.3)

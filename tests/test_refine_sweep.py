@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cliffsweep.orchestrator.spec import load_spec, parse_spec
+from cliffsweep.orchestrator.specfile import load_spec, parse_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -31,7 +31,7 @@ def test_refinement_adds_lrs_inside_the_transition(tmp_path):
     grid = sorted(trials.loc[trials["round"] == 0, "lr"])
     assert grid == [1e-4, 1e-3, 1e-2]
     assert all(1e-4 < lr < 1e-2 for lr in refined["lr"])  # inside the coarse grid's brackets
-    from cliffsweep.orchestrator.grid import expand_grid
+    from cliffsweep.sweep.grid import expand_grid
     from cliffsweep.orchestrator.refiner import stored_refined_trials
 
     spec_now = parse_spec(data)

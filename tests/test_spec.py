@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cliffsweep.orchestrator.grid import expand_grid, expand_params, series_label
-from cliffsweep.orchestrator.spec import SpecError, default_spec_path, load_spec, parse_spec
+from cliffsweep.sweep.grid import expand_grid, expand_params, series_label
+from cliffsweep.sweep.spec import SpecError
+from cliffsweep.orchestrator.specfile import default_spec_path, load_spec, parse_spec
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "cliffsweep" / "configs").glob("*.yaml"))
 

@@ -9,8 +9,8 @@ import pytest
 from safetensors.torch import load_file
 
 from cliffsweep.orchestrator.sweeprun import SweepRun, ensure_stats
-from cliffsweep.orchestrator.grid import expand_grid
-from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.sweep.grid import expand_grid
+from cliffsweep.orchestrator.specfile import parse_spec
 from cliffsweep.storage.store import Store
 
 pytestmark = pytest.mark.ray

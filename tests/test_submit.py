@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cliffsweep.orchestrator.spec import load_spec
+from cliffsweep.orchestrator.specfile import load_spec
 from cliffsweep.submit import SPEC_NAME, SubmitError, entrypoint, env_problems, plan_job, spec_problems
 
 SECRET_NAME, SECRET_VALUE = "CLIFFSWEEP_TEST_SECRET", "s3cr3t-value-" + secrets.token_hex(6)

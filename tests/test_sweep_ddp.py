@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.orchestrator.specfile import parse_spec
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -14,8 +14,8 @@ import sys
 import pandas as pd
 import pytest
 
-from cliffsweep.orchestrator.grid import base_trial_id, expand_grid
-from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.sweep.grid import base_trial_id, expand_grid
+from cliffsweep.orchestrator.specfile import parse_spec
 from cliffsweep.trainables.loop import SETUP_PHASES
 
 pytestmark = [pytest.mark.ray, pytest.mark.vllm]

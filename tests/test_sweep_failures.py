@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cliffsweep.orchestrator.grid import base_trial_id, expand_grid
-from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.sweep.grid import base_trial_id, expand_grid
+from cliffsweep.orchestrator.specfile import parse_spec
 
 pytestmark = [pytest.mark.ray]
 
@@ -28,7 +28,7 @@ def swept(tmp_path_factory):
 
     from cliffsweep.cli import main
     from cliffsweep.storage.store import Store
-    from cliffsweep.toy import ensure_model
+    from cliffsweep.toy.cache import ensure_model
 
     root = tmp_path_factory.mktemp("failures")
     broken = root / "broken-model"

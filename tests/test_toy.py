@@ -9,7 +9,8 @@ from transformers import AutoTokenizer
 
 from cliffsweep.chat import encode_pair
 from cliffsweep.evals.tasks.base import EvalExample
-from cliffsweep.toy import TOY_MODELS, ensure_model
+from cliffsweep.toy import TOY_MODELS
+from cliffsweep.toy.cache import ensure_model
 from cliffsweep.toy import vocab as V
 from cliffsweep.toy.build import fingerprint
 from cliffsweep.toy.models import WEIGHTS_DIR, random_model

@@ -13,7 +13,9 @@ from datetime import datetime, timedelta, timezone
 import pandas as pd
 import pytest
 
-from cliffsweep.orchestrator.spec import SpecError, parse_spec
+from cliffsweep.sweep.spec import SpecError
+
+from cliffsweep.orchestrator.specfile import parse_spec
 from cliffsweep.storage.store import Store
 from cliffsweep.tracking.sync import Syncer, behind, deltas, marks_of
 from cliffsweep.trainables.steplog import StepLog, log_every, should_log

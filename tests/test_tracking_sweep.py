@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from cliffsweep.orchestrator.grid import base_trial_id
-from cliffsweep.orchestrator.spec import parse_spec
+from cliffsweep.sweep.grid import base_trial_id
+from cliffsweep.orchestrator.specfile import parse_spec
 from cliffsweep.storage.store import Store
 from cliffsweep.tracking.base import run_key, sweep_run_id
 from invariant import assert_invariant

@@ -106,7 +106,8 @@ def test_the_trial_config_crosses_ray_typed_and_frozen(tmp_path):
     import pickle
 
     from cliffsweep.orchestrator.sweeprun import SweepRun
-    from cliffsweep.orchestrator.spec import RecipeSpec, parse_spec
+    from cliffsweep.sweep.spec import RecipeSpec
+    from cliffsweep.orchestrator.specfile import parse_spec
     from cliffsweep.storage.store import Store
 
     spec = parse_spec({"name": "t", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],

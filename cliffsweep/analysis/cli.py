@@ -1,5 +1,6 @@
-"""`cliffsweep analyze STORE --out DIR`: the argparse subcommand (wired into cliffsweep/cli.py)
-and a standalone entry: `python -m cliffsweep.analysis.cli STORE --out DIR`."""
+"""`cliffsweep analyze STORE --out DIR`: the argparse subcommand (wired into cliffsweep/cli.py,
+which also tags the sweep's trackers with the regimes) and a standalone entry that writes the
+tables and report only: `python -m cliffsweep.analysis.cli STORE --out DIR`."""
 
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, after=None) -> int:
+    """Analyse, print the regimes; `after(table)` then runs (`cliffsweep analyze` tags the
+    sweep's trackers with them: cliffsweep/cli.py, above both analysis and tracking)."""
     from cliffsweep.analysis.points import AnalysisInputError
     from cliffsweep.analysis.run import analyze_store
 
@@ -54,11 +57,8 @@ def run(args: argparse.Namespace) -> int:
             "" if r.max_safe_lr_next != r.max_safe_lr_next else f" (next {lr_text(r.max_safe_lr_next)} forgets)")
         print(f"{r.model:>16} {r.label:<24} {r.regime}{conf}{paper}{bracket}{safe}")
     print(f"wrote {args.out}/frontiers.parquet" + ("" if args.no_report else f" and {args.out}/report.html"))
-    from cliffsweep.tracking.sync import log_analysis
-
-    for store in args.store:  # each store's sweep file names its own trackers
-        for name, err in log_analysis(store, table, args.out).items():
-            print(f"{name}: " + ("regimes tagged, report attached" if err is None else f"not updated: {err[:300]}"))
+    if after is not None:
+        after(table)
     return 0
 
 

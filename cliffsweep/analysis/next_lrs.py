@@ -41,7 +41,7 @@ from cliffsweep.analysis.classify import Thresholds, classify_arrays, lr_curve
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 
 if TYPE_CHECKING:
-    from cliffsweep.orchestrator.spec import RefineSpec
+    from cliffsweep.sweep.spec import RefineSpec
 
 LR_DIGITS = 3
 """Significant digits of a new lr: readable trial ids (lr0.000215), and a factor of at most

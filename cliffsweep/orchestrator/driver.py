@@ -25,7 +25,7 @@ import yaml
 
 from cliffsweep.orchestrator.policies import cluster_concurrency, default_concurrency, role_resources
 from cliffsweep.orchestrator.refiner import TrialQueue, max_refine_trials, sweep_searcher
-from cliffsweep.orchestrator.spec import SweepSpec
+from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.orchestrator.sweeprun import SweepRun, _abs_uri
 from cliffsweep.storage.store import Store
 

@@ -159,7 +159,7 @@ def start_pool(models: dict[str, tuple[str, str]], spec, store_uri: str, backend
         ("retain", t.name, t.params) for t in spec.tasks.retain]
     options: dict[str, Any] = {}
     if backend == "vllm":
-        from cliffsweep.orchestrator.grid import expand_params
+        from cliffsweep.sweep.grid import expand_params
 
         ranks = [p.get("rank", 16) for m in spec.methods if m.name == "lora" for p in expand_params(m.params)]
         options = {"kv_cache_mb": e.kv_cache_mb, "max_model_len": e.max_model_len,

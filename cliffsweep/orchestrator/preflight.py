@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 
-from cliffsweep.orchestrator.spec import SpecError, SweepSpec
+from cliffsweep.sweep.spec import SpecError, SweepSpec
 
 # config.json keys that hold a model's context length, by architecture family
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
@@ -63,7 +63,7 @@ def preflight_problems(spec: SweepSpec, configs: dict[str, dict | None], backend
 def engine_context(max_model_len: int | None, model_folder: str) -> int | None:
     """The evaluator engine's context: the spec's, or the model's own capped at
     DEFAULT_MAX_MODEL_LEN (None when the model's config does not say: vLLM then decides)."""
-    from cliffsweep.orchestrator.spec import DEFAULT_MAX_MODEL_LEN
+    from cliffsweep.sweep.spec import DEFAULT_MAX_MODEL_LEN
 
     if max_model_len is not None:
         return max_model_len

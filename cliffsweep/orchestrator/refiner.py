@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-from cliffsweep.orchestrator.grid import Trial, base_trial_id, expand_grid, refined_trials, series_key
+from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid, refined_trials, series_key
 from cliffsweep.orchestrator.policies import TrialStatus
 from cliffsweep.trainables.config import JobRun
 

@@ -15,13 +15,13 @@ from typing import Any
 
 from cliffsweep.faults import maybe_fail
 from cliffsweep.orchestrator.evaltracker import EvalTracker
-from cliffsweep.orchestrator.grid import Trial, base_trial_id, expand_grid
+from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
 from cliffsweep.orchestrator.policies import TrialStatus, final_status, pack, role_resources, trials_per_job, trials_to_run
 from cliffsweep.orchestrator.pool import EvalRequest, start_pool
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.refiner import Refiner, TrialQueue, stored_refined_trials
-from cliffsweep.orchestrator.spec import SweepSpec
+from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.storage import ledger
 from cliffsweep.storage.store import Store
 from cliffsweep.trainables.config import JobRun, TrainConfig

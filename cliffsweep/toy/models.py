@@ -12,7 +12,6 @@ not tell the learn facts apart. Untied, an unseen token keeps its distinct rando
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from cliffsweep.toy import TOY_MODELS
@@ -22,7 +21,6 @@ MAX_SEQ_LEN = 256
 """Context length of the toy models (max_position_embeddings)."""
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
-CACHE_DIR = Path(os.environ.get("CLIFFSWEEP_TOY_CACHE", Path.home() / ".cache" / "cliffsweep" / "toy"))
 
 _COMMON = dict(
     hidden_size=64, intermediate_size=256, num_hidden_layers=3, num_attention_heads=2,
@@ -37,7 +35,7 @@ ARCHS: dict[str, tuple[str, dict]] = {
 assert set(ARCHS) == set(TOY_MODELS), "TOY_MODELS and ARCHS disagree"
 
 
-def _check_name(name: str) -> None:
+def check_name(name: str) -> None:
     if name not in ARCHS:
         raise KeyError(f"unknown toy model {name!r}; valid: {sorted(ARCHS)}")
 
@@ -46,7 +44,7 @@ def model_config(name: str):
     """The transformers config of toy model `name` (fp32, tied embeddings, 256 positions)."""
     import transformers
 
-    _check_name(name)
+    check_name(name)
     cls_name, extra = ARCHS[name]
     cls = getattr(transformers, cls_name)
     return cls(
@@ -79,22 +77,3 @@ def random_model(name: str, out_dir: str, seed: int = 0) -> str:
     """An untrained HF folder with the architecture, tokenizer and chat template of toy model
     `name`; returns its path. For tests of backends and methods that need no trained weights."""
     return save_folder(new_model(name, seed), out_dir)
-
-
-def packaged_path(name: str) -> Path:
-    return WEIGHTS_DIR / name
-
-
-def ensure_model(name: str) -> str:
-    """Folder of the pretrained toy model `name`: the packaged weights, or (if they are
-    missing, e.g. a stripped install) a build cached under CACHE_DIR."""
-    _check_name(name)
-    folder = packaged_path(name)
-    if (folder / "model.safetensors").exists():
-        return str(folder)
-    cached = CACHE_DIR / name
-    if not (cached / "model.safetensors").exists():
-        from cliffsweep.toy.build import build_model
-
-        build_model(name, str(cached))
-    return str(cached)

@@ -281,7 +281,7 @@ def start_syncer(spec, store_uri: str) -> Syncer | None:
 
 def stored_spec(store: Store):
     """The resolved sweep spec the store was written with (spec.json), or None."""
-    from cliffsweep.orchestrator.spec import SweepSpec
+    from cliffsweep.sweep.spec import SweepSpec
 
     return SweepSpec.model_validate(store.read_json("spec.json")) if store.exists("spec.json") else None
 
@@ -290,7 +290,7 @@ def tracked_spec(store: Store):
     """The store's spec when it names a tracker, else None: a store written before the tracking
     section, or without one (also a synthetic store whose spec.json holds a few fields only),
     has nothing to mirror and is not validated further here."""
-    from cliffsweep.tracking.config import TrackingSpec
+    from cliffsweep.sweep.tracking import TrackingSpec
 
     if not store.exists("spec.json"):
         return None

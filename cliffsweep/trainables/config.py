@@ -18,8 +18,8 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cliffsweep.orchestrator.grid import Trial
-    from cliffsweep.orchestrator.spec import RecipeSpec, ResourcesSpec, TaskSpec
+    from cliffsweep.sweep.grid import Trial
+    from cliffsweep.sweep.spec import RecipeSpec, ResourcesSpec, TaskSpec
 
 WORKER_KEY = "train"
 

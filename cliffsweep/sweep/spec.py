@@ -1,19 +1,20 @@
-"""The sweep file: a typed, self-validating spec (style.md 3).
+"""The sweep file's types: a typed, self-validating spec (style.md 3), the vocabulary every layer
+shares (the driver, the trainables' configs, analysis, tracking), so it sits below all of them
+and imports nothing of theirs.
 
-`load_spec(path)` parses YAML, checks every field and every method/task name and parameter,
-and raises one `SpecError` listing *all* problems, each named by its field path. Unknown keys
-are errors, never defaults. Nothing is started before a spec validates.
+Pydantic checks each field's type and range here; the names that need a registry (methods,
+tasks, optimizers, toy models) and each plug-in's own params are checked by the orchestrator
+when it reads a sweep file (orchestrator/specfile.py: `load_spec`, `parse_spec`), which raises
+one `SpecError` listing every problem. Unknown keys are errors, never defaults.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cliffsweep.tracking.config import CREDENTIAL_KEYS, TrackingSpec
+from cliffsweep.sweep.tracking import TrackingSpec
 
 
 class SpecError(ValueError):
@@ -220,139 +221,3 @@ class SweepSpec(_Strict):
     @property
     def checkpoint_uri(self) -> str:
         return self.checkpoints or self.store_uri.rstrip("/") + "/checkpoints"
-
-
-def _loc(loc: tuple) -> str:
-    return ".".join(str(x) for x in loc) or "<root>"
-
-
-def _items(data: dict, key: str) -> list[tuple[int, dict]]:
-    v = data.get(key)
-    return [(i, x) for i, x in enumerate(v) if isinstance(x, dict)] if isinstance(v, list) else []
-
-
-def _params_problems(where: str, cls, params: Any, what: str) -> list[str]:
-    from cliffsweep.orchestrator.grid import expand_params
-
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        return []  # the type check already reported it
-    for combo in expand_params(params):
-        try:
-            cls.Params(**combo)
-        except ValidationError as e:
-            return [f"{where}.params.{_loc(err['loc'])}: {err['msg']} ({what})" for err in e.errors()]
-    return []
-
-
-def _semantic_problems(data: dict) -> list[str]:
-    """Checks pydantic cannot do alone: registry names and each plug-in's own params.
-    Works on the raw mapping so that it runs even when type validation failed elsewhere:
-    one `validate` lists every problem of the file."""
-    from cliffsweep import realmodels
-    from cliffsweep.evals.tasks import TASKS, task_class
-    from cliffsweep.toy import TOY_MODELS
-    from cliffsweep.trainables.methods import METHODS, method_class
-    from cliffsweep.trainables.optimizers import OPTIMIZERS
-
-    problems: list[str] = []
-    models = _items(data, "models")
-    names = [m.get("name") for _, m in models]
-    for dup in sorted({str(n) for n in names if names.count(n) > 1}):
-        problems.append(f"models: duplicate model name {dup!r}")
-    for i, m in models:
-        path = m.get("path")
-        if isinstance(path, str) and path.startswith("toy:") and path[4:] not in TOY_MODELS:
-            problems.append(f"models.{i}.path: unknown toy model {path[4:]!r}; valid: {sorted(TOY_MODELS)}")
-        if isinstance(path, str) and realmodels.is_real_path(path) and realmodels.path_problem(path):
-            problems.append(f"models.{i}.path: {realmodels.path_problem(path)}")
-    for i, m in _items(data, "methods"):
-        name = m.get("name")
-        if isinstance(name, str) and name not in METHODS:
-            problems.append(f"methods.{i}.name: unknown method {name!r}; valid: {sorted(METHODS)}")
-        elif isinstance(name, str):
-            problems += _params_problems(f"methods.{i}", method_class(name), m.get("params"), f"method {name}")
-        mopts = m.get("optimizers")
-        for j, o in enumerate(mopts if isinstance(mopts, list) else []):
-            if isinstance(o, str) and o not in OPTIMIZERS:
-                problems.append(f"methods.{i}.optimizers.{j}: unknown optimizer {o!r}; valid: {sorted(OPTIMIZERS)}")
-    opts = data.get("optimizers")
-    for i, o in enumerate(opts if isinstance(opts, list) else []):
-        if isinstance(o, str) and o not in OPTIMIZERS:
-            problems.append(f"optimizers.{i}: unknown optimizer {o!r}; valid: {sorted(OPTIMIZERS)}")
-    tasks = data.get("tasks") if isinstance(data.get("tasks"), dict) else {}
-    entries = [("tasks.learn", tasks.get("learn"))]
-    retain = tasks.get("retain")
-    entries += [(f"tasks.retain.{i}", t) for i, t in enumerate(retain if isinstance(retain, list) else [])]
-    for where, t in entries:
-        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
-            continue
-        if t["name"] not in TASKS:
-            problems.append(f"{where}.name: unknown task {t['name']!r}; valid: {sorted(TASKS)}")
-        else:
-            problems += _params_problems(where, task_class(t["name"]), t.get("params"), f"task {t['name']}")
-    tracking = data.get("tracking") if isinstance(data.get("tracking"), dict) else {}
-    for tool, section in tracking.items():
-        for key in section if isinstance(section, dict) else ():
-            if str(key).lower() in CREDENTIAL_KEYS:
-                problems.append(f"tracking.{tool}.{key}: credentials are never read from the sweep file (it is "
-                                f"copied into the store); set the tool's own environment variable instead "
-                                f"(docs/tracking.md: MLFLOW_TRACKING_TOKEN, WANDB_API_KEY, ...)")
-    res = data.get("resources") if isinstance(data.get("resources"), dict) else {}
-    if res.get("strategy") == "fsdp":
-        problems += _fsdp_problems(data)
-    return problems
-
-
-def _fsdp_problems(data: dict) -> list[str]:
-    """Methods and optimizers that cannot run on FSDP shards (trainables/parallel.py)."""
-    from cliffsweep.trainables.methods import METHODS, method_class
-    from cliffsweep.trainables.parallel import FSDP_OPTIMIZERS
-
-    problems = []
-    sweep_opts = data.get("optimizers") if isinstance(data.get("optimizers"), list) else ["adamw"]
-    for i, m in _items(data, "methods"):
-        name = m.get("name")
-        if isinstance(name, str) and name in METHODS and not method_class(name).fsdp_safe:
-            safe = sorted(n for n in METHODS if method_class(n).fsdp_safe)
-            problems.append(f"methods.{i}.name: {name} does not run under resources.strategy fsdp "
-                            f"(not shard-safe: see Method.fsdp_safe); use ddp, or one of {safe}")
-        opts = m.get("optimizers") if isinstance(m.get("optimizers"), list) else sweep_opts
-        for o in opts:
-            if isinstance(o, str) and o not in FSDP_OPTIMIZERS:
-                problems.append(f"methods.{i}: optimizer {o!r} does not run under resources.strategy "
-                                f"fsdp; valid there: {sorted(FSDP_OPTIMIZERS)}")
-    return problems
-
-
-def parse_spec(data: Any, source: str = "<spec>") -> SweepSpec:
-    """Validate a parsed sweep file; raise SpecError with every problem found."""
-    if not isinstance(data, dict):
-        raise SpecError(source, [f"<root>: expected a mapping of fields, got {type(data).__name__}"])
-    problems: list[str] = []
-    spec = None
-    try:
-        spec = SweepSpec.model_validate(data)
-    except ValidationError as e:
-        problems = [f"{_loc(err['loc'])}: {err['msg']}" for err in e.errors()]
-    problems += _semantic_problems(data)
-    if problems:
-        raise SpecError(source, problems)
-    return spec
-
-
-def load_spec(path: str | Path) -> SweepSpec:
-    path = Path(path)
-    if not path.exists():
-        raise SpecError(str(path), ["file not found"])
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise SpecError(str(path), [f"not valid YAML: {e}"]) from None
-    return parse_spec(data, str(path))
-
-
-def default_spec_path() -> Path:
-    """The packaged toy sweep: the embedded default of `cliffsweep run`."""
-    return Path(__file__).resolve().parent.parent / "configs" / "toy.yaml"

@@ -1,4 +1,4 @@
-"""Trade-off check of a toy model: `python -m cliffsweep.toy.check --model qwen2-tiny [--lr 3e-4 1e-3]`.
+"""Trade-off check of a toy model: `python bench/toy_check.py --model qwen2-tiny [--lr 3e-4 1e-3]`.
 
 Base accuracy on toy_arith (retain) and toy_facts (learn), then plain SFT on the learn train
 split at each lr (AdamW, weight decay 0.01, response-only loss, batch 16, linear warmup then
@@ -15,7 +15,8 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from cliffsweep.toy import TOY_MODELS, ensure_model
+from cliffsweep.toy import TOY_MODELS
+from cliffsweep.toy.cache import ensure_model
 from cliffsweep.toy.build import greedy_accuracy
 from cliffsweep.toy.models import MAX_SEQ_LEN
 from cliffsweep.toy.tasks import ToyArith, ToyFacts

@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from cliffsweep.orchestrator.spec import SweepSpec
+from cliffsweep.sweep.spec import SweepSpec
 
 
 def expand_params(params: dict[str, Any]) -> list[dict[str, Any]]:

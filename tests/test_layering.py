@@ -1,0 +1,124 @@
+"""The import graph points down only (docs/style.md, "Layering"): the sweep's vocabulary
+(cliffsweep/sweep/) and the store sit below everything that uses them, nothing below the
+orchestrator imports it (not even for type hints: unpickling a TrainConfig in a Train worker
+would load it), and no two modules import each other, directly or round a loop. Every import
+counts: module-level, inside a function, and under TYPE_CHECKING. Reads the source, runs nothing."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "cliffsweep"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*.py"):
+        parts = list(p.relative_to(PKG.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = p
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the cliffsweep modules it imports anywhere in its source."""
+    mods = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cliffsweep"):
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    graph[m].add(sub if sub in mods else node.module)
+            elif isinstance(node, ast.Import):
+                graph[m] |= {a.name for a in node.names if a.name.startswith("cliffsweep")}
+    return graph
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+# layer -> the layers it must never import (directly, lazily or for type hints)
+FORBIDDEN = {
+    "sweep": {"orchestrator", "trainables", "analysis", "tracking", "evals", "storage", "toy", "plan", "cli"},
+    "storage": {"orchestrator", "trainables", "analysis", "tracking", "evals", "sweep", "plan", "cli"},
+    "trainables": {"orchestrator", "analysis", "tracking", "plan", "cli"},
+    "analysis": {"orchestrator", "trainables", "tracking", "plan", "cli"},
+    "tracking": {"orchestrator", "trainables", "analysis", "plan", "cli"},
+    "evals": {"orchestrator", "trainables", "analysis", "tracking", "plan", "cli"},
+    "toy": {"orchestrator", "trainables", "analysis", "tracking", "storage", "plan", "cli"},
+}
+
+
+def test_no_import_runs_back_up_a_layer():
+    graph = import_graph()
+    bad = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
+                 if _layer(t) in FORBIDDEN.get(_layer(m), set()))
+    assert not bad, "imports that run back up:\n" + "\n".join(bad)
+
+
+def test_no_module_is_part_of_an_import_circle():
+    assert cycles(import_graph()) == []
+
+
+def test_the_checker_sees_arrows_and_circles():
+    """The two checks above, on a graph that has what they look for."""
+    graph = {"cliffsweep.trainables.a": {"cliffsweep.orchestrator.b"},
+             "cliffsweep.orchestrator.b": {"cliffsweep.trainables.a"}, "cliffsweep.sweep.c": set()}
+    assert cycles(graph) == [["cliffsweep.orchestrator.b", "cliffsweep.trainables.a"]]
+    assert "orchestrator" in FORBIDDEN["trainables"]
+    real = import_graph()
+    assert "cliffsweep.sweep.spec" in real["cliffsweep.orchestrator.specfile"]  # the parser sees real imports
+    assert "cliffsweep.sweep.grid" in real["cliffsweep.trainables.config"]  # TYPE_CHECKING ones too
+
+
+def test_a_train_worker_that_unpickles_its_config_loads_no_orchestrator():
+    code = ("import pickle, sys\n"
+            "import cliffsweep.trainables.config\n"
+            "loaded = sorted(m for m in sys.modules if m.startswith(('cliffsweep.orchestrator', 'yaml', 'ray')))\n"
+            "print(loaded)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]", out
