@@ -152,7 +152,7 @@ def print_setup_phases(trials) -> None:
 
     import pandas as pd
 
-    from cliffsweep.trainables.loop import SETUP_PHASES
+    from cliffsweep.sweep.reports import SETUP_PHASES
 
     rows = [json.loads(p) for p in trials["setup_phases"].dropna()]
     if not rows:

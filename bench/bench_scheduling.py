@@ -46,6 +46,8 @@ def main() -> None:
     from cliffsweep.orchestrator.refiner import TrialQueue, sweep_searcher
     from cliffsweep.orchestrator.specfile import parse_spec
     from cliffsweep.storage.store import Store
+    from cliffsweep.sweep.reports import EndReport
+    from cliffsweep.trainables.config import JOB_KEY
 
     me = psutil.Process()
     rss: list[tuple[int, float]] = []
@@ -61,11 +63,12 @@ def main() -> None:
         run.inbox = InboxReader(start_inbox(run.inbox_name))
         tracker = EvalTracker(store, lambda: {}, run.task_names)
         progress = run.progress = Progress(len(run.grid), args.concurrency, stream=open(os.devnull, "w"))
+        run.book.show(progress)
         finished = [0]
 
         def tick(wait: float = 0.0) -> None:
-            for tid, metrics in run.inbox.poll():
-                run.on_report(tid, metrics, tracker)
+            for tid, rec in run.inbox.poll():
+                run.on_report(tid, rec)
             done = sum(progress.status[s] for s in ("trained", "done", "failed"))
             if done >= finished[0] + args.trials // 10:
                 finished[0] = done
@@ -75,10 +78,10 @@ def main() -> None:
 
         def trivial(config: dict) -> None:
             # ends its one trial as a real job does: a final report through the inbox
-            job = config["cfg"]
+            job = config[JOB_KEY]
             inbox = ray.get_actor(job.inbox)
-            ray.get([inbox.put.remote(tid, {"final": True, "status": "running", "reported_at": time.time()})
-                     for tid in job.trial_ids])
+            ray.get([inbox.put.remote(tid, EndReport(tid, diverged=False, step=1, epoch=1.0, total_steps=1,
+                                                     reported_at=time.time())) for tid in job.trial_ids])
 
         queue = TrialQueue(run.job_configs(run.grid, size=1), lambda: False)
         run.tracker, run.tick = tracker, tick  # the callback drives this bench's own tick

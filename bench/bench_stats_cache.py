@@ -38,14 +38,14 @@ def main() -> None:
         "recipe": {"stats_examples": args.examples, "max_seq_len": 128}, "store": store_dir,
     })
     grid = expand_grid(spec)
-    r, learn, retain = spec.recipe, spec.tasks.learn.model_dump(), spec.tasks.retain[0].model_dump()
+    from cliffsweep.trainables.config import StatsJob
 
     t = grid[0]
-    args_ = (t.model_path, t.dtype, t.method, t.method_params, learn, retain,
-             r.stats_examples, r.max_seq_len, r.batch_size)
-    compute_stats(*args_)  # warm-up: imports and file caches are not the statistics' cost
+    job = StatsJob(model_path=t.model_path, dtype=t.dtype, method=t.method, method_params=t.method_params,
+                   learn=spec.tasks.learn, retain=spec.tasks.retain[0], recipe=spec.recipe)
+    compute_stats(job)  # warm-up: imports and file caches are not the statistics' cost
     t0 = time.time()
-    compute_stats(*args_)
+    compute_stats(job)
     one = time.time() - t0
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

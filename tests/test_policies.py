@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -41,8 +42,11 @@ def test_resume_rule():
 
 
 def test_lifecycle():
-    assert final_status({"status": "diverged"}) is TrialStatus.DIVERGED
-    assert final_status({"status": "running"}) is TrialStatus.TRAINED  # done once evaluated (ledger)
+    from cliffsweep.sweep.reports import EndReport
+
+    end = EndReport(trial_id="t", diverged=True, step=3, epoch=1.0, total_steps=9)
+    assert final_status(end) is TrialStatus.DIVERGED
+    assert final_status(replace(end, diverged=False)) is TrialStatus.TRAINED  # done once evaluated (ledger)
     assert TrialStatus.FAILED.terminal and not TrialStatus.RUNNING.terminal
     assert default_concurrency(2, 1, 1.0) == 1 and default_concurrency(16, 2, 2) == 7
     assert default_concurrency(1, 4, 0) == 1
@@ -110,7 +114,7 @@ def test_cluster_roles_pin_work_to_node_types():
 def test_setup_phases_follow_each_other_from_the_driver_start():
     """Issue 15: a trial's setup split into phases, each from the end of the previous one; a
     phase whose mark an attempt did not reach is left out (the next one absorbs its time)."""
-    from cliffsweep.trainables.loop import SETUP_PHASES, phase_seconds
+    from cliffsweep.sweep.reports import SETUP_PHASES, phase_seconds
 
     marks = {mark: 100.0 + i for i, (_, mark) in enumerate(SETUP_PHASES, start=1)}
     got = phase_seconds(100.0, marks)

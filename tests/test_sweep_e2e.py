@@ -16,7 +16,7 @@ import pytest
 
 from cliffsweep.sweep.grid import base_trial_id, expand_grid
 from cliffsweep.orchestrator.specfile import parse_spec
-from cliffsweep.trainables.loop import SETUP_PHASES
+from cliffsweep.sweep.reports import SETUP_PHASES
 
 pytestmark = [pytest.mark.ray, pytest.mark.vllm]
 

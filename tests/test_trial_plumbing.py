@@ -4,6 +4,8 @@ through the inbox, all of them, in order, before the trial is seen to end."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 
@@ -57,26 +59,29 @@ def test_inbox_delivers_every_report_through_the_real_callback(ray_local, tmp_pa
     reader = InboxReader(start_inbox("inbox-test"))
     reader.poll()  # leaves a drain in flight, sent before any put
 
+    from cliffsweep.sweep.reports import REPORT_KEY, Begin, EndReport
+
     @ray.remote(num_cpus=0)
     def controller_side(cb, reports):
-        # The callback is pickled into another process, as into a Train controller.
-        for tid, step, final in reports:
-            cb.after_report(None, [{"trial_id": tid, "step": step, "final": final},
-                                   {"trial_id": tid, "step": step, "rank": 1}], None)
+        # The callback is pickled into another process, as into a Train controller; each rank
+        # reports (a barrier), rank 0's record is the one that goes on.
+        for rank0 in reports:
+            cb.after_report(None, [{REPORT_KEY: rank0}, {REPORT_KEY: Begin("rank-1")}], None)
 
-    # one job, two trials: a ends at step 2, b runs on
-    ray.get(controller_side.remote(report_callback("inbox-test"), [("a", 1, False), ("a", 2, True), ("b", 1, False)]))
+    # one job, two trials: a starts and ends at step 2, b starts
+    sent = [Begin("a"), EndReport("a", diverged=False, step=2, epoch=1.0, total_steps=2), Begin("b")]
+    ray.get(controller_side.remote(report_callback("inbox-test"), sent))
     items = reader.flush()  # must include puts made after the in-flight drain was sent
-    assert [(tid, m["step"]) for tid, m in items] == [("a", 1), ("a", 2), ("b", 1)]
-    assert all("rank" not in m and m["reported_at"] > 0 for _, m in items)  # rank 0's metrics
+    assert [(tid, type(r).__name__) for tid, r in items] == [("a", "Begin"), ("a", "EndReport"), ("b", "Begin")]
+    assert [replace(r, reported_at=0.0) for _, r in items] == sent  # typed both ways, rank 0's
+    assert all(r.reported_at > 0 for _, r in items)
     assert reader.flush() == [] and reader.poll() == []
     # A retried job: the trial that ended is not trained again; the other's attempt counts when
     # it starts (its begin report), not when a job that never reached it did.
     inbox = ray.get_actor("inbox-test")
-    assert ray.get(inbox.begin_job.remote(["a", "b"])) == {"b": 1}
-    assert ray.get(inbox.begin_job.remote(["a", "b"])) == {"b": 1}
-    ray.get(inbox.put.remote("b", {"trial_id": "b", "event": "begin"}))
-    assert ray.get(inbox.begin_job.remote(["a", "b"])) == {"b": 2}
+    assert ray.get(inbox.begin_job.remote(["a", "b"])) == {"b": 2}  # b began once
+    assert ray.get(inbox.begin_job.remote(["a", "b"])) == {"b": 2}  # that job never reached b
+    assert ray.get(inbox.begin_job.remote(["c"])) == {"c": 1}
 
 
 def test_evaluators_copy_checkpoints_without_the_training_state(tmp_path):

@@ -125,7 +125,7 @@ def tune_jobs(run: SweepRun, queue: TrialQueue, concurrency: int, n_todo: int) -
             failure_config=tune.FailureConfig(max_failures=r.max_retries),
             callbacks=[sweep_callback(run)], verbose=0),
     ).fit()
-    run.interrupted()
+    run.book.interrupted()
 
 
 def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed: bool = False,

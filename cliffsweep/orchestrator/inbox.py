@@ -1,29 +1,31 @@
 """Trial reports -> the driver, through one small actor that lives as long as the sweep.
 
-Each Ray Train report (metrics naming their trial, and the checkpoint path when there is one)
-is pushed by the job's Train controller into the inbox (`trainables/trial.py`,
-`report_callback`, which knows the actor by name and its `put`); the driver drains it on every
-tick and hands checkpoints to the evaluator pool. Why not Tune's own route
+Each report of a trial (sweep/reports.py: its start, each checkpoint, its end) is pushed into
+the inbox: the start and end by the job's Train controller (`trainables/trial.py`,
+`report_callback`, which knows the actor by name and its `put`), each checkpoint by rank 0's
+checkpoint writer once its folder is complete (`trainables/checkpoints.py`); the driver drains
+it on every tick and hands checkpoints to the evaluator pool. Why not Tune's own route
 (`TuneReportCallback`): it creates a fresh queue actor for every trial, one more Python process importing Ray per trial (about
 2 core-s each on a 2-core machine, docs/benchmarks.md), and its queue holds one item, so a
 trial's report waits until Tune's loop takes the previous one.
 
-The push is synchronous (the controller waits for the inbox to hold the item), so everything a
-trial reported is in the inbox before its Tune trial can finish: `flush()` after a trial ends
-sees all of its reports.
+Every push is synchronous (the pusher waits for the inbox to hold the item), and a trial's
+writer has pushed every checkpoint before the trial reports its end, so everything a trial
+reported is in the inbox before its Tune trial can finish: `flush()` after a trial ends sees all
+of its reports.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from cliffsweep.sweep.reports import Begin, EndReport, Report
 
 
 class Inbox:
-    """Body of the inbox actor: a list of (trial_id, metrics) in arrival order, each trial's
-    attempts in this run, and the trials whose training ended (a report marked `final`)."""
+    """Body of the inbox actor: a list of (trial_id, report) in arrival order (sweep/reports.py),
+    each trial's attempts in this run, and the trials whose training ended (an `EndReport`)."""
 
     def __init__(self):
-        self._items: list[tuple[str, dict[str, Any]]] = []
+        self._items: list[tuple[str, Report]] = []
         self._attempts: dict[str, int] = {}
         self._ended: set[str] = set()
 
@@ -35,14 +37,14 @@ class Inbox:
         Trials that ended in an earlier attempt of the job are left out: not trained again."""
         return {tid: self._attempts.get(tid, 0) + 1 for tid in trial_ids if tid not in self._ended}
 
-    def put(self, trial_id: str, metrics: dict[str, Any]) -> None:
-        self._items.append((trial_id, metrics))
-        if metrics.get("event") == "begin":
+    def put(self, trial_id: str, report: Report) -> None:
+        self._items.append((trial_id, report))
+        if isinstance(report, Begin):
             self._attempts[trial_id] = self._attempts.get(trial_id, 0) + 1
-        if metrics.get("final"):
+        if isinstance(report, EndReport):
             self._ended.add(trial_id)
 
-    def drain(self) -> list[tuple[str, dict[str, Any]]]:
+    def drain(self) -> list[tuple[str, Report]]:
         items, self._items = self._items, []
         return items
 
@@ -62,7 +64,7 @@ class InboxReader:
         self.actor = actor
         self._ref = None  # the drain call in flight, if any
 
-    def poll(self) -> list[tuple[str, dict[str, Any]]]:
+    def poll(self) -> list[tuple[str, Report]]:
         import ray
 
         if self._ref is None:
@@ -73,7 +75,7 @@ class InboxReader:
         items, self._ref = ray.get(self._ref), None
         return items
 
-    def flush(self) -> list[tuple[str, dict[str, Any]]]:
+    def flush(self) -> list[tuple[str, Report]]:
         """All items put before this call: finish the drain in flight (it may have been sent
         before the latest puts), then drain once more."""
         import ray

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from cliffsweep.sweep.reports import EndReport
+
 
 class TrialStatus(str, Enum):
     PENDING = "pending"
@@ -28,12 +30,10 @@ def trials_to_run(grid_ids: list[str], stored_status: dict[str, str], retry_fail
     return [t for t in grid_ids if stored_status.get(t) not in skip]
 
 
-def final_status(last_result: dict | None) -> TrialStatus:
-    """Status of a trial whose training function returned normally: `trained` until its
+def final_status(end: EndReport) -> TrialStatus:
+    """Status of a trial whose training ended (its end report): `trained` until its
     evaluations are in (then the driver records `done`), or `diverged`."""
-    if last_result and last_result.get("status") == TrialStatus.DIVERGED.value:
-        return TrialStatus.DIVERGED
-    return TrialStatus.TRAINED
+    return TrialStatus.DIVERGED if end.diverged else TrialStatus.TRAINED
 
 
 def default_concurrency(total_cpus: float, cpus_per_trial: float, evaluator_cpus: float) -> int:

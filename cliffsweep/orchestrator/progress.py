@@ -7,6 +7,8 @@ import sys
 import time
 from collections import Counter
 
+from cliffsweep.sweep.reports import TrialRecord
+
 
 class Progress:
     def __init__(self, n_trials: int, concurrency: int, stream=None, interval: float = 15.0):
@@ -23,7 +25,7 @@ class Progress:
         self._last_print = 0.0
         self._live = None
         self.phase = "starting"
-        self.running: dict[str, dict] = {}  # trial id -> its latest report (step, total_steps, loss)
+        self.running: dict[str, TrialRecord | None] = {}  # trial id -> its reports so far (None: none yet)
 
     # --- state ------------------------------------------------------------------------------
     def eta_seconds(self) -> float | None:
@@ -70,12 +72,12 @@ class Progress:
             self.refresh(force=True)
 
 
-def trial_progress(report: dict) -> str:
-    """'step 12/40 (30%), loss 1.234' from a trial's latest report ('starting' before any)."""
-    if not report or "step" not in report:
+def trial_progress(report: TrialRecord | None) -> str:
+    """'step 12/40 (30%), loss 1.234' from a trial's reports so far ('starting' before any)."""
+    if report is None or report.step is None:
         return "starting (Ray Train workers, model and data loading)"
-    step, total = int(report["step"]), int(report.get("total_steps") or 0)
+    step, total = int(report.step), int(report.total_steps or 0)
     pct = f" ({100 * step / total:.0f}%)" if total else ""
-    loss = report.get("loss")
+    loss = report.loss
     loss_txt = f", loss {loss:.4g}" if isinstance(loss, (int, float)) and loss == loss else ""
     return f"step {step}/{total or '?'}{pct}{loss_txt}"

@@ -22,8 +22,9 @@ from collections import deque
 from typing import Any, Callable
 
 from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid, refined_trials, series_key
+from cliffsweep.orchestrator.live import lookup, register
 from cliffsweep.orchestrator.policies import TrialStatus
-from cliffsweep.trainables.config import JobRun
+from cliffsweep.trainables.config import JOB_KEY, JobRun
 
 TERMINAL = {TrialStatus.DONE.value, TrialStatus.DIVERGED.value, TrialStatus.FAILED.value}
 
@@ -85,7 +86,7 @@ class Refiner:
             rnd = max(t.round for t in trials)
             if rnd >= self.cfg.rounds or self.asked.get(key) == rnd:
                 continue
-            if any(run.status.get(t.trial_id) not in TERMINAL for t in trials if t.round == rnd):
+            if any(run.book.status.get(t.trial_id) not in TERMINAL for t in trials if t.round == rnd):
                 continue
             if (base_trial_id(key[0]), 0) not in self.tracker.evaluated:
                 continue
@@ -111,10 +112,7 @@ class Refiner:
         if not self.on:
             return False
         self.check()
-        return self.dirty or any(self.run.status.get(t.trial_id) not in TERMINAL for t in self.run.grid)
-
-
-_LIVE: dict[int, TrialQueue] = {}
+        return self.dirty or any(self.run.book.status.get(t.trial_id) not in TERMINAL for t in self.run.grid)
 
 
 def sweep_searcher(queue: TrialQueue) -> Any:
@@ -122,8 +120,7 @@ def sweep_searcher(queue: TrialQueue) -> Any:
     the experiment state: the live queue stays here, the searcher carries only its key)."""
     from ray.tune.search import Searcher
 
-    key = id(queue)
-    _LIVE[key] = queue
+    key = register(queue)
 
     class SweepSearcher(Searcher):
         def __reduce__(self):
@@ -133,7 +130,7 @@ def sweep_searcher(queue: TrialQueue) -> Any:
             if not queue.items:
                 queue.pump()
             if queue.items:
-                return {"cfg": queue.items.popleft()}
+                return {JOB_KEY: queue.items.popleft()}
             return None if queue.more() else Searcher.FINISHED
 
         def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
@@ -150,7 +147,7 @@ def sweep_searcher(queue: TrialQueue) -> Any:
 
 
 def _searcher_from_key(key: int):
-    return sweep_searcher(_LIVE[key])
+    return sweep_searcher(lookup(key))
 
 
 def max_refine_trials(spec) -> int:

@@ -1,43 +1,32 @@
-"""One `cliffsweep run`'s state and steps (the driver, orchestrator/driver.py, calls them in
-order; the Tune callback, orchestrator/tunecallback.py, feeds them Tune's events).
+"""One `cliffsweep run`'s phases (the driver, orchestrator/driver.py, calls them in order; the
+Tune callback, orchestrator/tunecallback.py, feeds them Tune's events).
 
-`SweepRun` keeps what the run knows in memory (statuses, attempts, each trial's latest report,
-the checkpoints in flight) and writes every change to the store at once: the store, not this
-object, is the truth a re-run starts from (storage/ledger.py).
+`SweepRun` holds what the run needs across its phases (the grid, the evaluator tracker, the
+inbox, Tune's queue of jobs) and turns reports into ledger rows and evaluations; every trial's
+own state lives in its trial book (orchestrator/trialbook.py), which writes each change to the
+store at once: the store, not these objects, is the truth a re-run starts from
+(storage/ledger.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from datetime import datetime, timezone
-from typing import Any
 
 from cliffsweep.faults import maybe_fail
 from cliffsweep.orchestrator.evaltracker import EvalTracker
-from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
 from cliffsweep.orchestrator.policies import TrialStatus, final_status, pack, role_resources, trials_per_job, trials_to_run
 from cliffsweep.orchestrator.pool import EvalRequest, start_pool
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.refiner import Refiner, TrialQueue, stored_refined_trials
-from cliffsweep.sweep.spec import SweepSpec
+from cliffsweep.orchestrator.trialbook import TrialBook, now
 from cliffsweep.storage import ledger
 from cliffsweep.storage.store import Store
-from cliffsweep.trainables.config import JobRun, TrainConfig
+from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid
+from cliffsweep.sweep.reports import Begin, CheckpointReport, EndReport, Report
+from cliffsweep.sweep.spec import SweepSpec
+from cliffsweep.trainables.config import JobRun, StatsJob, TrainConfig
 from cliffsweep.trainables.stats import compute_stats, stats_key, stats_relpath, stats_task_resources
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def trial_row(t: Trial, status: TrialStatus, **extra: Any) -> dict[str, Any]:
-    row = {k: v for k, v in t.to_dict().items() if k not in ("dtype",)}
-    row["method_params"] = json.dumps(t.method_params, sort_keys=True)
-    row["status"] = status.value
-    row.update(extra)
-    return row
 
 
 def _abs_uri(uri: str) -> str:
@@ -45,58 +34,48 @@ def _abs_uri(uri: str) -> str:
 
 
 class SweepRun:
-    """State of one `cliffsweep run`; the Tune callback and the driver loop share it."""
+    """The phases of one `cliffsweep run`; the Tune callback and the driver loop share it."""
 
     def __init__(self, spec: SweepSpec, store: Store, eval_backend: str, verbose: bool = False):
         self.spec, self.store, self.backend, self.verbose = spec, store, eval_backend, verbose
         self.grid = expand_grid(spec)  # + refined trials, as refinement adds them (refiner.py)
         self.by_id = {t.trial_id: t for t in self.grid}
-        self.status: dict[str, str] = {}  # trial id -> its status, as last recorded
         self.stats_uri: dict[str, str | None] = {}
         self.checkpoint_root = _abs_uri(spec.checkpoint_uri)
         self.task_names = [spec.tasks.learn.name] + [t.name for t in spec.tasks.retain]
-        self.attempts: dict[str, int] = {}
-        self.started: dict[str, datetime] = {}
-        self.last: dict[str, dict] = {}
-        self.last_at: dict[str, datetime] = {}
-        self.finished: set[str] = set()  # trials whose training ended in this run
-        self.trained: dict[str, int | None] = {}  # trained, not yet settled -> final step
-        self.finished_at: dict[str, datetime] = {}
-        self.ckpt_steps: dict[str, set[int]] = {}  # reported checkpoints per trial (ledger)
-        self.stored_rows: dict[str, dict] = {}  # trials rows of earlier runs
+        self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
+        self.book = TrialBook(store, self.by_id, lambda t: self.point_config(t, None).to_json(), self._refine_later)
         self.progress: Progress | None = None
         self.refiner: Refiner | None = None
-        self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
         self.inbox: InboxReader | None = None  # set once Ray is up
         self.per_job = 1  # grid points per Train job (policies.trials_per_job), set once Ray is up
         self.jobs_running: set[str] = set()
         self.tracker: EvalTracker | None = None  # set by start()
         self.queue: TrialQueue | None = None  # Train jobs waiting for Tune (set by queue_jobs)
 
+    def _refine_later(self) -> None:
+        if self.refiner is not None:
+            self.refiner.dirty = True
+
     # --- a run, step by step (driver.run_sweep) -----------------------------------------------
     def resume(self, retry_failed: bool) -> list[Trial]:
         """What the store already holds: refined trials of earlier runs rejoin the grid, trials
         that need no training keep their status; returns the trials to train (recorded pending)."""
-        stored = self.store.read("trials")
-        self.add_trials(stored_refined_trials(self.spec, self.grid, stored.to_dict("records")))
-        self.stored_rows = {r["trial_id"]: r for r in stored.to_dict("records") if r["trial_id"] in self.by_id}
-        status = {tid: r["status"] for tid, r in self.stored_rows.items()}
-        self.status.update(status)
-        todo_ids = set(trials_to_run([t.trial_id for t in self.grid], status, retry_failed))
+        stored = self.store.read("trials").to_dict("records")
+        self.add_trials(stored_refined_trials(self.spec, self.grid, stored))
+        self.book.load(stored)
+        todo_ids = set(trials_to_run([t.trial_id for t in self.grid], self.book.status, retry_failed))
         todo = [t for t in self.grid if t.trial_id in todo_ids]
-        # trained by an earlier run, their evaluations not all in: settled during this one
-        self.trained = {tid: _int_or_none(self.stored_rows[tid].get("steps")) for tid in status
-                        if tid not in todo_ids and status[tid] == TrialStatus.TRAINED.value}
         for t in todo:
-            self.record(t.trial_id, TrialStatus.PENDING)
+            self.book.trained.pop(t.trial_id, None)
+            self.book.pending(t.trial_id)
         return todo
 
     def start(self, concurrency: int, stream=None) -> None:
         """Ray is up: the progress display, the evaluator pool (started on first use), the inbox."""
         spec = self.spec
         self.progress = Progress(len(self.grid), concurrency, stream=stream)
-        self.progress.status.update({s: sum(v == s for tid, v in self.status.items() if tid in self.stored_rows)
-                                     for s in ("done", "trained", "diverged", "failed")})
+        self.book.show(self.progress)
         self.tracker = EvalTracker(self.store, lambda: start_pool(
             {m.name: (m.path, m.dtype) for m in spec.models}, spec, self.store.uri, self.backend), self.task_names)
         self.inbox = InboxReader(start_inbox(self.inbox_name))
@@ -105,8 +84,8 @@ class SweepRun:
         """One turn of the driver loop: reports in, evaluations polled, trials settled,
         refinement asked, the display refreshed."""
         tracker, progress = self.tracker, self.progress
-        for tid, metrics in self.inbox.poll():
-            self.on_report(tid, metrics, tracker)
+        for tid, rec in self.inbox.poll():
+            self.on_report(tid, rec)
         tracker.poll(timeout=wait)
         self.count_settled()
         if self.refiner is not None:
@@ -116,18 +95,12 @@ class SweepRun:
         progress.refresh()
 
     def count_settled(self) -> None:
-        for _tid in self.settle(self.tracker):
-            self.progress.status["trained"] -= 1
-            self.progress.status["done"] += 1
+        for tid, final, steps in self.book.settle(self.tracker.evaluated):
+            self.prune(tid, final, steps)
 
     def drain(self) -> None:
         while self.tracker.pending:
             self.tick(wait=0.5)
-
-    def fail(self, tid: str, error: str) -> None:
-        """A trial that will not train in this run, and why."""
-        self.record(tid, TrialStatus.FAILED, error=error, finished_at=_now())
-        self.progress.status["failed"] += 1
 
     def prepare_training(self, todo: list[Trial]) -> list[Trial]:
         """Base evaluations and once-per-model statistics before any trial trains; returns the
@@ -136,13 +109,13 @@ class SweepRun:
         spec, tracker, progress = self.spec, self.tracker, self.progress
         for m in spec.models:
             tracker.submit(base_request(m.name))
-        self.reconcile(tracker)  # checkpoints an earlier run reported but never evaluated
+        self.reconcile()  # checkpoints an earlier run reported but never evaluated
         progress.phase = "statistics"
         progress.refresh(force=True)
         stats, stats_failed = ensure_stats(self, todo)
         self.stats_uri.update(stats)
         for tid, msg in stats_failed.items():
-            self.fail(tid, msg)
+            self.book.fail(tid, msg)
         progress.phase = "base evaluation"
         while any((base_trial_id(m.name), 0) in tracker.queued for m in spec.models):
             self.tick(wait=0.5)
@@ -150,9 +123,9 @@ class SweepRun:
                   if (base_trial_id(m.name), 0) in tracker.failed_keys}
         for t in todo:
             if t.model in broken and t.trial_id not in stats_failed:
-                self.fail(t.trial_id, f"not trained: the base evaluation of model {t.model!r} failed, so no "
-                          f"checkpoint of it could be evaluated; fix the model or its eval settings and re-run "
-                          f"with --retry-failed. The evaluation's error:\n{broken[t.model]}")
+                self.book.fail(t.trial_id, f"not trained: the base evaluation of model {t.model!r} failed, so no "
+                               f"checkpoint of it could be evaluated; fix the model or its eval settings and re-run "
+                               f"with --retry-failed. The evaluation's error:\n{broken[t.model]}")
         return [t for t in todo if t.trial_id not in stats_failed and t.model not in broken]
 
     def queue_jobs(self, todo: list[Trial], concurrency: int) -> TrialQueue:
@@ -173,25 +146,18 @@ class SweepRun:
         self.stats_uri.update(new_stats)
         for t in trials:
             if t.trial_id in failed:
-                self.record(t.trial_id, TrialStatus.FAILED, error=failed[t.trial_id], finished_at=_now())
+                self.book.fail(t.trial_id, failed[t.trial_id])
             else:
-                self.record(t.trial_id, TrialStatus.PENDING)
+                self.book.pending(t.trial_id)
         self.queue.add(self.job_configs([t for t in trials if t.trial_id not in failed]))
         self.progress.n_trials = len(self.grid)
-
-    def interrupted(self) -> None:
-        """Tune returned early (Ctrl-C): trials it stopped go back to pending, which is what a
-        re-run picks up; their evaluations so far are kept."""
-        for t in self.grid:
-            if self.status.get(t.trial_id) == TrialStatus.RUNNING.value and t.trial_id not in self.finished:
-                self.record(t.trial_id, TrialStatus.PENDING)
 
     def finish_evaluations(self) -> None:
         """Every checkpoint evaluated: what is in flight, then whatever a report or a dead
         worker left unevaluated (the store is the truth), then the trials settle."""
         self.progress.phase = "evaluating"
         self.drain()
-        self.reconcile(self.tracker)
+        self.reconcile()
         self.drain()
         self.count_settled()
         self.progress.phase = "finished"
@@ -202,39 +168,9 @@ class SweepRun:
         self.tracker.close()
         ray.kill(self.inbox.actor)
 
-    # --- trial rows ---------------------------------------------------------------------------
     def add_trials(self, trials: list[Trial]) -> None:
         self.grid += [t for t in trials if t.trial_id not in self.by_id]
         self.by_id.update({t.trial_id: t for t in trials})
-
-    def record(self, tid: str, status: TrialStatus, **extra: Any) -> None:
-        self.status[tid] = status.value
-        if self.refiner is not None and status.terminal:
-            self.refiner.dirty = True
-        if tid not in self.last and tid in self.stored_rows and status is TrialStatus.DONE:
-            # trained by an earlier run: only its status changes
-            row = dict(self.stored_rows[tid], status=status.value, **extra)
-            self.store.write("trials", tid, [row])
-            return
-        t = self.by_id[tid]
-        last = self.last.get(tid, {})
-        started = self.started.get(tid)
-        timing: dict[str, Any] = {}
-        # A job's later point starts where the previous one ended (its `point_started` mark).
-        began = (last.get("setup_marks") or {}).get("point_started") or (started.timestamp() if started else None)
-        if began and last.get("loop_started_at"):
-            timing["setup_seconds"] = last["loop_started_at"] - began
-        if began and last.get("setup_marks"):
-            from cliffsweep.trainables.loop import phase_seconds
-
-            timing["setup_phases"] = json.dumps(phase_seconds(began, last["setup_marks"]))
-        if extra.get("finished_at") and tid in self.last_at:
-            timing["teardown_seconds"] = (extra["finished_at"] - self.last_at[tid]).total_seconds()
-        self.store.write("trials", tid, [trial_row(
-            t, status, attempt=self.attempts.get(tid, 0), started_at=started, **timing,
-            steps=last.get("step"), total_steps=last.get("total_steps"), final_loss=last.get("loss"), train_seconds=last.get("train_seconds"),
-            resumed_from_step=last.get("resumed_from_step"),
-            config=self.point_config(t, None).to_json(), **extra)])
 
     # --- configs ------------------------------------------------------------------------------
     def point_config(self, t: Trial, stats_uri: str | None) -> TrainConfig:
@@ -246,7 +182,8 @@ class SweepRun:
             trial=t, recipe=s.recipe, learn=s.tasks.learn, retain=s.tasks.retain[0],
             store_uri=_abs_uri(s.store_uri), checkpoint_root=self.checkpoint_root, stats_uri=stats_uri,
             eval_points=s.eval.points_per_trial, every_epoch=s.eval.every_epoch, strategy=s.resources.strategy,
-            torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows)
+            torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows,
+            inbox=self.inbox_name, resume_every_s=s.resume_every_s, async_checkpoints=s.async_checkpoints)
 
     def job_configs(self, trials: list[Trial], size: int | None = None) -> list[JobRun]:
         """`trials` as Train jobs of up to `size` (default: self.per_job) points of one model each
@@ -264,78 +201,47 @@ class SweepRun:
                                inbox=self.inbox_name))
         return jobs
 
-    def on_report(self, tid: str, metrics: dict[str, Any], tracker: EvalTracker) -> None:
-        """A trial's report, from the inbox: keep it as the trial's latest; evaluate its
-        checkpoint; a job's later trial starts (`begin`), a trial's training ends (`final`)."""
-        if tid in self.finished:
+    # --- reports, checkpoints, evaluations ----------------------------------------------------
+    def on_report(self, tid: str, rec: Report) -> None:
+        """A trial's report, from the inbox (sweep/reports.py): a trial of a job starts; a
+        checkpoint is recorded and evaluated; a trial's training ends."""
+        if tid in self.book.finished:
             return  # a late duplicate of an ended trial (a retried job re-reporting its end)
-        if metrics.get("event") == "begin":
-            self.begin(tid)
-            return
-        self.last[tid] = {**self.last.get(tid, {}), **metrics}
-        self.last_at[tid] = datetime.fromtimestamp(metrics["reported_at"], timezone.utc)
-        if self.progress is not None and tid in self.progress.running:
-            self.progress.running[tid] = self.last[tid]
-        if metrics.get("checkpoint_path"):
-            step = int(metrics["step"])
-            maybe_fail(f"driver_report:{tid}:{step}")
+        if isinstance(rec, Begin):
+            self.book.begin(tid)
+        elif isinstance(rec, CheckpointReport):
+            maybe_fail(f"driver_report:{tid}:{rec.step}")
             # The trial's rank 0 records it too; writing it here as well covers a worker that
             # died between its report and its row (idempotent).
-            rec = ledger.record_checkpoint(self.store, self.checkpoint_root, tid, step,
-                                           float(metrics["epoch"]), metrics["checkpoint_kind"])
-            self.evaluate(rec, tracker)
-            # `cliffsweep status` shows how far it got; a late report of a trial that Ctrl-C
-            # already sent back to pending must not mark it running again
-            if self.status.get(tid) == TrialStatus.RUNNING.value:
-                self.record(tid, TrialStatus.RUNNING)
-        if metrics.get("final"):
-            status = final_status(self.last[tid])
-            self.finish(tid, status, error="non-finite training loss" if status is TrialStatus.DIVERGED else None)
+            self.evaluate(ledger.record_checkpoint(self.store, self.checkpoint_root, tid, rec.step, rec.epoch,
+                                                   rec.checkpoint_kind))
+            self.book.note(rec)
+        elif isinstance(rec, EndReport):
+            self.book.note(rec)
+            status = final_status(rec)
+            self.book.finish(tid, status, error="non-finite training loss" if status is TrialStatus.DIVERGED else None)
+        else:
+            raise TypeError(f"unknown report {type(rec).__name__} from trial {tid}")
 
-    def begin(self, tid: str) -> None:
-        """A trial of a job starts training (the job's first at the job's start, each later one
-        when the one before it ended)."""
-        if self.progress is None or tid in self.progress.running or tid in self.finished:
-            return
-        self.attempts[tid] = self.attempts.get(tid, 0) + 1  # as the inbox counts (Inbox.put)
-        self.started.setdefault(tid, _now())
-        self.record(tid, TrialStatus.RUNNING)
-        self.progress.status["running"] += 1
-        self.progress.running[tid] = {}
-
-    def finish(self, tid: str, status: TrialStatus, **extra: Any) -> None:
-        """A trial's training ended (trained, diverged) or it failed for good."""
-        self.finished.add(tid)
-        if self.progress is not None:
-            if self.progress.running.pop(tid, None) is not None:
-                self.progress.status["running"] -= 1
-            self.progress.status[status.value] += 1
-            if tid in self.started:
-                self.progress.trial_seconds.append((_now() - self.started[tid]).total_seconds())
-        self.finished_at[tid] = _now()
-        self.record(tid, status, finished_at=self.finished_at[tid], **extra)
-        if status is TrialStatus.TRAINED:
-            self.trained[tid] = _int_or_none(self.last.get(tid, {}).get("total_steps"))
-
-    def evaluate(self, rec: ledger.CheckpointRecord, tracker: EvalTracker, known_unevaluated: bool = False) -> None:
-        self.ckpt_steps.setdefault(rec.trial_id, set()).add(rec.step)
+    def evaluate(self, rec: ledger.CheckpointRecord, known_unevaluated: bool = False) -> None:
+        self.book.known_checkpoint(rec.trial_id, rec.step)
         t = self.by_id[rec.trial_id]
-        tracker.submit(EvalRequest(
+        self.tracker.submit(EvalRequest(
             trial_id=t.trial_id, model=t.model, method=t.method, series=t.series, optimizer=t.optimizer,
             lr=t.lr, epochs=t.epochs, seed=t.seed, step=rec.step, epoch=rec.epoch, checkpoint=rec.uri,
             kind=rec.kind), known_unevaluated=known_unevaluated)
 
-    def reconcile(self, tracker: EvalTracker) -> None:
+    def reconcile(self) -> None:
         """From the store: every reported checkpoint of this grid that lacks an evaluation is
         sent (once per run: one that already failed in this run waits for the next run)."""
         ck, ev = self.store.read("checkpoints"), self.store.read("evals")
-        tracker.evaluated |= ledger.evaluated_keys(ev, self.task_names)
+        self.tracker.evaluated |= ledger.evaluated_keys(ev, self.task_names)
         for rec in ledger.records(ck):
             if rec.trial_id in self.by_id:
-                self.ckpt_steps.setdefault(rec.trial_id, set()).add(rec.step)
+                self.book.known_checkpoint(rec.trial_id, rec.step)
         for rec in ledger.unevaluated(ck, ev, self.task_names, set(self.by_id)):
-            if rec.key not in tracker.failed_keys:
-                self.evaluate(rec, tracker, known_unevaluated=True)
+            if rec.key not in self.tracker.failed_keys:
+                self.evaluate(rec, known_unevaluated=True)
 
     def prune(self, tid: str, final: int | None, steps: set[int]) -> None:
         """A done trial's checkpoints that nothing will read again go (spec.keep_checkpoints)."""
@@ -346,19 +252,7 @@ class SweepRun:
             ledger.delete_checkpoints(self.checkpoint_root, tid, drop, final if drop_state else None)
         except OSError as exc:  # space not freed is no reason to stop the sweep; say so
             self.store.write("errors", f"prune__{tid}", [{"trial_id": tid, "step": -1, "kind": "prune",
-                                                          "message": f"{type(exc).__name__}: {exc}", "at": _now()}])
-
-    def settle(self, tracker: EvalTracker) -> list[str]:
-        """Trained trials whose checkpoints are all evaluated become `done`; returns them."""
-        settled = []
-        for tid, final in list(self.trained.items()):
-            steps = self.ckpt_steps.get(tid, set())
-            if ledger.trial_settled(final, steps, {s for s in steps if (tid, s) in tracker.evaluated}):
-                del self.trained[tid]
-                self.record(tid, TrialStatus.DONE, finished_at=self.finished_at.get(tid) or _now())
-                settled.append(tid)
-                self.prune(tid, final, steps)
-        return settled
+                                                          "message": f"{type(exc).__name__}: {exc}", "at": now()}])
 
 
 def worker_resources(res) -> tuple[tuple[str, float], ...]:
@@ -403,9 +297,9 @@ def ensure_stats(run: SweepRun, todo: list[Trial]) -> tuple[dict[str, str | None
     task = ray.remote(max_retries=1, resources=role_resources(res.cluster_roles, "trainer", res.gpus_per_worker),
                       **stats_task_resources(res.cpus_per_worker, res.gpus_per_worker, res.workers_per_trial)
                       )(compute_stats)
-    refs = {task.remote(t.model_path, t.dtype, t.method, t.method_params, learn, retain,
-                        r.stats_examples, r.max_seq_len, r.batch_size, r.micro_batch_size,
-                        r.gradient_checkpointing): rel for rel, t in jobs.items()}
+    refs = {task.remote(StatsJob(model_path=t.model_path, dtype=t.dtype, method=t.method,
+                                 method_params=t.method_params, learn=spec.tasks.learn,
+                                 retain=spec.tasks.retain[0], recipe=r)): rel for rel, t in jobs.items()}
     failed: dict[str, str] = {}
     for ref, rel in refs.items():
         try:
@@ -413,12 +307,9 @@ def ensure_stats(run: SweepRun, todo: list[Trial]) -> tuple[dict[str, str | None
         except Exception as exc:  # one method's statistics must not stop the other trials
             msg = f"statistics {rel} could not be computed: {exc}"
             store.write("errors", f"stats__{rel.replace('/', '__')}", [{
-                "trial_id": needs[rel][0], "step": -1, "kind": "stats", "message": msg, "at": _now()}])
+                "trial_id": needs[rel][0], "step": -1, "kind": "stats", "message": msg, "at": now()}])
             failed.update({tid: msg for tid in needs[rel]})
     return out, failed
 
-
-def _int_or_none(v) -> int | None:
-    return None if v is None or v != v else int(v)
 
 

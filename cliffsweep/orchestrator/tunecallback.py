@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import os
 
+from cliffsweep.orchestrator.live import lookup, register
 from cliffsweep.orchestrator.policies import TrialStatus
-from cliffsweep.orchestrator.sweeprun import SweepRun, _now
-from cliffsweep.trainables.config import JobRun
+from cliffsweep.orchestrator.sweeprun import SweepRun
+from cliffsweep.trainables.config import JOB_KEY, JobRun
 
 
 def trial_fn():
     from cliffsweep.trainables.trial import run_job
 
     def trial(config: dict) -> None:
-        run_job(config["cfg"])
+        run_job(config[JOB_KEY])
 
     return trial
 
@@ -28,17 +29,11 @@ def _error_text(trial) -> str:
     return str(getattr(trial, "error_msg", None) or "trial failed (no error text captured)")
 
 
-# Tune pickles its callbacks with the experiment state; the live objects (store, Ray refs,
-# the terminal) stay here and the callback carries only its key.
-_LIVE: dict[int, SweepRun] = {}
-
-
 def sweep_callback(run: SweepRun):
     from ray import tune
 
-    key = id(run)
-    _LIVE[key] = run
-    tracker, progress, tick = run.tracker, run.progress, run.tick
+    key = register(run)  # Tune pickles its callbacks; the live run stays here (live.py)
+    book = run.book
 
     class SweepCallback(tune.Callback):
         """Tune events (one Tune trial = one Train job of several grid points) -> trial rows and
@@ -48,51 +43,47 @@ def sweep_callback(run: SweepRun):
             return (_callback_from_key, (key,))
 
         def on_step_begin(self, iteration, trials, **info):
-            tick()
+            run.tick()
 
         def on_trial_start(self, iteration, trials, trial, **info):
-            job: JobRun = trial.config["cfg"]
+            job: JobRun = trial.config[JOB_KEY]
             run.jobs_running.add(job.job_id)
-            todo = [tid for tid in job.trial_ids if tid not in run.finished]
+            todo = self._unended(job)
             if todo:
-                run.begin(todo[0])  # the job trains its points in order
+                book.begin(todo[0])  # the job trains its points in order
 
         def _flush_reports(self):
             """Every report a job made is in the inbox before Tune sees it end (inbox.py)."""
-            for tid, metrics in run.inbox.flush():
-                run.on_report(tid, metrics, tracker)
+            for tid, rec in run.inbox.flush():
+                run.on_report(tid, rec)
 
         def _unended(self, job: JobRun) -> list[str]:
-            return [tid for tid in job.trial_ids if tid not in run.finished]
+            return [tid for tid in job.trial_ids if tid not in book.finished]
 
         def on_trial_complete(self, iteration, trials, trial, **info):
-            job: JobRun = trial.config["cfg"]
+            job: JobRun = trial.config[JOB_KEY]
             self._flush_reports()
             run.jobs_running.discard(job.job_id)
             for tid in self._unended(job):  # never silently: a job must end each of its trials
-                run.finish(tid, TrialStatus.FAILED, error=(
+                book.finish(tid, TrialStatus.FAILED, error=(
                     f"Train job {job.job_id} returned without reporting the end of this trial's training"))
-            tick()
+            run.tick()
 
         def on_trial_recover(self, iteration, trials, trial, **info):
-            job: JobRun = trial.config["cfg"]
+            job: JobRun = trial.config[JOB_KEY]
             self._flush_reports()
             for tid in self._unended(job):
-                if progress.running.pop(tid, None) is not None:  # the one it was training
-                    progress.status["running"] -= 1
-                    run.store.write("errors", f"trial__{tid}__attempt{run.attempts.get(tid, 0)}", [{
-                        "trial_id": tid, "step": -1, "kind": "trial_retry", "message": _error_text(trial),
-                        "at": _now()}])
+                book.retry(tid, _error_text(trial))  # the one it was training starts again
 
         def on_trial_error(self, iteration, trials, trial, **info):
-            job: JobRun = trial.config["cfg"]
+            job: JobRun = trial.config[JOB_KEY]
             self._flush_reports()
             unended = self._unended(job)
             # The trial it was training failed for good; the ones after it never started: they
             # get a job of their own instead of sharing its failure.
-            failed = [tid for tid in unended if tid in progress.running] or unended[:1]
+            failed = [tid for tid in unended if tid in run.progress.running] or unended[:1]
             for tid in failed:
-                run.finish(tid, TrialStatus.FAILED, error=_error_text(trial))
+                book.finish(tid, TrialStatus.FAILED, error=_error_text(trial))
             rest = [run.by_id[tid] for tid in unended if tid not in failed]
             if rest:
                 run.queue.add(run.job_configs(rest))
@@ -102,4 +93,4 @@ def sweep_callback(run: SweepRun):
 
 
 def _callback_from_key(key: int):
-    return sweep_callback(_LIVE[key])
+    return sweep_callback(lookup(key))

@@ -34,7 +34,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("status", pa.string()), ("attempt", pa.int64()), ("started_at", pa.timestamp("us", tz="UTC")),
         ("finished_at", pa.timestamp("us", tz="UTC")), ("train_seconds", pa.float64()),
         ("setup_seconds", pa.float64()), ("teardown_seconds", pa.float64()),
-        ("setup_phases", pa.string()),  # JSON {phase: seconds} (trainables/loop.SETUP_PHASES); older files: null
+        ("checkpoint_seconds", pa.float64()), ("checkpoint_bytes", pa.int64()),  # the latest attempt's (issue 21)
+        ("setup_phases", pa.string()),  # JSON {phase: seconds} (sweep/reports.SETUP_PHASES); older files: null
         ("steps", pa.int64()), ("total_steps", pa.int64()), ("resumed_from_step", pa.int64()), ("final_loss", pa.float64()), ("error", pa.string()),
         ("config", pa.string()),
     ]),

@@ -193,6 +193,17 @@ class SweepSpec(_Strict):
     """Once a trial is done (every checkpoint evaluated): 'final' deletes its other checkpoint
     folders and the final one's training state, so a long sweep does not fill the bucket
     (docs/benchmarks.md: bytes kept per trial); 'all' keeps everything."""
+    resume_every_s: float = Field(300.0, ge=0)
+    """Training seconds between checkpoints that also save the training state (the weights as
+    trained, AdamW's moments, the schedule, the method's state: ~3x the export's bytes) for a
+    crashed or re-run trial to resume from. A trial shorter than this saves none: a retry
+    re-trains it from step 0, and re-reports the checkpoints already written instead of writing
+    them again. 0: with every checkpoint (a retry loses no step; the fault tests use it). The
+    trade-off, measured: docs/design.md ("Checkpoint lifecycle")."""
+    async_checkpoints: bool = True
+    """Write and upload each checkpoint on a background thread of rank 0 while training goes on
+    (trainables/checkpoints.py: a snapshot in host memory, one waiting at most). False: training
+    waits for every write (the path before issue 21; bench/bench_checkpoints.py compares them)."""
     ray_address: str | None = None
     """None = start a local Ray cluster; 'auto' or 'ray://host:10001' = join one."""
     tracking: TrackingSpec = TrackingSpec()

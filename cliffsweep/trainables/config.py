@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from cliffsweep.sweep.spec import RecipeSpec, ResourcesSpec, TaskSpec
 
 WORKER_KEY = "train"
+JOB_KEY = "job"
+"""The one key of a Tune trial's config: its JobRun (Tune wants a dict)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,12 @@ class TrainConfig:
     torch_threads: int | None
     max_step_rows: int
     """The training curve's rows per trial at most (trainables/steplog.py)."""
+    inbox: str
+    """The sweep's inbox actor, by name: rank 0's checkpoint writer reports there (checkpoints.py)."""
+    resume_every_s: float
+    """Training seconds between checkpoints that also save the training state (spec)."""
+    async_checkpoints: bool
+    """Write checkpoints off the training thread (spec; trainables/checkpoints.py)."""
     attempt: int = 1
     """Set per attempt by the trial's function (trainables/trial.py): 1, 2 after a retry, ..."""
     trial_fn_started: float = 0.0
@@ -54,7 +62,7 @@ class TrainConfig:
     def to_json(self) -> str:
         """The resolved config, as the store's `trials.config` keeps it (style.md 7); without the
         per-attempt fields (the `trials` row has its attempt)."""
-        plain = {k: v for k, v in _plain(self).items() if k not in ("attempt", "trial_fn_started")}
+        plain = {k: v for k, v in _plain(self).items() if k not in ("attempt", "trial_fn_started", "inbox")}
         return json.dumps(plain, sort_keys=True, default=str)
 
 
@@ -78,6 +86,21 @@ class JobRun:
     @property
     def trial_ids(self) -> tuple[str, ...]:
         return tuple(p.trial.trial_id for p in self.points)
+
+
+@dataclass(frozen=True)
+class StatsJob:
+    """One once-per-model statistics task (trainables/stats.py: compute_stats), as the driver
+    sends it to a Ray task: the model, the method and its params, the tasks whose train splits
+    feed it, and the recipe's batching (the statistic's definition and its memory)."""
+
+    model_path: str
+    dtype: str
+    method: str
+    method_params: dict
+    learn: TaskSpec
+    retain: TaskSpec
+    recipe: RecipeSpec
 
 
 def _plain(value: Any) -> Any:

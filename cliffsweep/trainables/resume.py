@@ -43,9 +43,10 @@ def save(folder: str | Path, step: int, model: torch.nn.Module, optimizer, sched
                Path(folder) / TRAIN_STATE)
 
 
-def upload(local: str, uri: str) -> None:
+def upload(local: str, uri: str, before_meta=lambda: None) -> None:
     """Copy the checkpoint folder `local` to `uri`, its meta file last (the folder is complete
-    once that exists), retried like every store write."""
+    once that exists), retried like every store write. `before_meta` runs just before the meta
+    file goes (a fault point: a worker killed there leaves an incomplete folder)."""
     import pyarrow.fs as pafs
 
     from cliffsweep.storage.store import retrying
@@ -56,6 +57,8 @@ def upload(local: str, uri: str) -> None:
         raise ValueError(f"{local} has no {META}")
     retrying("create checkpoint folder", uri, lambda: fs.create_dir(dest, recursive=True))
     for name in names:  # copy_files takes a file or a whole folder (LoRA's adapter subfolders)
+        if name == META:
+            before_meta()
         retrying(f"upload {name}", uri, lambda n=name: pafs.copy_files(
             os.path.join(local, n), f"{dest}/{n}", source_filesystem=pafs.LocalFileSystem(),
             destination_filesystem=fs))
@@ -67,20 +70,31 @@ def meta(uri: str) -> dict[str, Any]:
         return json.loads(f.read())
 
 
-def latest(root: str, trial_id: str) -> tuple[str, dict[str, Any]] | None:
-    """The newest complete checkpoint of `trial_id` that holds its training state: (its URI, the
-    state), or None when there is none (the trial starts at step 0)."""
+def _files(root: str, trial_id: str) -> tuple[str, set[str]]:
+    """(the trial's checkpoint folder, the paths of every file under it, relative to it)."""
     import pyarrow.fs as pafs
-
-    from cliffsweep.storage.ledger import checkpoint_uri
 
     fs, base = _fs(root)
     folder = f"{base.rstrip('/')}/{trial_id}"
     infos = fs.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
-    files = {i.path[len(folder) + 1:] for i in infos if i.type == pafs.FileType.File}
-    steps = sorted((int(p.split("/")[0].removeprefix("step-")) for p in files
-                    if p.startswith("step-") and p.endswith("/" + META)), reverse=True)
-    for step in steps:
+    return folder, {i.path[len(folder) + 1:] for i in infos if i.type == pafs.FileType.File}
+
+
+def complete_steps(root: str, trial_id: str) -> list[int]:
+    """Steps of `trial_id` whose checkpoint folder is complete (its meta file written), ascending."""
+    _, files = _files(root, trial_id)
+    return sorted(int(p.split("/")[0].removeprefix("step-")) for p in files
+                  if p.startswith("step-") and p.count("/") == 1 and p.endswith("/" + META))
+
+
+def latest(root: str, trial_id: str) -> tuple[str, dict[str, Any]] | None:
+    """The newest complete checkpoint of `trial_id` that holds its training state: (its URI, the
+    state), or None when there is none (the trial starts at step 0)."""
+    from cliffsweep.storage.ledger import checkpoint_uri
+
+    fs, _ = _fs(root)
+    folder, files = _files(root, trial_id)
+    for step in reversed(complete_steps(root, trial_id)):
         uri = checkpoint_uri(root, trial_id, step)
         name = uri.rstrip("/").rsplit("/", 1)[1]
         if f"{name}/{TRAIN_STATE}" in files:

@@ -8,7 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 from contextlib import nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cliffsweep.trainables.config import StatsJob
 
 STATS_VERSION = 1  # bump when the batching of statistics changes
 
@@ -33,9 +36,7 @@ def stats_task_resources(cpus_per_worker: float, gpus_per_worker: float, workers
             "num_gpus": min(1.0, gpus_per_worker * workers_per_trial)}
 
 
-def compute_stats(model_path: str, dtype: str, method_name: str, method_params: dict,
-                  learn: dict, retain: dict, n_examples: int, max_seq_len: int, batch_size: int,
-                  micro_batch_size: int | None = None, gradient_checkpointing: bool = False) -> bytes:
+def compute_stats(job: StatsJob) -> bytes:
     """Run the method's compute_stats on the base model; returns safetensors bytes. Batches of
     the recipe's `batch_size` (the statistic's definition), each run in micro-batches of the
     recipe's `micro_batch_size` with its activation checkpointing: the statistics' peak memory
@@ -49,24 +50,26 @@ def compute_stats(model_path: str, dtype: str, method_name: str, method_params: 
     from cliffsweep.trainables.methods import build_method
     from cliffsweep.trainables.microbatch import autocast_dtype, enable_checkpointing
 
+    r = job.recipe
+    n_examples, max_seq_len, batch_size = r.stats_examples, r.max_seq_len, r.batch_size
     torch.manual_seed(0)
-    model, tok = load_model(resolve_model(model_path), dtype)
+    model, tok = load_model(resolve_model(job.model_path), job.dtype)
     if torch.cuda.is_available():  # the task was given a GPU (stats_task_resources)
         model = model.cuda()
-    if gradient_checkpointing:
+    if r.gradient_checkpointing:
         enable_checkpointing(model)
-    method = build_method(method_name, method_params)
+    method = build_method(job.method, job.method_params)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    retain_ex = build_task(retain["name"], retain["params"]).train_examples()[:n_examples]
-    learn_ex = build_task(learn["name"], learn["params"]).train_examples()
-    r = data.encode(tok, retain_ex, max_seq_len, retain=True)
-    lr_ = data.encode(tok, learn_ex, max_seq_len)
+    retain_ex = build_task(job.retain.name, job.retain.params).train_examples()[:n_examples]
+    learn_ex = build_task(job.learn.name, job.learn.params).train_examples()
+    rows = data.encode(tok, retain_ex, max_seq_len, retain=True)
+    learn_rows = data.encode(tok, learn_ex, max_seq_len)
     chunk = lambda xs: [data.collate(xs[i:i + batch_size], pad) for i in range(0, len(xs), batch_size)]  # noqa: E731
     # in training's precision: bf16 autocast over fp32 weights on a GPU (its activations are what
     # the micro-batches bound), nothing on the CPU (microbatch.autocast_dtype)
     amp = autocast_dtype(next(model.parameters()).dtype, next(model.parameters()).device.type)
     with torch.autocast("cuda", dtype=amp) if amp is not None else nullcontext():
-        stats = method.compute_stats(model, chunk(r), chunk(lr_), micro_batch_size=micro_batch_size)
+        stats = method.compute_stats(model, chunk(rows), chunk(learn_rows), micro_batch_size=r.micro_batch_size)
     return save({k: v.detach().contiguous().cpu() for k, v in stats.items()})
 
 

@@ -46,7 +46,7 @@ def lean_trainer_cls():
 def run_job(job: JobRun) -> None:
     import time
 
-    started = time.time()  # the setup's "placement" phase ends here (loop.SETUP_PHASES)
+    started = time.time()  # the setup's "placement" phase ends here (sweep/reports.SETUP_PHASES)
     from ray.train import FailureConfig, RunConfig, ScalingConfig
 
     from cliffsweep.trainables.loop import train_loop_per_worker
@@ -79,7 +79,9 @@ def run_job(job: JobRun) -> None:
 
 def report_callback(inbox_name: str):
     """A Ray Train callback (runs in the job's Train controller) that pushes every report to the
-    inbox: rank 0's metrics (which name their trial: a job trains several), plus `reported_at`."""
+    inbox: rank 0's record (sweep/reports.py: it names its trial, a job trains several), stamped
+    with `reported_at`. (Checkpoint reports do not come this way: rank 0's checkpoint writer
+    pushes them itself once their folder is complete, trainables/checkpoints.py.)"""
     import time
 
     from ray.train.v2.api.callback import UserCallback
@@ -96,7 +98,9 @@ def report_callback(inbox_name: str):
 
             if self._inbox is None:
                 self._inbox = ray.get_actor(inbox_name)
-            item = dict(metrics[0], reported_at=time.time())
-            ray.get(self._inbox.put.remote(item["trial_id"], item))
+            from cliffsweep.sweep.reports import REPORT_KEY, stamped
+
+            item = stamped(metrics[0][REPORT_KEY], time.time())
+            ray.get(self._inbox.put.remote(item.trial_id, item))
 
     return InboxReportCallback()
