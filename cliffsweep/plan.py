@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from cliffsweep import bill
 from cliffsweep.archs import Arch
 from cliffsweep.tokenstats import Lengths
 
@@ -323,6 +324,15 @@ class ModelPlan:
     gen_tokens: int = 0
     ckpt_written: float = 0.0
     ckpt_kept: float = 0.0
+    prompt_tokens: float = 0.0
+    """Prompt tokens of every evaluation (prefill), from the tasks' example lengths."""
+    eval_s: float = 0.0
+    """GPU-seconds of evaluation (bill.eval_seconds)."""
+    ckpt_blocked_s: float = 0.0
+    """GPU-seconds training GPUs wait on checkpoints (bill.blocked_seconds, H100 pace)."""
+    setup_s: float = 0.0
+    """GPU-seconds of per-point setup (bill.setup_seconds)."""
+    eval_source: str = ""
     ckpt_running: float = 0.0
     """Largest single running trial's checkpoint bytes (times concurrent trials = the peak)."""
     dtype: str = "float32"
@@ -352,8 +362,9 @@ def recipe_extras(recipe) -> tuple[int | None, bool]:
     return fields.get("micro_batch_size"), bool(fields.get("gradient_checkpointing", False))
 
 
-def plan_spec(spec) -> list[ModelPlan]:
-    """Budget of every model of a validated SweepSpec (reads configs and data; see module doc)."""
+def plan_spec(spec, bandwidth: float = bill.BANDWIDTH) -> list[ModelPlan]:
+    """Budget of every model of a validated SweepSpec (reads configs and data; see module doc),
+    checkpoints priced at `bandwidth` bytes/s to storage."""
     from cliffsweep.archs import arch_for
     from cliffsweep.evals.tasks import build_task
     from cliffsweep.sweep.grid import expand_grid
@@ -368,12 +379,17 @@ def plan_spec(spec) -> list[ModelPlan]:
     built = [build_task(s.name, s.params) for s in (learn_t, *spec.tasks.retain)]
     per_eval = eval_load([(t.params.n_eval, t.sampling.max_tokens) for t in built])
     grid = expand_grid(spec)
+    gpus_per_trial = res.workers_per_trial * max(1.0, res.gpus_per_worker)
     plans = []
     for m in spec.models:
         plan = ModelPlan(m.name, arch_for(m.path), dtype=m.dtype)
         plan.mfu, plan.mfu_source = measured_mfu(plan.arch.params, m.dtype)
         arch, prec = plan.arch, precision(m.dtype, res.gpus_per_worker > 0, r.master_weights)
         learn = lengths_for(m.path, learn_t.name, learn_t.params, plan.notes)
+        prompts = eval_prompt_tokens(m.path, built, plan.notes)
+        tput = bill.eval_throughput(arch.params)
+        plan.eval_source = tput.source
+        per_eval_s = bill.eval_seconds(prompts, per_eval[1], tput)
         retain: Lengths | None = None
         stats_done: set[str] = set()
         for t in (t for t in grid if t.model == m.name):
@@ -393,7 +409,15 @@ def plan_spec(spec) -> list[ModelPlan]:
             plan.train_flops += cost.flops
             plan.generations += points * per_eval[0]
             plan.gen_tokens += points * per_eval[1]
-            plan.ckpt_written += ck.written(points)
+            plan.prompt_tokens += points * prompts
+            plan.eval_s += points * per_eval_s
+            # the trial's wall time of training on its GPUs at the H100's pace (the bill's unit)
+            train_s = gpu_hours(cost.flops, GPUS[1], plan.mfu) * 3600 / gpus_per_trial
+            ckb = bill.checkpoint_bill(points, train_s, ck.export, ck.train_state, spec.resume_every_s,
+                                       bandwidth, spec.async_checkpoints)
+            plan.ckpt_written += ckb.written
+            plan.ckpt_blocked_s += ckb.blocked_s * gpus_per_trial
+            plan.setup_s += bill.setup_seconds(arch.params * BYTES[m.dtype], bandwidth) * gpus_per_trial
             plan.ckpt_kept += ck.kept(points, spec.keep_checkpoints)
             plan.ckpt_running = max(plan.ckpt_running, ck.running(points))
             plan.memory[t.series] = train_memory(arch, t.method, t.method_params, t.optimizer, prec, res.strategy,
@@ -407,8 +431,23 @@ def plan_spec(spec) -> list[ModelPlan]:
                 plan.stats_flops += stats_flops(arch, t.method, r.stats_examples, learn, retain, r.max_seq_len)
         plan.generations += per_eval[0]  # the base model, once
         plan.gen_tokens += per_eval[1]
+        plan.prompt_tokens += prompts
+        plan.eval_s += per_eval_s
         plans.append(plan)
     return plans
+
+
+def eval_prompt_tokens(model_path: str, tasks, notes: list[str]) -> float:
+    """Prompt tokens of one evaluation over `tasks` (built eval tasks): n_eval prompts each,
+    a prompt as long as the task's mean training example times (1 + its few-shot examples)."""
+    total = 0.0
+    for t in tasks:
+        shots = int(t.params.model_dump().get("num_fewshot") or 0)
+        if t.params.model_dump().get("protocol") == "zeroshot":
+            shots = 0
+        lengths = lengths_for(model_path, t.name, t.params.model_dump(), [])
+        total += t.params.n_eval * (1 + shots) * lengths.mean(1 << 20)
+    return total
 
 
 def lengths_for(model_path: str, task: str, params: dict, notes: list[str]) -> Lengths:
@@ -465,6 +504,23 @@ def budget_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def bill_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]]]:
+    """The whole bill in H100-hours: training (as priced above), evaluation, GPUs waiting on
+    checkpoints, per-point setup; and training's share of it."""
+    header = ["model", "train h", "eval h", "ckpt wait h", "setup h", "total h", "train share",
+              "ckpt written", "prompt tokens"]
+
+    def cells(name: str, ps: list[ModelPlan]) -> list[str]:
+        train = sum(gpu_hours(p.flops, GPUS[1], p.mfu) for p in ps)
+        ev, ck, su = (sum(getattr(p, f) for p in ps) / 3600 for f in ("eval_s", "ckpt_blocked_s", "setup_s"))
+        total = train + ev + ck + su
+        return [name, f"{train:,.2f}", f"{ev:,.2f}", f"{ck:,.2f}", f"{su:,.2f}", f"{total:,.2f}",
+                f"{train / total:.0%}" if total else "-", _si(sum(p.ckpt_written for p in ps), "B"),
+                _si(sum(p.prompt_tokens for p in ps))]
+
+    return header, [*(cells(p.name, [p]) for p in plans), cells("total", plans)]
+
+
 def memory_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]]]:
     series = list(dict.fromkeys(s for p in plans for s in p.memory))
     header = ["model", *series]
@@ -480,7 +536,7 @@ def stats_memory_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]
     return header, rows
 
 
-def render(plans: list[ModelPlan], spec, source: str) -> str:
+def render(plans: list[ModelPlan], spec, source: str, bandwidth: float = bill.BANDWIDTH) -> str:
     r, res = spec.recipe, spec.resources
     micro, grad_ckpt = recipe_extras(r)
     b = Batching.of(r.batch_size, res.workers_per_trial, micro)
@@ -492,6 +548,10 @@ def render(plans: list[ModelPlan], spec, source: str) -> str:
            f"{'on' if grad_ckpt else 'off'}; eval: {spec.eval.points_per_trial} point(s) per trial + base"]
     out += ["", *_table(*budget_rows(plans))]
     out += ["MFU per model: " + "; ".join(f"{p.name} {p.mfu:.1%} ({p.mfu_source})" for p in plans)]
+    out += ["", f"The whole bill, H100-hours (checkpoints at {bandwidth / 1e9:g} GB/s to storage, "
+                f"resume_every_s {spec.resume_every_s:g}, "
+                f"{'asynchronous' if spec.async_checkpoints else 'synchronous'} writes; evaluation at "
+                f"{'; '.join(dict.fromkeys(p.eval_source for p in plans))}):", *_table(*bill_rows(plans))]
     dtypes = sorted({m.dtype for m in spec.models})
     precs = "; ".join(f"{d}: {precision(d, res.gpus_per_worker > 0, spec.recipe.master_weights).label}" for d in dtypes)
     out += ["", f"Peak memory per training GPU, GB ({precs}; micro-batch {b.micro_rows} x {r.max_seq_len} tokens):",
@@ -519,12 +579,16 @@ ASSUMPTIONS = """Assumptions (cliffsweep/plan.py):
    the measurement nearest its size on its precision path (plan.MEASURED_MFU), or --mfu.
    Generated tokens: an upper bound (n_eval x max_tokens; generation stops earlier at a stop).
    Checkpoints: exported weights at every eval point (+ train_state.pt: weights, optimizer and
-   method state, the two latest kept; none under fsdp). "ckpt kept" = after each trial is done,
+   method state, only where resume_every_s of training has passed, the two latest kept; none
+   under fsdp); waits priced by bill.blocked_seconds at --bandwidth. Evaluation: prompt tokens
+   (n_eval x (1 + shots) x the task's mean example length) and generated tokens at the vLLM
+   throughput of bill.EVAL_THROUGHPUT (assumed until measured on a GPU). Setup: per point, the
+   measured fixed part (bill.SETUP_FIXED_S) + the base model read at --bandwidth. "ckpt kept" = after each trial is done,
    under keep_checkpoints (final: the final export only); a running trial holds more ("largest
    running trial" below, times the trials that run at once). Memory: no CUDA context/fragmentation."""
 
 
-def plan_text(paths: list[str], mfu: float | None = None) -> str:
+def plan_text(paths: list[str], mfu: float | None = None, bandwidth: float = bill.BANDWIDTH) -> str:
     """The plan of one or more sweep files (several: the parts of one study, e.g. the paper grid
     split by resources), with a grand total when there are several."""
     from cliffsweep.orchestrator.specfile import load_spec
@@ -532,13 +596,15 @@ def plan_text(paths: list[str], mfu: float | None = None) -> str:
     parts, everything = [], []
     for path in paths:
         spec = load_spec(path)
-        plans = plan_spec(spec)
+        plans = plan_spec(spec, bandwidth)
         if mfu is not None:  # the user's figure for every model
             for p in plans:
                 p.mfu, p.mfu_source = mfu, "--mfu"
         everything += plans
-        parts.append(render(plans, spec, path))
+        parts.append(render(plans, spec, path, bandwidth))
     if len(paths) > 1:
         header, rows = budget_rows(everything)
-        parts.append("== all files\n" + "\n".join(_table(header, rows[-1:])))
+        bill_header, bill_total = bill_rows(everything)
+        parts.append("== all files\n" + "\n".join(_table(header, rows[-1:])) + "\n\n"
+                     + "\n".join(_table(bill_header, bill_total[-1:])))
     return "\n\n".join(parts) + "\n\n" + ASSUMPTIONS

@@ -15,8 +15,11 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 def ray_local():
     import ray
 
+    from cliffsweep.orchestrator.inbox import start_inbox
+
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
+    inbox = start_inbox("loop-inbox")  # rank 0's checkpoint writer reports there (trainables/checkpoints.py)
+    yield inbox
     ray.shutdown()
 
 
@@ -37,7 +40,8 @@ def train(tmp_path, name: str, workers: int, **recipe) -> dict[str, torch.Tensor
         learn=TaskSpec(name="toy_facts", params={"n_train": 24, "n_eval": 8}), retain=TaskSpec(name="toy_arith"),
         # The loop writes each checkpoint under <checkpoint_root>/<trial> and records it in the store.
         store_uri=str(tmp_path / "store"), checkpoint_root=str(tmp_path), stats_uri=None, eval_points=1,
-        every_epoch=False, strategy="ddp", torch_threads=1, max_step_rows=1000)
+        every_epoch=False, strategy="ddp", torch_threads=1, max_step_rows=1000, inbox="loop-inbox",
+        resume_every_s=0.0, async_checkpoints=True)
     TorchTrainer(train_loop_per_worker, train_loop_config={WORKER_KEY: (cfg,)},
                           scaling_config=ScalingConfig(num_workers=workers, resources_per_worker={"CPU": 0.5}),
                           run_config=RunConfig(storage_path=str(tmp_path), name=name)).fit()
