@@ -108,7 +108,9 @@ def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_w
 
     from cliffsweep.orchestrator.driver import run_sweep
 
-    data = sweep(tmp_path / "store", resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 2})
+    # resume_every_s 0: every checkpoint saves the training state, so the retry resumes at step 4
+    data = sweep(tmp_path / "store", resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 2},
+                 resume_every_s=0)
     a, b = ids(data)
     monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"reported:{a}:4=kill;eval:{b}:2=kill")
     monkeypatch.setenv("CLIFFSWEEP_FAULTS_DIR", str(tmp_path))
@@ -126,3 +128,35 @@ def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_w
     # done trials keep only their final checkpoint, without training state (keep_checkpoints: final)
     assert checkpoint_folders(parse_spec(data)) == {(a, 4), (b, 4)}
     assert not list((tmp_path / "store" / "checkpoints").rglob("train_state.pt"))
+
+
+def test_worker_killed_while_a_checkpoint_uploads(tmp_path, monkeypatch):
+    """The Train worker is SIGKILLed by its checkpoint writer while trial A's final checkpoint
+    uploads (its files there, its meta file not: trainables/checkpoints.py), with the default
+    `resume_every_s` (A is far shorter: no training state was saved). The retried attempt
+    trains A again from step 0; step 2's folder, complete and already evaluated, is reported
+    again and not rewritten (an evaluator may have been reading it); step 4's cut-short folder
+    is written anew. Every checkpoint is evaluated once; nothing is duplicated."""
+    import ray
+
+    from cliffsweep.orchestrator.driver import run_sweep
+
+    data = sweep(tmp_path / "store", lrs=(1e-3,), keep_checkpoints="all")
+    (a,) = ids(data)
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"uploading:{a}:4=kill")
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS_DIR", str(tmp_path))
+    try:
+        store = run_sweep(parse_spec(data), num_cpus=3)
+    finally:
+        ray.shutdown()
+    marker = tmp_path / f"uploading_{a}_4"
+    assert marker.exists()  # the fault fired, mid-upload
+    row = store.read("trials").set_index("trial_id").loc[a]
+    assert row["attempt"] == 2 and row["resumed_from_step"] == 0 and row["steps"] == 4, row
+    assert row["checkpoint_bytes"] > 0 and row["checkpoint_seconds"] >= 0, row
+    folders = tmp_path / "store" / "checkpoints" / a
+    # step 2 was written by the first attempt only (before the kill); step 4 by the second
+    assert (folders / "step-000002" / "model.safetensors").stat().st_mtime < marker.stat().st_mtime
+    assert (folders / "step-000004" / "model.safetensors").stat().st_mtime > marker.stat().st_mtime
+    assert not list(folders.rglob("train_state.pt"))  # a 4-step trial never reaches resume_every_s
+    assert_invariant(store, parse_spec(data))

@@ -145,3 +145,20 @@ def test_trials_per_job_gives_each_slot_one_job_of_at_most_sixteen():
     assert trials_per_job(3, 4, None) == 1  # more slots than points: one point per job
     assert trials_per_job(1176, 8, None) == MAX_AUTO_TRIALS_PER_JOB == 16
     assert trials_per_job(1176, 8, 3) == 3 and trials_per_job(5, 1, 1) == 1
+
+
+def test_wait_reasons_say_what_each_pending_trial_waits_for():
+    from cliffsweep.orchestrator.policies import wait_reasons
+
+    running = {"job-1": ["a", "b"]}
+    common = dict(running_jobs=running, training={"job-1": "a"}, queued_jobs=[["c"], ["d"]], need={"CPU": 1.0, "GPU": 2.0})
+    got = wait_reasons(["b", "c", "e"], "training", concurrency=1, free={"CPU": 4.0, "GPU": 8.0}, **common)
+    assert got["b"].startswith("its job job-1, which trains a first")
+    assert got["c"].startswith("the concurrency limit: 1 job(s) running of 1")
+    assert got["e"].startswith("nothing in this run")
+    short = wait_reasons(["c"], "training", concurrency=4, free={"CPU": 4.0, "GPU": 1.0}, **common)
+    assert short["c"] == "resources: a job needs GPU 2 more than the cluster has free; held by job-1"
+    free = wait_reasons(["c"], "training", concurrency=4, free={"CPU": 4.0, "GPU": 2.0}, **common)
+    assert free["c"] == "Tune's queue (its job starts next)"
+    early = wait_reasons(["c"], "statistics", concurrency=4, free={}, **common)
+    assert early["c"].startswith("the run's statistics")

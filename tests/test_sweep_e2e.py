@@ -70,6 +70,9 @@ def test_every_grid_point_recorded_with_its_evaluations(swept):
             row = trials.loc[t.trial_id]
             assert 0 < row["setup_seconds"] < row["finished_at"].timestamp() - row["started_at"].timestamp()
             assert 0 <= row["teardown_seconds"] < 120 and 0 < row["train_seconds"]
+            # what its checkpoints cost the training loop (issue 21): two exports of the toy model
+            assert 0 <= row["checkpoint_seconds"] < row["train_seconds"]
+            assert row["checkpoint_bytes"] > 2 * 1e5, row["checkpoint_bytes"]
             # ... and the setup by phase (issue 15): every phase, adding up to setup_seconds
             phases = json.loads(row["setup_phases"])
             assert list(phases) == [name for name, _ in SETUP_PHASES] and min(phases.values()) >= 0, phases
@@ -125,6 +128,7 @@ def test_status_and_analyze_on_the_real_store(swept, tmp_path):
     _, store = swept
     r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "status", store.uri], capture_output=True, text=True)
     assert r.returncode == 0 and "done 2" in r.stdout and "diverged 2" in r.stdout
+    assert "live: last run finished at" in r.stdout, r.stdout  # the driver's live state, from the store
     from test_analysis_e2e import analyze_and_check, colored_pixels, screenshot
 
     out = str(tmp_path / "rep")

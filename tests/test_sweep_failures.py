@@ -146,6 +146,7 @@ def test_killed_worker_resumes_from_its_checkpoint_to_the_same_weights(tmp_path)
             "eval": {"points_per_trial": 4, "backend": "hf", "cpus_per_evaluator": 0.5},
             "resources": {"max_retries": 1},
             "keep_checkpoints": "all",  # the checks below read the intermediate checkpoints
+            "resume_every_s": 0,  # the training state with every checkpoint: resume mid-trial
             "store": str(store),
         })
 

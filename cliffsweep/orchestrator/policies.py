@@ -92,3 +92,39 @@ def pack(keys: list[str], size: int) -> list[list[int]]:
             jobs.append(idx[at:at + n])
             at += n
     return jobs
+
+
+LIVE_FILE = "live.json"
+"""The driver's live state in the store (sweeprun.SweepRun.write_live), read by `cliffsweep status`."""
+LIVE_EVERY_S = 5.0
+
+
+def wait_reasons(pending: list[str], phase: str, running_jobs: dict[str, list[str]], training: dict[str, str],
+                 queued_jobs: list[list[str]], concurrency: int, free: dict[str, float],
+                 need: dict[str, float]) -> dict[str, str]:
+    """Why each pending trial is not training yet (`cliffsweep status`, from the driver's live
+    state): the run's set-up phases, its place in a running job (a job trains its points in
+    turn), the concurrency limit, or resources a queued job needs and the running jobs hold.
+    `running_jobs`: job -> its trials; `training`: job -> the trial it trains now; `need`: the
+    Ray resources one job's workers ask for; `free`: the cluster's available resources."""
+    in_job = {tid: job for job, tids in running_jobs.items() for tid in tids}
+    queued = {tid for tids in queued_jobs for tid in tids}
+    short = [f"{k} {v:g}" for k, v in sorted(need.items()) if free.get(k, 0.0) < v]
+    out = {}
+    for tid in pending:
+        if phase in ("starting", "statistics", "base evaluation"):
+            out[tid] = f"the run's {phase} (no trial trains before the base evaluations and statistics)"
+        elif tid in in_job:
+            job = in_job[tid]
+            out[tid] = f"its job {job}, which trains {training.get(job, 'its first point')} first (points train in turn)"
+        elif tid in queued and len(running_jobs) >= concurrency:
+            out[tid] = (f"the concurrency limit: {len(running_jobs)} job(s) running of {concurrency} "
+                        "(resources.max_concurrent_trials, else the cluster's CPUs)")
+        elif tid in queued and short:
+            held = ", ".join(sorted(running_jobs)) or "no job of this sweep (other work on the cluster)"
+            out[tid] = f"resources: a job needs {', '.join(short)} more than the cluster has free; held by {held}"
+        elif tid in queued:
+            out[tid] = "Tune's queue (its job starts next)"
+        else:
+            out[tid] = "nothing in this run (pending in the store: re-run the sweep to train it)"
+    return out

@@ -71,10 +71,42 @@ def status_text(store: Store) -> str:
     if not trained.empty:
         lines.append(f"  {len(trained)} trial(s) trained, awaiting evaluation of their checkpoints "
                      "(they count as done once evaluated)")
+    lines += waiting_lines(store, trials)
     lines += tracking_lines(store, trials, evals, errors)
     for _, e in errors.tail(5).iterrows():
         lines.append(f"  {e['kind']} {e['trial_id']} step {e['step']}: {str(e['message']).strip().splitlines()[-1][:160]}")
     return "\n".join(lines)
+
+
+def waiting_lines(store: Store, trials: pd.DataFrame, show: int = 3) -> list[str]:
+    """Why the pending trials wait, from the driver's live state (orchestrator/sweeprun.py
+    `write_live`), grouped by reason; or that no driver is writing it."""
+    import json
+    from datetime import datetime, timezone
+
+    from cliffsweep.orchestrator.policies import LIVE_EVERY_S, LIVE_FILE
+
+    pending = set(trials.loc[trials["status"] == "pending", "trial_id"]) if not trials.empty else set()
+    if not store.exists(LIVE_FILE):
+        return [f"  {len(pending)} pending; no driver has written its live state here"] if pending else []
+    live = json.loads(store.read_bytes(LIVE_FILE))
+    age = (datetime.now(timezone.utc) - datetime.fromisoformat(live["at"])).total_seconds()
+    if live["phase"] == "finished":
+        head = f"last run finished at {live['at'][:19]}"
+    elif age > 6 * LIVE_EVERY_S:
+        head = (f"the driver (pid {live['pid']}) last wrote its state {age:.0f} s ago, in phase "
+                f"{live['phase']!r}: it has probably stopped (re-run the sweep to resume)")
+    else:
+        head = (f"driver pid {live['pid']}, phase {live['phase']!r}, {len(live['running_jobs'])} job(s) running of "
+                f"{live['concurrency']}, {live['queued_jobs']} queued ({age:.0f} s ago)")
+    lines = [f"live: {head}"]
+    by_reason: dict[str, list[str]] = {}
+    for tid in sorted(pending):
+        by_reason.setdefault(live["waiting"].get(tid, "not in the driver's last state"), []).append(tid)
+    for reason, tids in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        more = f" and {len(tids) - show} more" if len(tids) > show else ""
+        lines.append(f"  {len(tids)} pending wait for {reason}: {', '.join(tids[:show])}{more}")
+    return lines
 
 
 def tracking_lines(store: Store, trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame) -> list[str]:

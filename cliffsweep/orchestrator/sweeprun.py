@@ -11,11 +11,13 @@ store at once: the store, not these objects, is the truth a re-run starts from
 from __future__ import annotations
 
 import os
+import time
 
 from cliffsweep.faults import maybe_fail
 from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
-from cliffsweep.orchestrator.policies import TrialStatus, final_status, pack, role_resources, trials_per_job, trials_to_run
+from cliffsweep.orchestrator.policies import (TrialStatus, final_status, pack, role_resources, trials_per_job,
+                                              trials_to_run, wait_reasons, LIVE_EVERY_S, LIVE_FILE)
 from cliffsweep.orchestrator.pool import EvalRequest, start_pool
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.refiner import Refiner, TrialQueue, stored_refined_trials
@@ -49,7 +51,9 @@ class SweepRun:
         self.refiner: Refiner | None = None
         self.inbox: InboxReader | None = None  # set once Ray is up
         self.per_job = 1  # grid points per Train job (policies.trials_per_job), set once Ray is up
-        self.jobs_running: set[str] = set()
+        self.running_jobs: dict[str, JobRun] = {}  # Train jobs Tune runs now
+        self.concurrency = 1  # Train jobs at once (set by start)
+        self._live_at = 0.0
         self.tracker: EvalTracker | None = None  # set by start()
         self.queue: TrialQueue | None = None  # Train jobs waiting for Tune (set by queue_jobs)
 
@@ -74,6 +78,7 @@ class SweepRun:
     def start(self, concurrency: int, stream=None) -> None:
         """Ray is up: the progress display, the evaluator pool (started on first use), the inbox."""
         spec = self.spec
+        self.concurrency = concurrency
         self.progress = Progress(len(self.grid), concurrency, stream=stream)
         self.book.show(self.progress)
         self.tracker = EvalTracker(self.store, lambda: start_pool(
@@ -93,6 +98,34 @@ class SweepRun:
         progress.evals_done, progress.evals_failed = tracker.done, tracker.failed
         progress.evals_pending = len(tracker.pending)
         progress.refresh()
+        if time.time() - self._live_at >= LIVE_EVERY_S:
+            self.write_live()
+
+    def write_live(self) -> None:
+        """What the run is doing now, for `cliffsweep status` (which reads only the store):
+        its phase, the jobs running and queued, and why each pending trial waits."""
+        import ray
+
+        self._live_at = time.time()
+        book, res = self.book, self.spec.resources
+        running = {c.job_id: list(c.trial_ids) for c in self.running_jobs.values()}
+        training = {job: next((t for t in tids if t in self.progress.running), tids[0])
+                    for job, tids in running.items() if tids}
+        queued = [list(c.trial_ids) for c in (self.queue.items if self.queue is not None else [])]
+        need = {k: v * res.workers_per_trial for k, v in worker_resources(res)}
+        pending = [tid for tid, s in book.status.items() if s == TrialStatus.PENDING.value]
+        free = ray.available_resources() if ray.is_initialized() else {}
+        reasons = wait_reasons(pending, self.progress.phase, running, training, queued, self.concurrency, free, need)
+        self.store.write_json(LIVE_FILE, {
+            "at": now().isoformat(), "pid": os.getpid(), "phase": self.progress.phase,
+            "concurrency": self.concurrency, "running_jobs": running, "queued_jobs": len(queued),
+            "free": {k: v for k, v in free.items() if k in need}, "need_per_job": need, "waiting": reasons})
+
+    def job_started(self, job: JobRun) -> None:
+        self.running_jobs[job.job_id] = job
+
+    def job_ended(self, job: JobRun) -> None:
+        self.running_jobs.pop(job.job_id, None)
 
     def count_settled(self) -> None:
         for tid, final, steps in self.book.settle(self.tracker.evaluated):
@@ -133,7 +166,7 @@ class SweepRun:
         self.per_job = trials_per_job(len(todo), concurrency, self.spec.resources.trials_per_job)
         # While a job runs it may hand trials back (one that failed for good: its other,
         # unstarted trials get a job of their own), so Tune is not told "finished" before.
-        self.queue = TrialQueue(self.job_configs(todo), lambda: bool(self.jobs_running) or self.refiner.more_may_come(),
+        self.queue = TrialQueue(self.job_configs(todo), lambda: bool(self.running_jobs) or self.refiner.more_may_come(),
                                 pump=lambda: self.tick(wait=0.2))
         self.refiner = Refiner(self, self.tracker, self.queue_refined)
         self.refiner.check()  # a series an earlier run left between two rounds
@@ -161,6 +194,7 @@ class SweepRun:
         self.drain()
         self.count_settled()
         self.progress.phase = "finished"
+        self.write_live()
 
     def close(self) -> None:
         import ray

@@ -47,7 +47,7 @@ def sweep_callback(run: SweepRun):
 
         def on_trial_start(self, iteration, trials, trial, **info):
             job: JobRun = trial.config[JOB_KEY]
-            run.jobs_running.add(job.job_id)
+            run.job_started(job)
             todo = self._unended(job)
             if todo:
                 book.begin(todo[0])  # the job trains its points in order
@@ -63,7 +63,7 @@ def sweep_callback(run: SweepRun):
         def on_trial_complete(self, iteration, trials, trial, **info):
             job: JobRun = trial.config[JOB_KEY]
             self._flush_reports()
-            run.jobs_running.discard(job.job_id)
+            run.job_ended(job)
             for tid in self._unended(job):  # never silently: a job must end each of its trials
                 book.finish(tid, TrialStatus.FAILED, error=(
                     f"Train job {job.job_id} returned without reporting the end of this trial's training"))
@@ -87,7 +87,7 @@ def sweep_callback(run: SweepRun):
             rest = [run.by_id[tid] for tid in unended if tid not in failed]
             if rest:
                 run.queue.add(run.job_configs(rest))
-            run.jobs_running.discard(job.job_id)
+            run.job_ended(job)
 
     return SweepCallback()
 

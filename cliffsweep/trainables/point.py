@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import ray.train
 import torch
@@ -107,11 +107,12 @@ def train_point(cfg: TrainConfig, marks: dict[str, float]) -> None:
 
 
 def _with_costs(end: EndReport, p: Point) -> EndReport:
-    from dataclasses import replace
-
+    """The end report once the writer drained: the loop's time includes the wait for the last
+    checkpoints (the trial held its workers for it), and what checkpoints cost this attempt."""
     if p.ckpt is None:
         return end
-    return replace(end, checkpoint_seconds=p.ckpt.blocked_s, checkpoint_bytes=p.ckpt.bytes)
+    return replace(end, checkpoint_seconds=p.ckpt.blocked_s, checkpoint_bytes=p.ckpt.bytes,
+                   train_seconds=p.seconds() if end.train_seconds is not None else None)
 
 
 def setup_phases(cfg: TrainConfig, marks: dict[str, float], t_loop: float) -> dict[str, float]:
