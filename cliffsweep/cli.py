@@ -66,7 +66,7 @@ def _warn_tracking(spec) -> None:
 
 
 def cmd_plan(args) -> int:
-    from cliffsweep.plan import plan_text
+    from cliffsweep.plan_text import plan_text
 
     print(plan_text(args.specs, args.mfu, args.bandwidth * 1e9))
     return 0

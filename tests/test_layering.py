@@ -122,3 +122,24 @@ def test_a_train_worker_that_unpickles_its_config_loads_no_orchestrator():
             "print(loaded)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", out
+
+
+TRIAL_PATH = ("trainables/point.py", "trainables/checkpoints.py", "trainables/loop.py", "trainables/trial.py",
+              "trainables/resume.py", "orchestrator/sweeprun.py", "orchestrator/trialbook.py",
+              "orchestrator/tunecallback.py", "orchestrator/inbox.py", "orchestrator/driver.py", "sweep/reports.py")
+
+
+def test_trial_path_functions_fit_a_screen():
+    """Issue 24 part 4: no function in the trial path over ~60 lines (a factory that holds a small
+    class, Tune's callback, counts its methods' lines too)."""
+    long = []
+    for rel in TRIAL_PATH:
+        for node in ast.walk(ast.parse((PKG / rel).read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 62:
+                long.append(f"{rel}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, long
+
+
+def test_no_file_past_600_lines():
+    big = [f"{p.relative_to(PKG)} ({n})" for p in PKG.rglob("*.py") if (n := len(p.read_text().splitlines())) > 600]
+    assert not big, big

@@ -340,13 +340,15 @@ def test_plan_takes_the_mfu_measured_nearest_each_models_size_on_its_path(tmp_pa
     mfu, source = plan.measured_mfu(3e9, "float32")  # nearest measured: 1.5B
     assert mfu == 0.204 and "nearest size" in source
     assert plan.measured_mfu(8e9, "bfloat16")[0] == 0.422 and plan.measured_mfu(1e9, "bfloat16")[0] == 0.422
-    text = plan.plan_text(["cliffsweep/configs/paper.yaml"])
+    from cliffsweep.plan_text import plan_text
+
+    text = plan_text(["cliffsweep/configs/paper.yaml"])
     assert "qwen2.5-0.5b 12.4% (measured: Qwen2.5-0.5B" in text and "qwen2.5-1.5b 20.4%" in text
     # the hours follow each model's MFU: a flat --mfu gives 0.124 / 0.35 of the 0.5B model's hours
     def hours(t: str, model: str) -> float:
         row = next(line for line in t.splitlines() if line.startswith(model + " "))
         return float(row.split()[6].replace(",", ""))  # A100-80GB h (the largest figures: least rounding)
 
-    flat = plan.plan_text(["cliffsweep/configs/paper.yaml"], mfu=0.35)
+    flat = plan_text(["cliffsweep/configs/paper.yaml"], mfu=0.35)
     assert "--mfu" in flat
     assert hours(text, "qwen2.5-0.5b") == pytest.approx(hours(flat, "qwen2.5-0.5b") * 0.35 / 0.124, rel=0.05)

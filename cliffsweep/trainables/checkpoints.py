@@ -11,7 +11,7 @@ writer that falls behind blocks training at the next checkpoint instead of filli
 
 What the writer thread does, in order, for each snapshot: write the folder under a local
 temporary directory, upload it to `ledger.checkpoint_uri` with the meta file last
-(resume.upload), record the ledger row (the store's row is what makes it evaluable whatever
+(resume.upload; written in place on a filesystem), the meta file last, record the ledger row (the store's row is what makes it evaluable whatever
 happens to the driver), and push a `CheckpointReport` to the sweep's inbox (the driver hands it
 to the evaluators). Only then is the checkpoint visible to anyone: a worker killed mid-upload
 leaves a folder without its meta file, which nothing records, evaluates or resumes from, and a
@@ -111,12 +111,13 @@ class Checkpointer:
         """Hand `snap` to the writer (`started`: when the training thread began this checkpoint,
         so that the snapshot's cost counts as blocked time)."""
         self._raise()
-        if self._thread is None:
+        if self._thread is None and not self.blocking:
             self._thread = threading.Thread(target=self._run, name=f"checkpoints-{self.trial_id}", daemon=True)
             self._thread.start()
-        self._queue.put(snap)  # blocks while one snapshot waits already
-        if self.blocking:
-            self._queue.join()
+        if self.blocking:  # the path before issue 21: written here, training waits
+            self._write(snap)
+        else:
+            self._queue.put(snap)  # blocks while one snapshot waits already
         self.blocked_s += time.time() - started
         self._raise()
 
@@ -154,22 +155,38 @@ class Checkpointer:
 
     def _write(self, snap: Snapshot) -> None:
         uri = snap.report.checkpoint_uri
-        with tempfile.TemporaryDirectory(prefix="cliffsweep-ckpt-") as tmp:
-            if snap.state is not None:
-                torch.save(snap.state, Path(tmp) / TRAIN_STATE)
-            snap.export.save_pretrained(tmp, safe_serialization=True, state_dict=snap.weights)
-            self.tok.save_pretrained(tmp)
-            (Path(tmp) / CANARY_FILE).write_text(json.dumps(snap.canary))
-            with open(os.path.join(tmp, META), "w") as f:  # uploaded last (resume.upload)
-                json.dump({"step": snap.step, "epoch": snap.epoch, "kind": snap.kind, "loss": snap.loss}, f)
-            self.bytes += folder_bytes(tmp)
-            resume.upload(tmp, uri, before_meta=lambda: maybe_fail(f"uploading:{self.trial_id}:{snap.step}"))
+        fault = lambda: maybe_fail(f"uploading:{self.trial_id}:{snap.step}")  # noqa: E731
+        resume.clear(uri)  # what a killed attempt left of this never-completed folder (no meta file)
+        if "://" in uri or self.blocking:
+            # object storage (and the synchronous path, as before issue 21): a local temporary
+            # folder, then the upload, meta file last
+            with tempfile.TemporaryDirectory(prefix="cliffsweep-ckpt-") as tmp:
+                self._files(snap, tmp)
+                resume.upload(tmp, uri, before_meta=fault)
+        else:  # a local or shared filesystem: written in place (one write instead of two), meta last
+            os.makedirs(uri, exist_ok=True)
+            self._files(snap, uri)
+            fault()
+        self._meta(snap, uri)
         record_checkpoint(Store(self.store_uri), self.root, self.trial_id, snap.step, snap.epoch, snap.kind)
         self._push(replace(snap.report, checkpoint_bytes=self.bytes, checkpoint_seconds=self.blocked_s))
         maybe_fail(f"reported:{self.trial_id}:{snap.step}")
         if snap.state is not None:
             self.with_state.append(uri)
             resume.keep_latest(self.with_state)
+
+    def _files(self, snap: Snapshot, folder: str) -> None:
+        """The folder's files but its meta file; counts their bytes."""
+        if snap.state is not None:
+            torch.save(snap.state, Path(folder) / TRAIN_STATE)
+        snap.export.save_pretrained(folder, safe_serialization=True, state_dict=snap.weights)
+        self.tok.save_pretrained(folder)
+        (Path(folder) / CANARY_FILE).write_text(json.dumps(snap.canary))
+        self.bytes += folder_bytes(folder)
+
+    def _meta(self, snap: Snapshot, uri: str) -> None:
+        """The meta file, last: from now on the folder is complete (resume.upload)."""
+        resume.put_meta(uri, {"step": snap.step, "epoch": snap.epoch, "kind": snap.kind, "loss": snap.loss})
 
     def _push(self, report: CheckpointReport) -> None:
         """Into the sweep's inbox, synchronously (the driver reads it from there: inbox.py)."""

@@ -298,15 +298,17 @@ def checkpoint(p: Point, loss: float) -> None:
     if p.ckpt is None:
         return
     export = p.method.export(parallel.plain_model(live, full) if sharded else live)
-    memo: dict = {}  # one host copy of each tensor, shared by the export's weights and the state
-    # the live model's weights are copied for the writer; a CPU copy of its own (FSDP's gathered
-    # model, WiSE-FT's interpolation) is written as it is
-    weights = host_copy(export.state_dict(), memo) if export is live else None
+    # Written off this thread, the live model's tensors are copied to host memory first, once
+    # each (shared by the export and the state); a CPU copy of its own (FSDP's gathered model,
+    # WiSE-FT's interpolation) is written as it is. Written synchronously: straight from them.
+    copy = (lambda x: host_copy(x, memo)) if cfg.async_checkpoints else (lambda x: x)  # noqa: E731
+    memo: dict = {}
+    weights = copy(export.state_dict()) if export is live and cfg.async_checkpoints else None
     state = None
     if not sharded and train_s - p.state_at >= cfg.resume_every_s:  # resume_every_s: worth saving
         # as trained (WiSE-FT resumes from its fine-tuned weights, not the interpolation)
-        state = host_copy({"step": p.step, "model": live.state_dict(), "optimizer": p.opt.state_dict(),
-                           "scheduler": p.sched.state_dict(), "method": p.method.state_dict()}, memo)
+        state = copy({"step": p.step, "model": live.state_dict(), "optimizer": p.opt.state_dict(),
+                      "scheduler": p.sched.state_dict(), "method": p.method.state_dict()})
         p.state_at = train_s
     p.ckpt.save(Snapshot(step=p.step, epoch=p.step / p.per_epoch, loss=loss, kind=p.method.checkpoint_kind,
                          export=export, weights=weights, canary=canary_of(export, p.tok), state=state,

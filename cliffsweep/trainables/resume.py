@@ -43,25 +43,49 @@ def save(folder: str | Path, step: int, model: torch.nn.Module, optimizer, sched
                Path(folder) / TRAIN_STATE)
 
 
+def clear(uri: str) -> None:
+    """Delete what is at `uri` (a checkpoint folder never completed: a killed attempt's files),
+    before it is written again; nothing there is a no-op."""
+    import pyarrow.fs as pafs
+
+    from cliffsweep.storage.store import retrying
+
+    fs, path = _fs(uri)
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        retrying("clear an incomplete checkpoint folder", uri, lambda: fs.delete_dir(path))
+
+
+def put_meta(uri: str, meta_: dict[str, Any]) -> None:
+    """Write the folder's meta file (last: the folder is complete once it exists)."""
+    from cliffsweep.storage.store import retrying
+
+    fs, path = _fs(uri)
+
+    def put() -> None:
+        with fs.open_output_stream(f"{path}/{META}") as f:
+            f.write(json.dumps(meta_).encode())
+
+    retrying(f"write {META}", uri, put)
+
+
 def upload(local: str, uri: str, before_meta=lambda: None) -> None:
-    """Copy the checkpoint folder `local` to `uri`, its meta file last (the folder is complete
-    once that exists), retried like every store write. `before_meta` runs just before the meta
-    file goes (a fault point: a worker killed there leaves an incomplete folder)."""
+    """Copy the checkpoint folder `local` (its meta file not yet written) to `uri`, retried like
+    every store write; the caller writes the meta file after it (`put_meta`). `before_meta` runs
+    once the files are there (a fault point: a worker killed there leaves an incomplete folder)."""
     import pyarrow.fs as pafs
 
     from cliffsweep.storage.store import retrying
 
     fs, dest = _fs(uri)
-    names = sorted(os.listdir(local), key=lambda n: n == META)  # META last
-    if META not in names:
-        raise ValueError(f"{local} has no {META}")
+    names = sorted(os.listdir(local))
+    if META in names:
+        raise ValueError(f"{local} has its {META} already: it is written last, after the upload")
     retrying("create checkpoint folder", uri, lambda: fs.create_dir(dest, recursive=True))
     for name in names:  # copy_files takes a file or a whole folder (LoRA's adapter subfolders)
-        if name == META:
-            before_meta()
         retrying(f"upload {name}", uri, lambda n=name: pafs.copy_files(
             os.path.join(local, n), f"{dest}/{n}", source_filesystem=pafs.LocalFileSystem(),
             destination_filesystem=fs))
+    before_meta()
 
 
 def meta(uri: str) -> dict[str, Any]:
