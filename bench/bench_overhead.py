@@ -130,6 +130,13 @@ def main() -> None:
     print(f"sweep wall {wall:.1f}s | train compute {train.sum():.1f}s | eval compute {eval_s:.1f}s "
           f"({len(per_eval)} task evals) | wall / (train+eval) = {wall / max(train.sum() + eval_s, 1e-9):.2f}")
     print_setup_phases(trials)
+    if "checkpoint_seconds" in trials:  # issue 21: what checkpoints cost the training loops
+        ck_s, ck_b = trials["checkpoint_seconds"].fillna(0), trials["checkpoint_bytes"].fillna(0)
+        print(f"\n{'trial':48} {'ckpt s':>8} {'of train':>9} {'ckpt MB':>9}")
+        for tid, s, b, t in zip(trials["trial_id"], ck_s, ck_b, train):
+            print(f"{tid:48} {s:8.2f} {s / max(t, 1e-9):9.1%} {b / 1e6:9.1f}")
+        print(f"checkpoints: {ck_s.sum():.1f} s of {train.sum():.1f} s training ({ck_s.sum() / max(train.sum(), 1e-9):.1%}), "
+              f"{ck_b.sum() / 1e9:.2f} GB written")
 
     if cpu0 and cpu1:
         hz = os.sysconf("SC_CLK_TCK")

@@ -203,15 +203,15 @@ class CheckpointBytes:
     def written(self, points: int) -> float:
         return points * (self.export + self.train_state)
 
-    def kept(self, points: int, keep: str = "final") -> float:
+    def kept(self, points: int, keep: str = "final", states: int | None = None) -> float:
         """After the trial is done (spec.keep_checkpoints, ledger.prunable): 'final' keeps the
-        final export only; 'all' keeps every export and the training state of the two latest."""
-        return self.export if keep == "final" else self.running(points)
+        final export only; 'all' keeps every export and the two latest training states."""
+        return self.export if keep == "final" else self.running(points, states)
 
-    def running(self, points: int) -> float:
-        """Most a running trial holds: every export so far and two training states (pruning
-        waits until the trial is done)."""
-        return points * self.export + min(2, points) * self.train_state
+    def running(self, points: int, states: int | None = None) -> float:
+        """Most a running trial holds: every export so far and its two latest training states
+        (`states`: how many of its checkpoints save one, bill.state_points; None: all)."""
+        return points * self.export + min(2, points if states is None else states) * self.train_state
 
 
 def checkpoint_bytes(arch: Arch, method: str, optimizer: str, dtype: str, lora_rank: int | None,
@@ -418,8 +418,9 @@ def plan_spec(spec, bandwidth: float = bill.BANDWIDTH) -> list[ModelPlan]:
             plan.ckpt_written += ckb.written
             plan.ckpt_blocked_s += ckb.blocked_s * gpus_per_trial
             plan.setup_s += bill.setup_seconds(arch.params * BYTES[m.dtype], bandwidth) * gpus_per_trial
-            plan.ckpt_kept += ck.kept(points, spec.keep_checkpoints)
-            plan.ckpt_running = max(plan.ckpt_running, ck.running(points))
+            states = sum(bill.state_points(points, train_s, spec.resume_every_s)) if ck.train_state else 0
+            plan.ckpt_kept += ck.kept(points, spec.keep_checkpoints, states)
+            plan.ckpt_running = max(plan.ckpt_running, ck.running(points, states))
             plan.memory[t.series] = train_memory(arch, t.method, t.method_params, t.optimizer, prec, res.strategy,
                                                  res.workers_per_trial, b.micro_rows, r.max_seq_len, grad_ckpt)
             key = f"{t.method}:{method.stats_inputs()}"

@@ -129,6 +129,14 @@ class Checkpointer:
         self.blocked_s += time.time() - t0
         self._raise()
 
+    def close(self) -> None:
+        """Drained: the writer thread ends (a job's next point starts its own)."""
+        self.drain()
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
     def report_existing(self, report: CheckpointReport) -> None:
         """A checkpoint an earlier attempt completed: recorded and reported again, not rewritten."""
         self.drain()  # in step order with this attempt's own checkpoints
@@ -145,6 +153,9 @@ class Checkpointer:
     def _run(self) -> None:
         while True:
             snap = self._queue.get()
+            if snap is None:  # close()
+                self._queue.task_done()
+                return
             try:
                 if self._error is None:  # after a failure, later snapshots are not written
                     self._write(snap)

@@ -102,7 +102,7 @@ def train_point(cfg: TrainConfig, marks: dict[str, float]) -> None:
     p = setup(cfg, marks)
     end = train(p)
     if p.ckpt is not None:
-        p.ckpt.drain()  # every checkpoint reported before the end (the driver drops later ones)
+        p.ckpt.close()  # every checkpoint reported before the end (the driver drops later ones)
     report(_with_costs(end, p))
 
 
