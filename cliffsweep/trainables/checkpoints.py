@@ -48,7 +48,7 @@ import torch
 from cliffsweep.evals.backends.base import CANARY_FILE
 from cliffsweep.evals.canary import CANARY_TEXT, canary_ids, model_logprobs
 from cliffsweep.faults import maybe_fail
-from cliffsweep.storage.ledger import META, TRAIN_STATE, checkpoint_uri, record_checkpoint
+from cliffsweep.storage.ledger import TRAIN_STATE, checkpoint_uri, record_checkpoint
 from cliffsweep.storage.store import Store
 from cliffsweep.sweep.reports import CheckpointReport
 from cliffsweep.trainables import resume

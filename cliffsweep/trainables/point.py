@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import ray.train
 import torch
@@ -78,8 +78,6 @@ class Point:
     t_loop: float = 0.0
     state_at: float = 0.0
     """Training seconds at the last checkpoint that saved the training state (resume_every_s)."""
-    last_loss: float = math.nan
-    terms: dict = field(default_factory=dict)
 
     @property
     def tid(self) -> str:
@@ -307,8 +305,7 @@ def checkpoint(p: Point, loss: float) -> None:
     state = None
     if not sharded and train_s - p.state_at >= cfg.resume_every_s:  # resume_every_s: worth saving
         # as trained (WiSE-FT resumes from its fine-tuned weights, not the interpolation)
-        state = copy({"step": p.step, "model": live.state_dict(), "optimizer": p.opt.state_dict(),
-                      "scheduler": p.sched.state_dict(), "method": p.method.state_dict()})
+        state = copy(resume.training_state(p.step, live, p.opt, p.sched, p.method))
         p.state_at = train_s
     p.ckpt.save(Snapshot(step=p.step, epoch=p.step / p.per_epoch, loss=loss, kind=p.method.checkpoint_kind,
                          export=export, weights=weights, canary=canary_of(export, p.tok), state=state,

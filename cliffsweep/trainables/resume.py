@@ -16,7 +16,9 @@ frozen copies come from the base, as in the first run), then this state, and ski
 already trained on: data order is a function of (seed, epoch), so the resumed run sees what the
 uninterrupted one would have.
 
-Only the two latest checkpoints keep their training state (`keep_latest`): it holds the
+The training state is saved only every `resume_every_s` of training (trainables/point.py; the
+checkpoint lifecycle: docs/design.md), and only the two latest checkpoints keep it
+(`keep_latest`): it holds the
 optimizer's moments, twice the weights; two, so that a worker dying while it drops the older
 one's state still leaves one to resume from. FSDP trials restart from step 0 (their optimizer
 state is sharded; not saved).
@@ -36,11 +38,16 @@ from cliffsweep.storage.ledger import META, TRAIN_STATE  # the checkpoint folder
 from cliffsweep.storage.store import filesystem as _fs
 
 
+def training_state(step: int, model: torch.nn.Module, optimizer, scheduler, method) -> dict[str, Any]:
+    """What `TRAIN_STATE` holds for an unwrapped, unsharded `model` (the live tensors: the
+    checkpoint writer copies them to host memory first, trainables/checkpoints.py)."""
+    return {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(), "method": method.state_dict()}
+
+
 def save(folder: str | Path, step: int, model: torch.nn.Module, optimizer, scheduler, method) -> None:
-    """Write the training state of an unwrapped, unsharded `model` into a checkpoint folder."""
-    torch.save({"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "method": method.state_dict()},
-               Path(folder) / TRAIN_STATE)
+    """Write the training state into a checkpoint folder."""
+    torch.save(training_state(step, model, optimizer, scheduler, method), Path(folder) / TRAIN_STATE)
 
 
 def clear(uri: str) -> None:
