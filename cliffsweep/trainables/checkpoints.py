@@ -48,7 +48,7 @@ import torch
 from cliffsweep.evals.backends.base import CANARY_FILE
 from cliffsweep.evals.canary import CANARY_TEXT, canary_ids, model_logprobs
 from cliffsweep.faults import maybe_fail
-from cliffsweep.storage.ledger import TRAIN_STATE, checkpoint_uri, record_checkpoint
+from cliffsweep.storage.ledger import TRAIN_STATE, record_checkpoint
 from cliffsweep.storage.store import Store
 from cliffsweep.sweep.reports import CheckpointReport
 from cliffsweep.trainables import resume
@@ -218,6 +218,3 @@ def canary_of(model: torch.nn.Module, tokenizer) -> dict[str, Any]:
     return {"text": CANARY_TEXT, "token_ids": ids, "logprobs": model_logprobs(model, ids)}
 
 
-def complete_steps(root: str, trial_id: str) -> dict[int, dict[str, Any]]:
-    """Steps of `trial_id` whose checkpoint folder is complete (meta file present) -> its meta."""
-    return {step: resume.meta(checkpoint_uri(root, trial_id, step)) for step in resume.complete_steps(root, trial_id)}

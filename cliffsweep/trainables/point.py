@@ -30,7 +30,7 @@ from cliffsweep.storage.ledger import checkpoint_uri
 from cliffsweep.storage.store import Store
 from cliffsweep.sweep.reports import REPORT_KEY, Begin, CheckpointReport, EndReport
 from cliffsweep.trainables import data, microbatch, parallel, resume
-from cliffsweep.trainables.checkpoints import Checkpointer, Snapshot, canary_of, complete_steps, host_copy
+from cliffsweep.trainables.checkpoints import Checkpointer, Snapshot, canary_of, host_copy
 from cliffsweep.trainables.config import TrainConfig
 from cliffsweep.trainables.losses import check_head, unwrap
 from cliffsweep.trainables.methods import build_method
@@ -67,8 +67,8 @@ class Point:
     sched: object
     start: int
     """The step this attempt continues from (0, or a resumed checkpoint's)."""
-    done: dict[int, dict]
-    """Steps whose checkpoint an earlier attempt completed -> its meta (reported, not rewritten)."""
+    done: set[int]
+    """Steps whose checkpoint an earlier attempt completed (reported again, not rewritten)."""
     curve: StepLog
     ckpt: Checkpointer | None
     """Rank 0's checkpoint writer (None on the other ranks)."""
@@ -147,7 +147,7 @@ def setup(cfg: TrainConfig, marks: dict[str, float]) -> Point:
     learn, retain, pad = _data(cfg, tok, method)
     p = Point(cfg=cfg, marks=marks, rank=rank, world=world, model=model, tok=tok, method=method,
               learn=learn, retain=retain, pad=pad, per_epoch=0, total=0, evals=set(), opt=None, sched=None,
-              start=0, done={}, curve=None, ckpt=None)
+              start=0, done=set(), curve=None, ckpt=None)
     first = p.batches(0)
     p.per_epoch = len(first)
     marks["data_ready"] = time.time()
@@ -155,7 +155,7 @@ def setup(cfg: TrainConfig, marks: dict[str, float]) -> Point:
     p.amp = microbatch.autocast_dtype(next(unwrap(model).parameters()).dtype, device.type)
     check_head(model, {k: v.to(device) for k, v in first[0].micro[0].items()})
     _optimizer(p, found[1] if found else None)
-    p.done = {s: m for s, m in complete_steps(cfg.checkpoint_root, p.tid).items() if s > p.start}
+    p.done = {s for s in resume.complete_steps(cfg.checkpoint_root, p.tid) if s > p.start}
     p.curve = StepLog(Store(cfg.store_uri) if rank == 0 else None, p.tid, cfg.attempt, p.start, p.total,
                       cfg.max_step_rows, p.evals)
     if rank == 0:
@@ -299,8 +299,8 @@ def checkpoint(p: Point, loss: float) -> None:
     # Written off this thread, the live model's tensors are copied to host memory first, once
     # each (shared by the export and the state); a CPU copy of its own (FSDP's gathered model,
     # WiSE-FT's interpolation) is written as it is. Written synchronously: straight from them.
-    copy = (lambda x: host_copy(x, memo)) if cfg.async_checkpoints else (lambda x: x)  # noqa: E731
     memo: dict = {}
+    copy = (lambda x: host_copy(x, memo)) if cfg.async_checkpoints else (lambda x: x)  # noqa: E731
     weights = copy(export.state_dict()) if export is live and cfg.async_checkpoints else None
     state = None
     if not sharded and train_s - p.state_at >= cfg.resume_every_s:  # resume_every_s: worth saving

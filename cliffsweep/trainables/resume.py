@@ -111,9 +111,11 @@ def _files(root: str, trial_id: str) -> tuple[str, set[str]]:
     return folder, {i.path[len(folder) + 1:] for i in infos if i.type == pafs.FileType.File}
 
 
-def complete_steps(root: str, trial_id: str) -> list[int]:
-    """Steps of `trial_id` whose checkpoint folder is complete (its meta file written), ascending."""
-    _, files = _files(root, trial_id)
+def complete_steps(root: str, trial_id: str, files: set[str] | None = None) -> list[int]:
+    """Steps of `trial_id` whose checkpoint folder is complete (its meta file written), ascending
+    (`files`: the folder's listing, when the caller has it already)."""
+    if files is None:
+        _, files = _files(root, trial_id)
     return sorted(int(p.split("/")[0].removeprefix("step-")) for p in files
                   if p.startswith("step-") and p.count("/") == 1 and p.endswith("/" + META))
 
@@ -125,7 +127,7 @@ def latest(root: str, trial_id: str) -> tuple[str, dict[str, Any]] | None:
 
     fs, _ = _fs(root)
     folder, files = _files(root, trial_id)
-    for step in reversed(complete_steps(root, trial_id)):
+    for step in reversed(complete_steps(root, trial_id, files)):
         uri = checkpoint_uri(root, trial_id, step)
         name = uri.rstrip("/").rsplit("/", 1)[1]
         if f"{name}/{TRAIN_STATE}" in files:
