@@ -97,13 +97,17 @@ def _semantic_problems(data: dict) -> list[str]:
                                 f"copied into the store); set the tool's own environment variable instead "
                                 f"(docs/tracking.md: MLFLOW_TRACKING_TOKEN, WANDB_API_KEY, ...)")
     res = data.get("resources") if isinstance(data.get("resources"), dict) else {}
+    recipe = data.get("recipe") if isinstance(data.get("recipe"), dict) else {}
     if res.get("strategy") == "fsdp":
-        problems += _fsdp_problems(data)
+        problems += _fsdp_problems(data, "resources.strategy fsdp")
+    elif recipe.get("precision") == "fsdp_bf16":  # FSDP2's mixed precision shards the model too
+        problems += _fsdp_problems(data, "recipe.precision fsdp_bf16")
     return problems
 
 
-def _fsdp_problems(data: dict) -> list[str]:
-    """Methods and optimizers that cannot run on FSDP shards (trainables/parallel.py)."""
+def _fsdp_problems(data: dict, why: str) -> list[str]:
+    """Methods and optimizers that cannot run on FSDP shards (trainables/parallel.py), which
+    `why` (the setting that shards) asks for."""
     from cliffsweep.trainables.methods import METHODS, method_class
     from cliffsweep.trainables.parallel import FSDP_OPTIMIZERS
 
@@ -113,13 +117,13 @@ def _fsdp_problems(data: dict) -> list[str]:
         name = m.get("name")
         if isinstance(name, str) and name in METHODS and not method_class(name).fsdp_safe:
             safe = sorted(n for n in METHODS if method_class(n).fsdp_safe)
-            problems.append(f"methods.{i}.name: {name} does not run under resources.strategy fsdp "
-                            f"(not shard-safe: see Method.fsdp_safe); use ddp, or one of {safe}")
+            problems.append(f"methods.{i}.name: {name} does not run under {why} "
+                            f"(not shard-safe: see Method.fsdp_safe); use ddp and precision auto, or one of {safe}")
         opts = m.get("optimizers") if isinstance(m.get("optimizers"), list) else sweep_opts
         for o in opts:
             if isinstance(o, str) and o not in FSDP_OPTIMIZERS:
-                problems.append(f"methods.{i}: optimizer {o!r} does not run under resources.strategy "
-                                f"fsdp; valid there: {sorted(FSDP_OPTIMIZERS)}")
+                problems.append(f"methods.{i}: optimizer {o!r} does not run under {why}; "
+                                f"valid there: {sorted(FSDP_OPTIMIZERS)}")
     return problems
 
 

@@ -189,6 +189,7 @@ class TrialBook:
             if began:
                 out["setup_seconds"] = ck.loop_started_at - began
                 out["setup_phases"] = json.dumps(phase_seconds(began, marks))
+            out["compute"] = ck.compute or None
         if finished_at is not None and tid in self.last_at:
             out["teardown_seconds"] = (finished_at - self.last_at[tid]).total_seconds()
         costs = rec.checkpoint_costs

@@ -36,6 +36,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("setup_seconds", pa.float64()), ("teardown_seconds", pa.float64()),
         ("checkpoint_seconds", pa.float64()), ("checkpoint_bytes", pa.int64()),  # the latest attempt's (issue 21)
         ("setup_phases", pa.string()),  # JSON {phase: seconds} (sweep/reports.SETUP_PHASES); older files: null
+        ("compute", pa.string()),  # precision and kernels the latest attempt ran (trainables/fastpath.py); older: null
         ("steps", pa.int64()), ("total_steps", pa.int64()), ("resumed_from_step", pa.int64()), ("final_loss", pa.float64()), ("error", pa.string()),
         ("config", pa.string()),
     ]),

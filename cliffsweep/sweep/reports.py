@@ -55,6 +55,8 @@ class CheckpointReport:
     """Seconds the training loop has lost to checkpoints so far in this attempt (issue 21)."""
     checkpoint_bytes: int = 0
     """Bytes this attempt's checkpoints have written so far."""
+    compute: str = ""
+    """How the attempt computed (trainables/fastpath.py, FastPath.label): precision and kernels."""
     reported_at: float = 0.0
 
     @property

@@ -89,6 +89,24 @@ class RecipeSpec(_Strict):
     grad_clip: float | None = Field(1.0, gt=0)
     stats_examples: int = Field(256, ge=1)
     """Retain-set examples used for once-per-model statistics (Fisher, SIB, MAS, ...)."""
+    precision: Literal["auto", "autocast", "fsdp_bf16"] = "auto"
+    """How an fp32 model computes on a GPU (ours, for speed; trainables/fastpath.py). autocast:
+    bf16 autocast over fp32 weights (a cast per op). fsdp_bf16: FSDP2 mixed precision, bf16
+    compute cast once per layer, fp32 weights, gradients reduced and AdamW state kept in fp32
+    (shard-safe methods and AdamW only; the model is sharded even on one worker, so like fsdp
+    such a trial restarts rather than resumes mid-trial). auto: on a GPU fsdp_bf16 where the
+    method and optimizer allow it, else autocast; on a CPU fp32 throughout (CPU numbers never
+    change). fsdp_bf16 set explicitly applies on a CPU too (slow there: for tests). A bf16/fp16
+    model computes in its own dtype (`master_weights`) whatever this says."""
+    kernels: Literal["auto", "liger", "none"] = "auto"
+    """Fused kernels (ours, for speed and memory; trainables/fastpath.py). liger: Liger-Kernel's
+    fused linear cross-entropy for every method's response CE, and its RMSNorm, SwiGLU and RoPE
+    in the model (CUDA). none: the chunked torch loss (trainables/losses.py). auto: liger on a
+    GPU, none on a CPU. liger on a CPU runs the loss kernel under Triton's interpreter
+    (TRITON_INTERPRET=1, for tests) and fails without it."""
+    compile: bool = False
+    """torch.compile each decoder layer (head and loss stay eager: Liger's fused CE breaks under
+    compile with ignored targets, Liger issue 174). First steps pay the compilation."""
 
     @model_validator(mode="after")
     def _micro_within_batch(self) -> "RecipeSpec":

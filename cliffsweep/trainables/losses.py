@@ -8,6 +8,13 @@ own LM head (so a tied head is the embedding, as in the model) chunk by chunk, e
 activation checkpointing: backward recomputes one chunk's logits at a time. Only the loss terms
 are chunked; the per-token values are the same as `token_ce` on the model's logits (tested).
 The logits-based functions below remain for statistics and tests.
+
+With recipe.kernels liger (trainables/fastpath.py) `hidden_ce` computes the same per-token CE with
+Liger-Kernel's fused linear cross-entropy (reduction "none": its backward recomputes each
+chunk's logits gradient with the per-token upstream gradient folded in, so weighted losses such
+as DFT's, IW's and TALR's get exact gradients; tested per method). Only response positions reach
+it, so its ignore_index paths (Liger issues 968, 678) are never taken. KL's CE and KL come from
+one chunked pass over both heads (`response_ce_kl`): one head matmul per model for both terms.
 """
 
 from __future__ import annotations
@@ -19,6 +26,21 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 IGNORE = -100
+
+_FUSED_CE = False
+"""Whether `hidden_ce` uses Liger's fused kernel in this process. A process-wide switch, set by
+the training worker from its recipe (fastpath.apply_kernels): every method reaches the CE
+through `response_ce`, and this keeps the choice out of the sixteen methods' signatures."""
+
+
+def use_fused_ce(on: bool) -> None:
+    global _FUSED_CE
+    _FUSED_CE = on
+
+
+def fused_ce_in_use() -> bool:
+    return _FUSED_CE
+
 
 CHUNK_ELEMENTS = 1 << 24
 """Logit entries per chunk: 16M, 64 MiB in fp32 (SmolLM2's 49,152 tokens: 341 positions per
@@ -156,11 +178,22 @@ def hidden_ce(hidden: torch.Tensor, head: torch.nn.Module, labels: torch.Tensor,
     h, targets, mask = response_states(hidden, labels)
     if not len(targets):
         return no_tokens(hidden, head, mask), mask
+    if _FUSED_CE:
+        return scatter_tokens(fused_ce(h, head, targets), mask), mask
 
     def ce(h_chunk, t_chunk):
         return F.cross_entropy(head(h_chunk).float(), t_chunk, reduction="none")
 
     return scatter_tokens(over_chunks(ce, chunk_rows(head, chunk_elements), h, targets), mask), mask
+
+
+def fused_ce(h: torch.Tensor, head: torch.nn.Module, targets: torch.Tensor) -> torch.Tensor:
+    """Per-token CE (N,) of `head(h)` against `targets` by Liger's fused linear cross-entropy,
+    accumulated in fp32 (as `hidden_ce`'s `.float()`)."""
+    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+
+    return liger_fused_linear_cross_entropy(h, head.weight, targets, bias=head.bias, reduction="none",
+                                            accum_dtype=torch.float32).float()
 
 
 def response_ce(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

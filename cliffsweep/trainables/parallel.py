@@ -31,10 +31,14 @@ FSDP_OPTIMIZERS = frozenset({"adamw"})
 Muon orthogonalises whole matrices and sgd normalises by a whole matrix's RMS: unchecked."""
 
 
-def prepare(model: torch.nn.Module, strategy: str) -> torch.nn.Module:
-    """Place `model` on this worker's device and wrap it for data-parallel training."""
+def prepare(model: torch.nn.Module, strategy: str, mixed: bool = False) -> torch.nn.Module:
+    """Place `model` on this worker's device and wrap it for data-parallel training. `mixed`
+    (recipe.precision fsdp_bf16, trainables/fastpath.py): FSDP2 with bf16 compute over fp32
+    weights, whatever the strategy and however many workers (one: a one-rank mesh)."""
     import ray.train.torch
 
+    if mixed:
+        return shard(model.to(ray.train.torch.get_device()), mixed=True)
     if strategy == "ddp":
         return ray.train.torch.prepare_model(model, parallel_strategy="ddp")
     if strategy != "fsdp":
@@ -74,20 +78,21 @@ def grad_sync(model: torch.nn.Module, sync: bool) -> Iterator[None]:
         yield
 
 
-def shard(model: torch.nn.Module) -> torch.nn.Module:
+def shard(model: torch.nn.Module, mixed: bool = False) -> torch.nn.Module:
     """FSDP2 over the default process group: each decoder layer is one unit (its weights are
     gathered for its forward and freed after), the root holds the rest (embeddings, norm, head).
     The layer classes are the model's own `_no_split_modules` (transformers names its decoder
-    layers there)."""
-    from torch.distributed.fsdp import fully_shard
+    layers there). `mixed`: each unit's gathered weights are bf16 (cast once per unit, not per
+    op as under autocast), gradients are reduced in fp32 into the fp32 parameters."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    layer_classes = set(model._no_split_modules or ())
-    if not layer_classes:
-        raise ValueError(f"{type(model).__name__} names no decoder layer class (_no_split_modules)")
-    for module in model.modules():
-        if type(module).__name__ in layer_classes:
-            fully_shard(module)
-    fully_shard(model)
+    from cliffsweep.trainables.fastpath import decoder_layers
+
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed \
+        else MixedPrecisionPolicy()
+    for layer in decoder_layers(model):
+        fully_shard(layer, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
     return model
 
 

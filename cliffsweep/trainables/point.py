@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, replace
 
 import ray.train
+import ray.train.torch
 import torch
 
 from cliffsweep.evals.tasks import build_task
@@ -29,7 +30,7 @@ from cliffsweep.models import load_model, resolve_model
 from cliffsweep.storage.ledger import checkpoint_uri
 from cliffsweep.storage.store import Store
 from cliffsweep.sweep.reports import REPORT_KEY, Begin, CheckpointReport, EndReport
-from cliffsweep.trainables import data, microbatch, parallel, resume
+from cliffsweep.trainables import data, fastpath, microbatch, parallel, resume
 from cliffsweep.trainables.checkpoints import Checkpointer, Snapshot, canary_of, host_copy
 from cliffsweep.trainables.config import TrainConfig
 from cliffsweep.trainables.losses import check_head, unwrap
@@ -73,6 +74,8 @@ class Point:
     ckpt: Checkpointer | None
     """Rank 0's checkpoint writer (None on the other ranks)."""
     amp: torch.dtype | None = None
+    compute: str = ""
+    """The fast path this worker runs (fastpath.FastPath.label)."""
     step: int = 0
     tokens: int = 0
     t_loop: float = 0.0
@@ -143,7 +146,7 @@ def setup(cfg: TrainConfig, marks: dict[str, float]) -> Point:
     torch.manual_seed(cfg.trial.seed)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
-    model, tok, method, found = _model(cfg, marks, rank)
+    model, tok, method, found, fast = _model(cfg, marks, rank)
     learn, retain, pad = _data(cfg, tok, method)
     p = Point(cfg=cfg, marks=marks, rank=rank, world=world, model=model, tok=tok, method=method,
               learn=learn, retain=retain, pad=pad, per_epoch=0, total=0, evals=set(), opt=None, sched=None,
@@ -152,9 +155,11 @@ def setup(cfg: TrainConfig, marks: dict[str, float]) -> Point:
     p.per_epoch = len(first)
     marks["data_ready"] = time.time()
     device = next(unwrap(model).parameters()).device
-    p.amp = microbatch.autocast_dtype(next(unwrap(model).parameters()).dtype, device.type)
-    check_head(model, {k: v.to(device) for k, v in first[0].micro[0].items()})
+    p.amp, p.compute = fast.amp, fast.label
+    # The optimizer before any forward: FSDP2 swaps the root's sharded parameters for unsharded
+    # (under fsdp_bf16: bf16) ones around a forward, which an optimizer built then would hold.
     _optimizer(p, found[1] if found else None)
+    check_head(model, {k: v.to(device) for k, v in first[0].micro[0].items()})
     p.done = {s for s in resume.complete_steps(cfg.checkpoint_root, p.tid) if s > p.start}
     p.curve = StepLog(Store(cfg.store_uri) if rank == 0 else None, p.tid, cfg.attempt, p.start, p.total,
                       cfg.max_step_rows, p.evals)
@@ -167,22 +172,31 @@ def setup(cfg: TrainConfig, marks: dict[str, float]) -> Point:
 def _model(cfg: TrainConfig, marks: dict[str, float], rank: int):
     """The base model with the method prepared, the latest resumable state loaded, wrapped for
     DDP/FSDP; returns (model, tokenizer, method, (uri, state) or None)."""
-    trial = cfg.trial
+    trial, r = cfg.trial, cfg.recipe
     model, tok = load_model(resolve_model(trial.model_path), trial.dtype)
     marks["model_loaded"] = time.time()
     method = build_method(trial.method, trial.method_params)
+    fast = fastpath.resolve(r.precision, r.kernels, r.compile, ray.train.torch.get_device().type,
+                            next(model.parameters()).dtype,
+                            type(method).fsdp_safe and trial.optimizer in parallel.FSDP_OPTIMIZERS)
+    # Kernels before prepare(): a method's frozen base copy is then patched too.
+    fastpath.apply_kernels(model, fast.kernels, ray.train.torch.get_device().type)
     model = method.prepare(model, load_stats(cfg.stats_uri) if cfg.stats_uri else {})
     marks["statistics_loaded"] = time.time()
-    if cfg.recipe.gradient_checkpointing:
+    if r.gradient_checkpointing:
         microbatch.enable_checkpointing(model)
+    if fast.compile:
+        fastpath.compile_layers(model)
     # A retried or re-run trial continues from its latest state (resume.py). Loaded after
-    # prepare(): statistics, anchors and frozen copies come from the base weights.
-    found = resume.latest(cfg.checkpoint_root, trial.trial_id) if cfg.strategy == "ddp" else None
+    # prepare(): statistics, anchors and frozen copies come from the base weights. Sharded
+    # models (fsdp, fsdp_bf16) save no training state: they restart.
+    found = resume.latest(cfg.checkpoint_root, trial.trial_id) if cfg.strategy == "ddp" and not fast.mixed_fsdp \
+        else None
     if found is not None:
         model.load_state_dict(found[1]["model"])
-    model = parallel.prepare(model, cfg.strategy)
+    model = parallel.prepare(model, cfg.strategy, mixed=fast.mixed_fsdp)
     marks["resumed_and_wrapped"] = time.time()
-    return model, tok, method, found
+    return model, tok, method, found, fast
 
 
 def _data(cfg: TrainConfig, tok, method) -> tuple[list, list, int]:
@@ -285,7 +299,7 @@ def checkpoint(p: Point, loss: float) -> None:
         trial_id=tid, step=p.step, epoch=p.step / p.per_epoch, loss=loss, total_steps=p.total,
         train_seconds=train_s, checkpoint_uri=checkpoint_uri(cfg.checkpoint_root, tid, p.step),
         checkpoint_kind=p.method.checkpoint_kind, loop_started_at=p.t_loop, resumed_from_step=p.start,
-        setup_marks=tuple(setup_phases(cfg, p.marks, p.t_loop).items()))
+        setup_marks=tuple(setup_phases(cfg, p.marks, p.t_loop).items()), compute=p.compute)
     if p.step in p.done:  # an earlier attempt completed this folder: report it, never rewrite it
         if p.ckpt is not None:
             p.ckpt.report_existing(rec)

@@ -1,0 +1,130 @@
+"""How a trial's model computes on its device: precision, fused kernels, compilation (issue 23,
+"the GPU fast path"; recipe.precision, recipe.kernels, recipe.compile).
+
+Why: on an H100 the default fp32 weights under bf16 autocast reached 12-20 % MFU (issue 15).
+What costs is autocast's cast of every weight at every op, not the fp32 master copy:
+llm-foundry trains with fp32 masters under FSDP mixed precision at 40-46 % MFU. So:
+
+- `fsdp_bf16`: FSDP2's `MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)` casts each
+  decoder layer's weights once per forward (in its all-gather), computes in bf16, reduces
+  gradients in fp32 and steps AdamW on the fp32 parameter, so optimizer state, exports and
+  checkpoints stay what they were. FSDP2 applies to a one-rank mesh as well: a one-worker
+  trial is "sharded" over itself. The other candidate, bf16 weights with fp32 master copies
+  (`models[].dtype: bfloat16` + `recipe.master_weights`), exists already; the GPU check
+  (bench/gpu_check.sh) measures both, and this default holds until it says otherwise.
+- `liger`: Liger-Kernel's fused linear cross-entropy computes every method's per-token response
+  CE (losses.py) without full-vocabulary logits; its RMSNorm, SwiGLU and RoPE replace the
+  model's on CUDA (their Triton kernels need a GPU; the loss kernel also runs under Triton's
+  interpreter on a CPU, which is how the per-method tests check it).
+- `compile`: each decoder layer compiled on its own; the head and the loss stay eager.
+
+`resolve` is pure (what runs, given the recipe, the device and the method); `apply_kernels`,
+`compile_layers` and `parallel.prepare` do it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from cliffsweep.trainables import losses
+
+
+@dataclass(frozen=True)
+class FastPath:
+    precision: str
+    """"fp32" (fp32 weights, fp32 compute), "autocast" (fp32 weights, bf16 autocast),
+    "fsdp_bf16" (fp32 weights, FSDP2 bf16 compute), "weights" (a bf16/fp16 model in its dtype)."""
+    kernels: str
+    """"liger" or "none"."""
+    compile: bool
+
+    @property
+    def amp(self) -> torch.dtype | None:
+        """The autocast dtype of the training forward (microbatch.accumulate), or None."""
+        return torch.bfloat16 if self.precision == "autocast" else None
+
+    @property
+    def label(self) -> str:
+        """What the trials table's `compute` column says, e.g. "fsdp_bf16 liger compiled"."""
+        return " ".join([self.precision, self.kernels] + (["compiled"] if self.compile else []))
+
+    @property
+    def mixed_fsdp(self) -> bool:
+        return self.precision == "fsdp_bf16"
+
+
+def resolve(precision: str, kernels: str, compile: bool, device_type: str, weight_dtype: torch.dtype,
+            shard_safe: bool) -> FastPath:
+    """What a worker runs for recipe `precision` / `kernels` / `compile` on `device_type`, for
+    weights of `weight_dtype` and a method + optimizer that are (not) `shard_safe` (Method.fsdp_safe
+    and parallel.FSDP_OPTIMIZERS). `auto` is the fast path on CUDA and today's numbers on a CPU."""
+    cuda = device_type == "cuda"
+    if weight_dtype != torch.float32:
+        prec = "weights"
+    elif precision == "auto":
+        prec = ("fsdp_bf16" if shard_safe else "autocast") if cuda else "fp32"
+    elif precision == "autocast":
+        prec = "autocast" if cuda else "fp32"  # CPU autocast was never on (microbatch.autocast_dtype)
+    else:
+        prec = precision
+    if prec == "fsdp_bf16" and not shard_safe:
+        raise ValueError("recipe.precision fsdp_bf16 needs a shard-safe method and optimizer "
+                         "(Method.fsdp_safe, parallel.FSDP_OPTIMIZERS); use auto or autocast")
+    kern = ("liger" if cuda else "none") if kernels == "auto" else kernels
+    return FastPath(prec, kern, compile)
+
+
+def apply_kernels(model: torch.nn.Module, kernels: str, device_type: str) -> list[str]:
+    """Switch this process's response CE to `kernels` (losses.use_fused_ce) and, for liger on
+    CUDA, patch the model's RMSNorm, SwiGLU and RoPE with Liger's. Returns the kernels in use."""
+    if kernels == "none":
+        losses.use_fused_ce(False)
+        return []
+    if kernels != "liger":
+        raise ValueError(f"unknown kernels {kernels!r}; valid: ['auto', 'liger', 'none']")
+    if device_type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ValueError("recipe.kernels liger needs a CUDA device (Triton kernels); on a CPU use auto "
+                         "or none (the tests run the loss kernel with TRITON_INTERPRET=1)")
+    losses.use_fused_ce(True)
+    used = ["fused_linear_cross_entropy"]
+    if device_type == "cuda":
+        used += patch_model(model)
+    return used
+
+
+def patch_model(model: torch.nn.Module) -> list[str]:
+    """Liger's RMSNorm, SwiGLU and RoPE in `model` (its loss stays ours: cross_entropy and the
+    fused head off). Liger patches RoPE module-wide: every model of this type in the process
+    (a method's frozen base copy too) then uses it, which is what we want on a GPU."""
+    from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
+
+    model_type = model.config.model_type
+    if model_type not in MODEL_TYPE_TO_APPLY_LIGER_FN:  # Liger would only log it
+        raise ValueError(f"Liger has no kernels for model type {model_type!r}; set recipe.kernels: none "
+                         f"(supported: {sorted(MODEL_TYPE_TO_APPLY_LIGER_FN)[:12]} ...)")
+    MODEL_TYPE_TO_APPLY_LIGER_FN[model_type](model=model, rope=True, rms_norm=True, swiglu=True,
+                                             cross_entropy=False, fused_linear_cross_entropy=False)
+    return ["rms_norm", "swiglu", "rope"]
+
+
+def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's decoder layers: the classes transformers names in `_no_split_modules`."""
+    names = set(model._no_split_modules or ())
+    layers = [m for m in model.modules() if type(m).__name__ in names]
+    if not layers:
+        raise ValueError(f"{type(model).__name__} names no decoder layer class (_no_split_modules)")
+    return layers
+
+
+def compile_layers(model: torch.nn.Module) -> int:
+    """torch.compile every decoder layer in place (Module.compile keeps parameter names, so
+    checkpoints, resume and FSDP see the same model). The head and the loss are left eager:
+    under compile Liger's fused CE fails or returns a wrong loss when targets hold ignore_index
+    (Liger issue 174, PR 1338); torchtitan and torchtune compile per layer for the same reason."""
+    layers = decoder_layers(model)
+    for layer in layers:
+        layer.compile()
+    return len(layers)
