@@ -1,27 +1,34 @@
 """GPU checks this project could not run on its CPU machines (docs/gpu.md): training throughput,
-MFU and peak memory at the paper's recipe, and vLLM generation throughput, on real-size
-architectures built with random weights from their published configs (cliffsweep/archs.py
-PUBLISHED: no hub, no download).
+MFU and peak memory per training recipe (issue 23: the fast path and its alternatives), the
+once-per-model statistics' peak memory beside training's, and vLLM generation throughput, on
+real-size architectures built with random weights on the device from their published configs
+(cliffsweep/archs.py PUBLISHED: no hub, no download).
 
-    python bench/bench_gpu.py                                  # Qwen2.5-1.5B and Llama-3.1-8B
-    python bench/bench_gpu.py --models Qwen/Qwen2.5-7B-Instruct --micro 2 --grad-ckpt
-    python bench/bench_gpu.py --tiny --steps 2                 # a tiny config: runs on a CPU (tests)
+    python bench/bench_gpu.py                                    # every recipe that fits, 4 models
+    python bench/bench_gpu.py --models Qwen/Qwen2.5-1.5B-Instruct --recipes fsdp_bf16+liger
+    python bench/bench_gpu.py --stats --models Qwen/Qwen2.5-0.5B-Instruct  # statistics' peak
+    python bench/bench_gpu.py --tiny --steps 2                   # a tiny config: runs on a CPU (tests)
 
-Per model it prints: training tokens/s (one GPU, one micro-batch of --micro rows x --seq tokens
-per optimizer step, AdamW, the project's SFT loss), MFU = tokens/s x 6 N / the GPU's dense bf16
-peak (N as in `cliffsweep plan`), peak memory measured vs `cliffsweep plan`'s estimate, and vLLM
-generation tokens/s (random prompts, --gen-tokens each, ignore_eos). fp32 on a GPU trains with
-bf16 autocast (mixed precision, as paper.yaml); --dtype bfloat16 trains in pure bf16.
+Each (model, recipe) trains in a process of its own (Liger patches RoPE module-wide, and the
+allocator's peak must be that recipe's): one micro-batch of --micro rows x --seq tokens per
+optimizer step, the registry's AdamW, the project's SFT loss through the training step itself
+(microbatch.accumulate), timed between CUDA synchronisations after a warm-up step. MFU = tokens/s
+x the FLOPs per token `cliffsweep plan` counts / the GPU's dense bf16 peak. A recipe whose memory
+`plan` puts above the GPU's is recorded as skipped, with the figure. `bench/gpu_check.sh` runs it
+all in stages and writes the JSON and markdown that `cliffsweep plan --measured` reads.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 
 from cliffsweep import plan
 from cliffsweep.archs import PUBLISHED, Arch
@@ -29,7 +36,34 @@ from cliffsweep.archs import PUBLISHED, Arch
 # vLLM's CPU attention supports head sizes such as 32 (toy/models.py); everything else tiny.
 TINY = Arch("qwen2", hidden=128, layers=2, heads=4, kv_heads=2, intermediate=256, vocab=512, tied=True,
             max_positions=512, source="tiny (bench/bench_gpu.py)")
-DEFAULT_MODELS = ["Qwen/Qwen2.5-1.5B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"]
+DEFAULT_MODELS = ["Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "meta-llama/Llama-3.2-3B-Instruct",
+                  "meta-llama/Llama-3.1-8B-Instruct"]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    dtype: str
+    """The weights' dtype (models[].dtype)."""
+    precision: str
+    """recipe.precision (autocast, fsdp_bf16), or "weights" for a bf16 model."""
+    kernels: str
+    compile: bool = False
+    master: bool = True
+    """recipe.master_weights, for bf16 weights."""
+    path: str = ""
+    """The precision path `plan` files the measurement under (plan.MeasuredMFU.path)."""
+
+
+RECIPES: dict[str, Recipe] = {
+    "autocast": Recipe("float32", "autocast", "none", path="autocast"),  # the default before issue 23
+    "fsdp_bf16": Recipe("float32", "fsdp_bf16", "none", path="fsdp_bf16"),
+    "fsdp_bf16+liger": Recipe("float32", "fsdp_bf16", "liger", path="fsdp_bf16"),  # the default now (auto)
+    "fsdp_bf16+liger+compile": Recipe("float32", "fsdp_bf16", "liger", True, path="fsdp_bf16"),
+    "bf16_master": Recipe("bfloat16", "weights", "none", path="bf16_master"),
+    "bf16_master+liger": Recipe("bfloat16", "weights", "liger", path="bf16_master"),  # the other candidate
+    "bf16+liger": Recipe("bfloat16", "weights", "liger", master=False, path="bf16"),  # pure bf16: what fits 8B
+}
+DEFAULT_RECIPE = "fsdp_bf16+liger"
 
 
 def peak_tflops(device_name: str) -> float | None:
@@ -39,63 +73,202 @@ def peak_tflops(device_name: str) -> float | None:
     return None
 
 
-def bench_training(arch: Arch, dtype: str, micro: int, seq: int, steps: int, grad_ckpt: bool,
-                   master_weights: bool = False) -> dict:
+def plan_memory_gb(arch: Arch, recipe: Recipe, micro: int, seq: int, grad_ckpt: bool, method: str = "sft") -> float:
+    prec = plan.precision(recipe.dtype, True, recipe.master)
+    return plan.train_memory(arch, method, {}, "adamw", prec, "ddp", 1, micro, seq, grad_ckpt).total / 1e9
+
+
+def one_rank_group(device_type: str) -> None:
+    """A process group of one (FSDP2 needs one, even to shard over a single rank)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        path = tempfile.mktemp(prefix="bench-gpu-pg-")
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo", init_method=f"file://{path}",
+                                rank=0, world_size=1)
+
+
+def random_batch(arch: Arch, micro: int, seq: int, device):
+    import torch
+
+    ids = torch.randint(0, arch.vocab, (micro, seq), device=device)
+    labels = ids.clone()
+    labels[:, : seq // 4] = -100  # a prompt, masked as in training
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
+            "example_idx": torch.arange(micro, device=device), "is_retain": torch.zeros(micro, dtype=torch.bool, device=device)}
+
+
+def build(arch: Arch, recipe: Recipe, grad_ckpt: bool, device):
+    """The model as a training worker sets it up for `recipe` (trainables/point.py order):
+    kernels, checkpointing, compilation, FSDP2 wrap, then the optimizer before any forward."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    from cliffsweep.trainables import fastpath, microbatch, parallel
+    from cliffsweep.trainables.optimizers import build_optimizer
+
+    torch.manual_seed(0)
+    # Built on the device: Llama-3.1-8B's random initialisation on the CPU took over 150 s (issue 15).
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(arch.hf_config(), dtype=getattr(torch, recipe.dtype))
+    fast = fastpath.resolve(recipe.precision if recipe.precision != "weights" else "auto", recipe.kernels,
+                            recipe.compile, device.type, next(model.parameters()).dtype, True)
+    kernels = fastpath.apply_kernels(model, fast.kernels, device.type)
+    if grad_ckpt:
+        microbatch.enable_checkpointing(model)
+    if fast.compile:
+        fastpath.compile_layers(model)
+    if fast.mixed_fsdp:
+        one_rank_group(device.type)
+        parallel.shard(model, mixed=True)
+    model.train()
+    opt = build_optimizer("adamw", model, 1e-5, 0.01, recipe.master)
+    return model, opt, fast, kernels
+
+
+def bench_training(arch: Arch, recipe: Recipe, micro: int, seq: int, steps: int, grad_ckpt: bool) -> dict:
+    import torch
+
+    from cliffsweep.trainables import microbatch
     from cliffsweep.trainables.methods import build_method
 
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
-    torch.manual_seed(0)
-    # Built on the device: Llama-3.1-8B's random initialisation on the CPU took over 150 s (issue 15).
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(arch.hf_config(), dtype=getattr(torch, dtype))
-    if grad_ckpt:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=cuda)
-    if master_weights and dtype != "float32":  # bf16 compute, fp32 copies and state (optimizers/master.py)
-        from cliffsweep.trainables.optimizers.master import add_master_weights
-
-        add_master_weights(opt)
+    model, opt, fast, kernels = build(arch, recipe, grad_ckpt, device)
     sft = build_method("sft")
-    ids = torch.randint(0, arch.vocab, (micro, seq), device=device)
-    labels = ids.clone()
-    labels[:, : seq // 4] = -100  # a prompt, masked as in training
-    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels,
-             "example_idx": torch.arange(micro, device=device), "is_retain": torch.zeros(micro, dtype=torch.bool, device=device)}
-    amp = cuda and dtype == "float32"  # mixed precision, as trainables/microbatch.py
+    batch = random_batch(arch, micro, seq, device)
+    n_tokens = int((batch["labels"][:, 1:] != -100).sum())
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-            loss, _ = sft.loss(model, batch)
-        loss.backward()
+        loss = microbatch.accumulate(model, sft, [batch], n_tokens, 1, fast.amp)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        return loss
 
-    step()  # warm-up: allocations, kernels, optimizer state
+    first = float(step())  # warm-up: allocations, kernels, compilation, optimizer state
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     t = time.perf_counter()
     for _ in range(steps):
-        step()
+        last = step()
     if cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t
     tok_s = micro * seq * steps / seconds
     peak = peak_tflops(torch.cuda.get_device_name()) if cuda else None
-    predicted = plan.train_memory(arch, "sft", {}, "adamw", plan.precision(dtype, cuda, master_weights), "ddp", 1, micro, seq, grad_ckpt)
-    out = {"train_tokens_per_s": tok_s, "step_seconds": seconds / steps,
-           "mfu": tok_s * plan.flops_per_token(arch, "sft", grad_ckpt) / (peak * 1e12) if peak else None,
-           "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else None,
-           "plan_memory_gb": predicted.total / 1e9}
-    del model, opt
+    return {"train_tokens_per_s": tok_s, "step_seconds": seconds / steps,
+            "mfu": tok_s * plan.flops_per_token(arch, "sft", grad_ckpt) / (peak * 1e12) if peak else None,
+            "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else None,
+            "compute": fast.label, "kernels_used": kernels, "first_loss": first, "last_loss": float(last)}
+
+
+STATS_METHODS = ("ewc", "mas", "sib", "flow")
+"""The methods with once-per-model statistics passes over data (plan.STATS_PASSES; rpsft's is an SVD)."""
+
+
+def bench_stats(arch: Arch, method_name: str, micro: int, seq: int, batches: int, grad_ckpt: bool) -> dict:
+    """Peak memory of `method_name`'s statistics on the device, as trainables/stats.py runs them
+    (fp32 weights, bf16 autocast on a GPU, micro-batches of the recipe's size), on random rows."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from cliffsweep.trainables.methods import build_method
+    from cliffsweep.trainables.microbatch import autocast_dtype, enable_checkpointing
+
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(arch.hf_config(), dtype=torch.float32)
+    if grad_ckpt:
+        enable_checkpointing(model)
+    method = build_method(method_name, {"hessian_top_k": 0} if method_name == "sib" else {})
+    data = [{k: v for k, v in random_batch(arch, micro * 2, seq, device).items()} for _ in range(batches)]
+    amp = autocast_dtype(torch.float32, device.type)
     if cuda:
-        torch.cuda.empty_cache()
-    return out
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    t = time.perf_counter()
+    with torch.autocast("cuda", dtype=amp) if amp is not None else torch.autocast("cpu", enabled=False):
+        method.compute_stats(model, data, data, micro_batch_size=micro)
+    if cuda:
+        torch.cuda.synchronize()
+    return {"stats_seconds": time.perf_counter() - t,
+            "stats_peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else None}
+
+
+def device_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+
+
+def child(a) -> int:
+    """One measurement in this process: prints one `RESULT {json}` line."""
+    arch = TINY if a.tiny else PUBLISHED[a.models[0]]
+    if a.stats:
+        row = bench_stats(arch, a.method, a.micro, a.seq, 2, a.grad_ckpt)
+    else:
+        row = bench_training(arch, RECIPES[a.recipes[0]], a.micro, a.seq, a.steps, a.grad_ckpt)
+    print("RESULT " + json.dumps(row), flush=True)
+    return 0
+
+
+def run_child(argv: list[str], timeout: float) -> dict:
+    """`argv` in a fresh process (bench_gpu.py --child ...); its RESULT, or why there is none."""
+    try:
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", *argv], capture_output=True,
+                             text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    tail = (out.stderr or out.stdout).strip().splitlines()[-3:]
+    return {"error": f"exit {out.returncode}: " + " | ".join(tail)}
+
+
+def measure(a, archs: dict[str, Arch]) -> list[dict]:
+    """Every (model, recipe) row (or, with --stats, every (model, statistics method) row)."""
+    rows = []
+    gpu_gb = next((g.memory_gb for g in plan.GPUS if g.name.split("-")[0] in device_name()), None)
+    common = ["--micro", str(a.micro), "--seq", str(a.seq), "--steps", str(a.steps)] + (["--grad-ckpt"] if a.grad_ckpt else [])
+    for name, arch in archs.items():
+        model_args = ["--tiny"] if a.tiny else ["--models", name]
+        for what in (STATS_METHODS if a.stats else a.recipes):
+            row = {"model": name, "params": arch.params, "gpu": device_name(), "date": datetime.date.today().isoformat(),
+                   "micro": a.micro, "seq": a.seq, "grad_ckpt": a.grad_ckpt}
+            if a.stats:
+                row.update(method=what, train_peak_memory_gb=None)
+            else:
+                r = RECIPES[what]
+                row.update(recipe=what, path=r.path, kernels=r.kernels, compile=r.compile, dtype=r.dtype,
+                           master_weights=r.master if r.dtype != "float32" else None,
+                           plan_memory_gb=plan_memory_gb(arch, r, a.micro, a.seq, a.grad_ckpt))
+                if gpu_gb is not None and row["plan_memory_gb"] > 0.95 * gpu_gb:
+                    row["skipped"] = f"plan: {row['plan_memory_gb']:.0f} GB > {gpu_gb:.0f} GB"
+                    rows.append(row)
+                    print(f"{name} {what}: skipped ({row['skipped']})", flush=True)
+                    continue
+            row.update(run_child(model_args + common + (["--stats", "--method", what] if a.stats else ["--recipes", what]),
+                                 a.timeout))
+            rows.append(row)
+            print(describe(row), flush=True)
+    return rows
+
+
+def describe(row: dict) -> str:
+    if "error" in row:
+        return f"{row['model']} {row.get('recipe') or row.get('method')}: ERROR {row['error']}"
+    if "method" in row:
+        peak = row["stats_peak_memory_gb"]
+        return (f"{row['model']} statistics {row['method']}: {row['stats_seconds']:.1f} s, peak "
+                f"{'n/a (CPU)' if peak is None else f'{peak:.2f} GB'}")
+    mfu = f"{row['mfu']:.1%}" if row["mfu"] is not None else "n/a (no GPU peak known)"
+    mem = f"{row['peak_memory_gb']:.2f} GB" if row["peak_memory_gb"] is not None else "n/a (CPU)"
+    return (f"{row['model']} {row['recipe']} ({row['compute']}): {row['train_tokens_per_s']:,.0f} tokens/s, "
+            f"MFU {mfu}, peak {mem} vs plan {row['plan_memory_gb']:.2f} GB")
 
 
 def bench_vllm(arch: Arch, dtype: str, prompts: int, prompt_len: int, gen_tokens: int) -> dict:
@@ -130,39 +303,35 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=DEFAULT_MODELS, help=f"hub ids in archs.PUBLISHED: {sorted(PUBLISHED)}")
     p.add_argument("--tiny", action="store_true", help="a tiny config instead (CPU smoke run)")
-    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    p.add_argument("--micro", type=int, default=4, help="rows per micro-batch (paper.yaml: 8 per worker)")
+    p.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    p.add_argument("--micro", type=int, default=8, help="rows per micro-batch (paper.yaml: 8 per worker)")
     p.add_argument("--seq", type=int, default=1024, help="tokens per row (paper.yaml max_seq_len)")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--grad-ckpt", action="store_true", help="activation checkpointing")
-    p.add_argument("--master-weights", action="store_true",
-                   help="with --dtype bfloat16: fp32 master weights and optimizer state (recipe.master_weights)")
-    p.add_argument("--skip-vllm", action="store_true")
+    p.add_argument("--stats", action="store_true", help="statistics' peak memory per stats method instead")
+    p.add_argument("--method", choices=STATS_METHODS, help=argparse.SUPPRESS)
+    p.add_argument("--vllm", action="store_true", help="also vLLM generation throughput (needs vllm)")
     p.add_argument("--prompts", type=int, default=256)
     p.add_argument("--prompt-len", type=int, default=256)
     p.add_argument("--gen-tokens", type=int, default=256)
-    p.add_argument("--json", help="also write the results here")
+    p.add_argument("--timeout", type=float, default=300, help="seconds per measurement process")
+    p.add_argument("--json", help="write the rows here ({'rows': [...]}, what `cliffsweep plan --measured` reads)")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.child:
+        return child(a)
     archs = {"tiny": TINY} if a.tiny else {m: PUBLISHED[m] for m in a.models}
-    results = {}
-    for name, arch in archs.items():
-        row = {"params": arch.params, **bench_training(arch, a.dtype, a.micro, a.seq, a.steps, a.grad_ckpt,
-                                                               a.master_weights)}
-        if not a.skip_vllm:
-            row.update(bench_vllm(arch, a.dtype, a.prompts, a.prompt_len, a.gen_tokens))
-        results[name] = row
-        mfu = f"{row['mfu']:.1%}" if row["mfu"] is not None else "n/a (no GPU peak known)"
-        mem = f"{row['peak_memory_gb']:.2f} GB" if row["peak_memory_gb"] is not None else "n/a (CPU)"
-        print(f"{name}: {arch.params / 1e9:.3g}B params; train {row['train_tokens_per_s']:,.0f} tokens/s "
-              f"(micro {a.micro} x {a.seq}, {a.dtype}{', grad ckpt' if a.grad_ckpt else ''}), MFU {mfu}; "
-              f"peak memory {mem} vs plan {row['plan_memory_gb']:.2f} GB", flush=True)
-        if "gen_tokens_per_s" in row:
-            print(f"    vLLM ({row['vllm_dtype']}): {row['gen_tokens_per_s']:,.0f} generated tokens/s "
-                  f"({a.prompts} prompts x {a.gen_tokens}), engine start {row['vllm_start_s']:.0f} s", flush=True)
+    rows = measure(a, archs)
+    if a.vllm:
+        for name, arch in archs.items():
+            v = bench_vllm(arch, "float32", a.prompts, a.prompt_len, a.gen_tokens)
+            rows.append({"model": name, "params": arch.params, "gpu": device_name(), **v})
+            print(f"{name} vLLM ({v['vllm_dtype']}): {v['gen_tokens_per_s']:,.0f} generated tokens/s "
+                  f"({a.prompts} prompts x {a.gen_tokens}), engine start {v['vllm_start_s']:.0f} s", flush=True)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(results, f, indent=2)
-    return 0
+            json.dump({"rows": rows}, f, indent=2)
+    return 1 if any("error" in r for r in rows) else 0
 
 
 if __name__ == "__main__":  # vLLM spawns its engine core: the guard is required

@@ -199,3 +199,23 @@ def test_a_sweep_trains_and_evaluates_on_the_fast_path(tmp_path):
     for uri in ckpts["uri"]:
         with safe_open(str(Path(uri) / "model.safetensors"), "pt") as f:
             assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float32}  # exports from the fp32 weights
+
+
+def test_the_gpu_check_runs_every_stage_in_its_dry_run(tmp_path):
+    """bench/gpu_check.sh --dry-run: every stage on a CPU with a tiny model, so the script a GPU
+    machine runs cannot rot; its JSON holds every stage's rows and its markdown the tables."""
+    out = tmp_path / "gc"
+    run = subprocess.run(["bash", str(ROOT / "bench/gpu_check.sh"), "--dry-run", "--out", str(out)],
+                         env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-3000:])
+    for stage in ("fused", "train_small", "train_large", "stats"):
+        assert f"== stage {stage}: exit 0" in run.stdout
+    report = json.loads((out / "gpu_check.json").read_text())
+    train = report["train_small"]["rows"] + report["train_large"]["rows"]
+    assert {r["recipe"] for r in train} >= {"autocast", "fsdp_bf16", "fsdp_bf16+liger", "bf16_master"}
+    assert all("error" not in r and r["train_tokens_per_s"] > 0 for r in train)
+    assert {r["compute"] for r in train} >= {"fp32 none", "fsdp_bf16 liger", "fsdp_bf16 liger compiled", "weights none"}
+    assert {r["method"] for r in report["stats"]["rows"]} == {"ewc", "mas", "sib", "flow"}
+    assert all(r["pass"] for r in report["fused"].values())
+    md = (out / "gpu_check.md").read_text()
+    assert "## Training, per recipe" in md and "MFU >= 40%: not measured" in md
