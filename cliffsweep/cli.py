@@ -68,7 +68,7 @@ def _warn_tracking(spec) -> None:
 def cmd_plan(args) -> int:
     from cliffsweep.plan_text import plan_text
 
-    print(plan_text(args.specs, args.mfu, args.bandwidth * 1e9))
+    print(plan_text(args.specs, args.mfu, args.bandwidth * 1e9, tuple(args.measured)))
     return 0
 
 
@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--mfu", type=float, default=None,
                     help="model FLOPs utilisation for GPU-hours, every model (default: measured per "
                          f"size and precision, plan.MEASURED_MFU; {DEFAULT_MFU} where none is)")
+    pl.add_argument("--measured", action="append", default=[], metavar="JSON",
+                    help="a GPU check's gpu_check.json (bench/gpu_check.sh): its MFU rows price training "
+                         "(also read from cliffsweep/measured/*.json; repeatable)")
     pl.add_argument("--bandwidth", type=float, default=1.0,
                     help="GB/s to checkpoint storage, for the time GPUs wait on checkpoints and model reads (default 1)")
     pl.set_defaults(fn=cmd_plan)

@@ -23,8 +23,10 @@ Stated assumptions (printed with every plan):
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cliffsweep import bill
 from cliffsweep.archs import Arch
@@ -49,9 +51,13 @@ DEFAULT_MFU = 0.35
 @dataclass(frozen=True)
 class MeasuredMFU:
     params: float
-    path: str  # "autocast": fp32 weights + bf16 autocast (dtype float32 on a GPU); "bf16": bf16 weights
+    path: str
+    """The precision path (`compute_path`): "autocast" (fp32 weights + bf16 autocast), "fsdp_bf16"
+    (fp32 weights, FSDP2 bf16 compute), "bf16_master" (bf16 weights, fp32 masters), "bf16"."""
     mfu: float
     source: str
+    kernels: str = "none"
+    compile: bool = False
 
 
 MEASURED_MFU: tuple[MeasuredMFU, ...] = (
@@ -60,21 +66,67 @@ MEASURED_MFU: tuple[MeasuredMFU, ...] = (
     MeasuredMFU(1.54e9, "autocast", 0.204, "Qwen2.5-1.5B, H100, micro 8"),
     MeasuredMFU(8.03e9, "bf16", 0.422, "Llama-3.1-8B pure bf16 + checkpointing, H100, micro 4"),
 )
-"""Measured MFU per model size and precision path (bench/bench_gpu.py). `plan` takes the
-measurement of the nearest size (log scale) on the model's path; add rows as GPUs measure more.
-None yet for bf16 with fp32 master weights (recipe.master_weights; its MFU lies between the two
-paths: the compute of pure bf16, plus an fp32 optimizer step): the pure-bf16 rows stand in."""
+"""Measured MFU per model size and precision path, built in (issue 15's bench/bench_gpu.py runs).
+`plan` adds the rows of every GPU check (bench/gpu_check.sh's gpu_check.json) in
+cliffsweep/measured/ and those given with --measured, and takes the measurement of the nearest
+size (log scale) on the model's path, preferring the recipe's kernels."""
+
+FALLBACK_PATH = {"fsdp_bf16": "autocast", "bf16_master": "bf16"}
+"""Where nothing is measured on a path yet, the path whose rows stand in (and the plan says so):
+fsdp_bf16 does the work of autocast with fewer casts, bf16 masters that of pure bf16 plus an fp32
+optimizer step, so the stand-ins are lower bounds of their MFU."""
+MEASURED_DIR = Path(__file__).parent / "measured"
 
 
-def measured_mfu(params: float, dtype: str) -> tuple[float, str]:
-    """(MFU, where it comes from) for a model of `params` trained in `dtype` on a GPU."""
-    path = "autocast" if dtype == "float32" else "bf16"
-    rows = [m for m in MEASURED_MFU if m.path == path]
-    if not rows:
+def compute_path(dtype: str, precision: str = "auto", master_weights: bool = True) -> str:
+    """The precision path a model of `dtype` trains on a GPU under recipe.precision (the common
+    case: a shard-safe method; trainables/fastpath.resolve decides per trial)."""
+    if dtype == "float32":
+        return "autocast" if precision == "autocast" else "fsdp_bf16"
+    return "bf16_master" if master_weights else "bf16"
+
+
+def gpu_check_rows(path: str | Path) -> list[MeasuredMFU]:
+    """The training rows of a GPU check's JSON (bench/gpu_check.sh: gpu_check.json, or one stage's
+    file) that measured an MFU."""
+    data = json.loads(Path(path).read_text())
+    stages = [data] if "rows" in data else [v for v in data.values() if isinstance(v, dict) and "rows" in v]
+    out = []
+    for row in (r for s in stages for r in s["rows"]):
+        if row.get("mfu") is None or "recipe" not in row:
+            continue
+        name = row["model"].split("/")[-1].removesuffix("-Instruct")
+        out.append(MeasuredMFU(row["params"], row["path"], row["mfu"],
+                               f"{name} {row['recipe']}, {row['gpu']}, {row['date']}, micro {row['micro']}",
+                               row["kernels"], row["compile"]))
+    return out
+
+
+def measured_rows(files: tuple[str, ...] = ()) -> tuple[MeasuredMFU, ...]:
+    """The built-in rows, those of every GPU check filed in cliffsweep/measured/, and `files`."""
+    filed = sorted(MEASURED_DIR.glob("*.json")) if MEASURED_DIR.is_dir() else []
+    return MEASURED_MFU + tuple(r for f in [*filed, *files] for r in gpu_check_rows(f))
+
+
+def measured_mfu(params: float, dtype: str, precision: str = "auto", master_weights: bool = True,
+                 kernels: str = "liger", rows: tuple[MeasuredMFU, ...] | None = None) -> tuple[float, str]:
+    """(MFU, where it comes from) for a model of `params` trained in `dtype` on a GPU under the
+    recipe's `precision`, `master_weights` and `kernels` (auto = liger on a GPU)."""
+    rows = measured_rows() if rows is None else rows
+    path = compute_path(dtype, precision, master_weights)
+    on_path, used = [m for m in rows if m.path == path], path
+    if not on_path and path in FALLBACK_PATH:
+        used = FALLBACK_PATH[path]
+        on_path = [m for m in rows if m.path == used]
+    if not on_path:
         return DEFAULT_MFU, "assumed, nothing measured"
-    near = min(rows, key=lambda m: abs(math.log(m.params / params)))
-    return near.mfu, f"measured: {near.source}" + ("" if abs(math.log(near.params / params)) < 0.1 else
-                                                   " (nearest size measured)")
+    kern = "liger" if kernels == "auto" else kernels
+    same = [m for m in on_path if m.kernels == kern and not m.compile]
+    near = min(same or on_path, key=lambda m: abs(math.log(m.params / params)))
+    notes = [] if abs(math.log(near.params / params)) < 0.1 else ["nearest size measured"]
+    if used != path:
+        notes.append(f"{used} path; {path} not measured yet")
+    return near.mfu, f"measured: {near.source}" + (f" ({'; '.join(notes)})" if notes else "")
 
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -362,9 +414,10 @@ def recipe_extras(recipe) -> tuple[int | None, bool]:
     return fields.get("micro_batch_size"), bool(fields.get("gradient_checkpointing", False))
 
 
-def plan_spec(spec, bandwidth: float = bill.BANDWIDTH) -> list[ModelPlan]:
+def plan_spec(spec, bandwidth: float = bill.BANDWIDTH, measured: tuple[MeasuredMFU, ...] | None = None) -> list[ModelPlan]:
     """Budget of every model of a validated SweepSpec (reads configs and data; see module doc),
-    checkpoints priced at `bandwidth` bytes/s to storage."""
+    checkpoints priced at `bandwidth` bytes/s to storage, training at the MFU of `measured` (default:
+    `measured_rows()`)."""
     from cliffsweep.archs import arch_for
     from cliffsweep.evals.tasks import build_task
     from cliffsweep.sweep.grid import expand_grid
@@ -373,6 +426,7 @@ def plan_spec(spec, bandwidth: float = bill.BANDWIDTH) -> list[ModelPlan]:
     from cliffsweep.trainables.schedule import eval_steps
 
     r, res, ev = spec.recipe, spec.resources, spec.eval
+    measured = measured_rows() if measured is None else measured
     micro, grad_ckpt = recipe_extras(r)
     b = Batching.of(r.batch_size, res.workers_per_trial, micro)
     learn_t, retain_t = spec.tasks.learn, spec.tasks.retain[0]
@@ -383,7 +437,8 @@ def plan_spec(spec, bandwidth: float = bill.BANDWIDTH) -> list[ModelPlan]:
     plans = []
     for m in spec.models:
         plan = ModelPlan(m.name, arch_for(m.path), dtype=m.dtype)
-        plan.mfu, plan.mfu_source = measured_mfu(plan.arch.params, m.dtype)
+        plan.mfu, plan.mfu_source = measured_mfu(plan.arch.params, m.dtype, r.precision, r.master_weights,
+                                                 r.kernels, measured)
         arch, prec = plan.arch, precision(m.dtype, res.gpus_per_worker > 0, r.master_weights)
         learn = lengths_for(m.path, learn_t.name, learn_t.params, plan.notes)
         prompts = eval_prompt_tokens(m.path, built, plan.notes)

@@ -4,7 +4,7 @@ bill.py prices what is beyond training), its memory per GPU, and the assumptions
 from __future__ import annotations
 
 from cliffsweep import bill
-from cliffsweep.plan import GB, GPUS, Batching, ModelPlan, gpu_hours, plan_spec, precision, recipe_extras
+from cliffsweep.plan import GB, GPUS, Batching, ModelPlan, gpu_hours, measured_rows, plan_spec, precision, recipe_extras
 
 
 def _si(x: float, unit: str = "") -> str:
@@ -113,7 +113,9 @@ ASSUMPTIONS = """Assumptions (cliffsweep/plan.py):
    padding; +2 N D for kl/iw (frozen base forward) and for activation checkpointing, -2 N D for
    lora (no weight gradients of frozen weights); attention scores and eval FLOPs not counted.
    GPU-hours = FLOPs / (MFU x dense bf16 peak: A100 312, H100/H200 989 TFLOP/s); MFU per model:
-   the measurement nearest its size on its precision path (plan.MEASURED_MFU), or --mfu.
+   the measurement nearest its size on its precision path (plan.MEASURED_MFU, GPU checks filed in
+   cliffsweep/measured/ or given with --measured; a path not measured yet borrows
+   plan.FALLBACK_PATH's rows, a lower bound), or --mfu.
    Generated tokens: an upper bound (n_eval x max_tokens; generation stops earlier at a stop).
    Checkpoints: exported weights at every eval point (+ train_state.pt: weights, optimizer and
    method state, only where resume_every_s of training has passed, the two latest kept; none
@@ -125,15 +127,18 @@ ASSUMPTIONS = """Assumptions (cliffsweep/plan.py):
    running trial" below, times the trials that run at once). Memory: no CUDA context/fragmentation."""
 
 
-def plan_text(paths: list[str], mfu: float | None = None, bandwidth: float = bill.BANDWIDTH) -> str:
+def plan_text(paths: list[str], mfu: float | None = None, bandwidth: float = bill.BANDWIDTH,
+              measured: tuple[str, ...] = ()) -> str:
     """The plan of one or more sweep files (several: the parts of one study, e.g. the paper grid
-    split by resources), with a grand total when there are several."""
+    split by resources), with a grand total when there are several. `measured`: GPU checks'
+    JSON files (bench/gpu_check.sh) whose MFU rows join the built-in and filed ones."""
     from cliffsweep.orchestrator.specfile import load_spec
 
+    rows = measured_rows(tuple(measured))
     parts, everything = [], []
     for path in paths:
         spec = load_spec(path)
-        plans = plan_spec(spec, bandwidth)
+        plans = plan_spec(spec, bandwidth, rows)
         if mfu is not None:  # the user's figure for every model
             for p in plans:
                 p.mfu, p.mfu_source = mfu, "--mfu"

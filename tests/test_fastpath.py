@@ -219,3 +219,12 @@ def test_the_gpu_check_runs_every_stage_in_its_dry_run(tmp_path):
     assert all(r["pass"] for r in report["fused"].values())
     md = (out / "gpu_check.md").read_text()
     assert "## Training, per recipe" in md and "MFU >= 40%: not measured" in md
+    # what `cliffsweep plan --measured` reads: the rows a GPU fills in (a CPU measures no MFU)
+    from cliffsweep.plan import gpu_check_rows
+
+    assert gpu_check_rows(out / "gpu_check.json") == []
+    gpu = {**report, "train_small": {"rows": [{**r, "mfu": 0.5} for r in report["train_small"]["rows"]]}}
+    (out / "as_if_gpu.json").write_text(json.dumps(gpu))
+    assert {(m.path, m.kernels, m.compile) for m in gpu_check_rows(out / "as_if_gpu.json")} == {
+        ("autocast", "none", False), ("fsdp_bf16", "none", False), ("fsdp_bf16", "liger", False),
+        ("fsdp_bf16", "liger", True), ("bf16_master", "none", False)}

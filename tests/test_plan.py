@@ -282,10 +282,11 @@ def run_bench(*args: str, timeout: int) -> subprocess.CompletedProcess:
 def test_gpu_bench_trains_a_tiny_config_on_cpu(tmp_path):
     import json
 
-    r = run_bench("--skip-vllm", "--json", str(tmp_path / "b.json"), timeout=300)
+    r = run_bench("--recipes", "autocast", "--json", str(tmp_path / "b.json"), timeout=300)
     assert r.returncode == 0, r.stderr
-    row = json.loads((tmp_path / "b.json").read_text())["tiny"]
+    (row,) = json.loads((tmp_path / "b.json").read_text())["rows"]
     assert row["train_tokens_per_s"] > 0 and row["mfu"] is None and row["plan_memory_gb"] > 0
+    assert row["compute"] == "fp32 none"  # autocast is never on a CPU
 
 
 @pytest.mark.slow
@@ -293,10 +294,10 @@ def test_gpu_bench_trains_a_tiny_config_on_cpu(tmp_path):
 def test_gpu_bench_generates_with_vllm_on_cpu(tmp_path):
     import json
 
-    r = run_bench("--prompts", "4", "--prompt-len", "16", "--gen-tokens", "8", "--json", str(tmp_path / "b.json"),
-                  timeout=900)
+    r = run_bench("--recipes", "autocast", "--vllm", "--prompts", "4", "--prompt-len", "16", "--gen-tokens", "8",
+                  "--json", str(tmp_path / "b.json"), timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    row = json.loads((tmp_path / "b.json").read_text())["tiny"]
+    row = json.loads((tmp_path / "b.json").read_text())["rows"][-1]
     assert row["gen_tokens"] == 4 * 8 and row["gen_tokens_per_s"] > 0
 
 
@@ -352,3 +353,36 @@ def test_plan_takes_the_mfu_measured_nearest_each_models_size_on_its_path(tmp_pa
     flat = plan_text(["cliffsweep/configs/paper.yaml"], mfu=0.35)
     assert "--mfu" in flat
     assert hours(text, "qwen2.5-0.5b") == pytest.approx(hours(flat, "qwen2.5-0.5b") * 0.35 / 0.124, rel=0.05)
+
+
+def test_a_gpu_checks_rows_price_the_plan_without_code_changes(tmp_path):
+    """Issue 23 part 4: `plan --measured gpu_check.json` (bench/gpu_check.sh's output) takes the
+    fast path's measured MFU for fp32 models (recipe.precision auto = fsdp_bf16), preferring the
+    recipe's kernels; without it the autocast rows stand in, and the plan says so."""
+    import json
+
+    from cliffsweep import plan
+    from cliffsweep.plan_text import plan_text
+
+    mfu, source = plan.measured_mfu(1.54e9, "float32")
+    assert mfu == 0.204 and "autocast path; fsdp_bf16 not measured yet" in source
+    row = {"model": "Qwen/Qwen2.5-1.5B-Instruct", "params": 1.54e9, "gpu": "NVIDIA H100 80GB HBM3", "date": "2026-12-01",
+           "micro": 8, "seq": 1024, "grad_ckpt": False, "recipe": "fsdp_bf16+liger", "path": "fsdp_bf16",
+           "kernels": "liger", "compile": False, "mfu": 0.45}
+    rows = [row, {**row, "recipe": "fsdp_bf16", "kernels": "none", "mfu": 0.33},
+            {**row, "recipe": "autocast", "path": "autocast", "kernels": "none", "mfu": None, "error": "exit 1"}]
+    f = tmp_path / "gpu_check.json"
+    f.write_text(json.dumps({"gpu": row["gpu"], "train_small": {"rows": rows}, "fused": {}}))
+    measured = plan.measured_rows((str(f),))
+    assert len(measured) == len(plan.MEASURED_MFU) + 2  # the failed row prices nothing
+    assert plan.measured_mfu(1.54e9, "float32", rows=measured) == (0.45, "measured: Qwen2.5-1.5B fsdp_bf16+liger, "
+                                                                   "NVIDIA H100 80GB HBM3, 2026-12-01, micro 8")
+    assert plan.measured_mfu(1.54e9, "float32", kernels="none", rows=measured)[0] == 0.33
+    assert plan.measured_mfu(1.54e9, "float32", precision="autocast", rows=measured)[0] == 0.204
+    before = plan_text(["cliffsweep/configs/paper.yaml"])
+    after = plan_text(["cliffsweep/configs/paper.yaml"], measured=(str(f),))
+    assert "qwen2.5-1.5b 45.0% (measured: Qwen2.5-1.5B fsdp_bf16+liger" in after
+
+    def h100(t: str) -> float:
+        return float(next(line for line in t.splitlines() if line.startswith("qwen2.5-1.5b ")).split()[7])
+    assert h100(after) == pytest.approx(h100(before) * 0.204 / 0.45, rel=0.03)
