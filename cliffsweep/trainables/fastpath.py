@@ -43,8 +43,10 @@ class FastPath:
 
     @property
     def amp(self) -> torch.dtype | None:
-        """The autocast dtype of the training forward (microbatch.accumulate), or None."""
-        return torch.bfloat16 if self.precision == "autocast" else None
+        """The autocast dtype of the training forward (microbatch.accumulate), or None. Under
+        fsdp_bf16 too: the sharded model already computes in bf16 (autocast casts nothing there),
+        but a method's frozen fp32 base copy (KL, IW), outside FSDP, would otherwise run in fp32."""
+        return torch.bfloat16 if self.precision in ("autocast", "fsdp_bf16") else None
 
     @property
     def label(self) -> str:
@@ -85,6 +87,12 @@ def apply_kernels(model: torch.nn.Module, kernels: str, device_type: str) -> lis
         return []
     if kernels != "liger":
         raise ValueError(f"unknown kernels {kernels!r}; valid: ['auto', 'liger', 'none']")
+    try:
+        import liger_kernel  # noqa: F401
+    except ImportError as e:
+        raise ValueError("recipe.kernels liger (what auto means on a GPU) needs liger-kernel: install "
+                         "cliffsweep's gpu extra (CLIFFSWEEP_BACKEND=gpu bash scripts/setup.sh), or set "
+                         "recipe.kernels: none") from e
     if device_type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError("recipe.kernels liger needs a CUDA device (Triton kernels); on a CPU use auto "
                          "or none (the tests run the loss kernel with TRITON_INTERPRET=1)")
