@@ -118,6 +118,32 @@ def checkpoint_bill(points: int, train_s: float, export: float, train_state: flo
     return CheckpointBill(sum(sizes), blocked_seconds(train_s, sizes, bandwidth, asynchronous))
 
 
+@dataclass(frozen=True)
+class PointCost:
+    """One grid point's pieces of work, priced (plan.plan_spec), for a schedule simulation
+    (cliffsweep/simulate): seconds of wall time at the H100's pace."""
+
+    trial_id: str
+    model: str
+    gpus: float
+    """GPUs the point's Train job holds (workers x GPUs per worker)."""
+    setup_s: float
+    train_s: float
+    """Training on its GPUs."""
+    blocked_s: float
+    """Training-loop time lost to its checkpoints (`blocked_seconds`)."""
+    checkpoints: int
+    eval_s: float
+    """One evaluation of one checkpoint (every task) on one GPU (`eval_seconds`)."""
+    stats_key: str | None
+    """The once-per-model statistics it needs (None: none)."""
+
+
+ENGINE_START_S = 60.0
+"""An evaluator's engine start on a GPU (vLLM: weights load, CUDA graphs). Assumed, not measured
+on a GPU (on this 2-core CPU: 3 s in process for a toy model, docs/evals.md)."""
+
+
 def setup_seconds(model_bytes: float, bandwidth: float = BANDWIDTH) -> float:
     """One point's setup: the fixed part measured on the toy sweep, plus its base model read."""
     return SETUP_FIXED_S + model_bytes / bandwidth

@@ -72,6 +72,25 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def cmd_simulate(args) -> int:
+    from cliffsweep.orchestrator.specfile import load_spec
+    from cliffsweep.plan import measured_rows, plan_spec
+    from cliffsweep.simulate.engine import Cluster, simulate
+    from cliffsweep.simulate.report import figure, text
+
+    cluster = Cluster(args.nodes, args.gpus_per_node, args.cpus_per_node)
+    results = []
+    for path in args.specs:
+        spec = load_spec(path)
+        result = simulate(spec, plan_spec(spec, args.bandwidth * 1e9, measured_rows(tuple(args.measured))), cluster)
+        results.append((path, result))
+        print(text(path, result), flush=True)
+    if args.figure:
+        figure(results, args.figure)
+        print(f"utilisation figure: {args.figure}")
+    return 0
+
+
 def cmd_run(args) -> int:
     from cliffsweep.orchestrator.driver import run_sweep
     from cliffsweep.orchestrator.summary import summary_text
@@ -179,6 +198,17 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--bandwidth", type=float, default=1.0,
                     help="GB/s to checkpoint storage, for the time GPUs wait on checkpoints and model reads (default 1)")
     pl.set_defaults(fn=cmd_plan)
+
+    sm = sub.add_parser("simulate", help="how long a sweep takes on a GPU cluster, and where its GPUs idle "
+                                         "(a simulation of the driver's schedule, priced by plan); starts nothing")
+    sm.add_argument("specs", nargs="+", help="sweep YAML(s), each simulated on its own")
+    sm.add_argument("--nodes", type=int, default=4)
+    sm.add_argument("--gpus-per-node", type=int, default=8)
+    sm.add_argument("--cpus-per-node", type=int, default=96, help="(concurrency follows CPUs unless the spec caps it)")
+    sm.add_argument("--bandwidth", type=float, default=1.0, help="GB/s to checkpoint storage, as plan's")
+    sm.add_argument("--measured", action="append", default=[], metavar="JSON", help="GPU checks' MFU rows, as plan's")
+    sm.add_argument("--figure", help="write the utilisation figure (PNG) here")
+    sm.set_defaults(fn=cmd_simulate)
 
     c = sub.add_parser("compact", help="fold a store's small files into one per table (no sweep writing)")
     c.add_argument("store")

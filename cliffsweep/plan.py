@@ -395,6 +395,11 @@ class ModelPlan:
     stats_memory: dict[str, Memory] = field(default_factory=dict)
     """series -> peak memory of its once-per-model statistics task (methods that have one)."""
     notes: list[str] = field(default_factory=list)
+    points: list[bill.PointCost] = field(default_factory=list)
+    """Each trial's pieces of work, priced, for a schedule simulation (cliffsweep/simulate)."""
+    stats_s: dict[str, float] = field(default_factory=dict)
+    """Seconds of each distinct statistics task on one GPU (key as PointCost.stats_key)."""
+    base_eval_s: float = 0.0
 
     @property
     def flops(self) -> float:
@@ -484,11 +489,17 @@ def plan_spec(spec, bandwidth: float = bill.BANDWIDTH, measured: tuple[MeasuredM
                                                            r.max_seq_len, grad_ckpt)
             if method.stats_inputs() is not None and key not in stats_done:
                 stats_done.add(key)
-                plan.stats_flops += stats_flops(arch, t.method, r.stats_examples, learn, retain, r.max_seq_len)
+                sf = stats_flops(arch, t.method, r.stats_examples, learn, retain, r.max_seq_len)
+                plan.stats_flops += sf
+                plan.stats_s[key] = gpu_hours(sf, GPUS[1], plan.mfu) * 3600
+            plan.points.append(bill.PointCost(
+                t.trial_id, m.name, gpus_per_trial, bill.setup_seconds(arch.params * BYTES[m.dtype], bandwidth),
+                train_s, ckb.blocked_s, points, per_eval_s, key if method.stats_inputs() is not None else None))
         plan.generations += per_eval[0]  # the base model, once
         plan.gen_tokens += per_eval[1]
         plan.prompt_tokens += prompts
         plan.eval_s += per_eval_s
+        plan.base_eval_s = per_eval_s
         plans.append(plan)
     return plans
 

@@ -23,7 +23,7 @@ import time
 
 import yaml
 
-from cliffsweep.orchestrator.policies import cluster_concurrency, default_concurrency, role_resources
+from cliffsweep.orchestrator.policies import role_resources, sweep_concurrency
 from cliffsweep.orchestrator.refiner import TrialQueue, max_refine_trials, sweep_searcher
 from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.orchestrator.sweeprun import SweepRun, _abs_uri
@@ -95,14 +95,10 @@ def concurrency_of(spec: SweepSpec) -> int:
     """Train jobs at once: the spec's, else what the cluster's CPUs (or driver slots) allow."""
     import ray
 
-    total_cpus = ray.cluster_resources().get("CPU", 1)
+    resources = ray.cluster_resources()
     if not spec.ray_address:  # an autoscaling cluster grows on demand; a local one cannot
-        check_capacity(spec, total_cpus, ray.cluster_resources().get("GPU", 0))
-    n_eval_cpus = spec.eval.cpus_per_evaluator * spec.eval.evaluators_per_model * len(spec.models)
-    r = spec.resources
-    return r.max_concurrent_trials or cluster_concurrency(
-        ray.cluster_resources(), r.cluster_roles,
-        default_concurrency(total_cpus, r.cpus_per_worker * r.workers_per_trial, n_eval_cpus))
+        check_capacity(spec, resources.get("CPU", 1), resources.get("GPU", 0))
+    return sweep_concurrency(spec, resources)
 
 
 def tune_jobs(run: SweepRun, queue: TrialQueue, concurrency: int, n_todo: int) -> None:

@@ -62,6 +62,17 @@ def cluster_concurrency(cluster_resources: dict[str, float], cluster_roles: bool
     return max(default, slots) if cluster_roles and slots else default
 
 
+def sweep_concurrency(spec, cluster_resources: dict[str, float]) -> int:
+    """Train jobs at once: resources.max_concurrent_trials, else what the cluster's CPUs (or,
+    with cluster roles, the head's driver slots) allow beside the evaluators. Pure: the driver
+    passes ray.cluster_resources(), `cliffsweep simulate` the simulated cluster's."""
+    r, e = spec.resources, spec.eval
+    eval_cpus = e.cpus_per_evaluator * e.evaluators_per_model * len(spec.models)
+    return r.max_concurrent_trials or cluster_concurrency(
+        cluster_resources, r.cluster_roles,
+        default_concurrency(cluster_resources.get("CPU", 1), r.cpus_per_worker * r.workers_per_trial, eval_cpus))
+
+
 MAX_AUTO_TRIALS_PER_JOB = 16
 
 

@@ -1,0 +1,255 @@
+"""A discrete-event simulation of a sweep's schedule on a GPU cluster (issue 22 part 1).
+
+The work is what `plan` prices (plan.plan_spec: each point's setup, training, checkpoint waits
+and evaluations, each model's statistics and base evaluation; bill.py); the decisions are the
+orchestrator's own, called here as the driver calls them:
+
+- concurrency: policies.sweep_concurrency on the simulated cluster's resources;
+- jobs: policies.trials_per_job and policies.pack over the grid's points (sweeprun.job_configs);
+  Tune starts queued jobs in order, up to the concurrency, each when its workers' GPUs are free
+  (a job that does not fit does not block a later one that does: Ray places whichever placement
+  group fits);
+- statistics: every distinct (model, method) statistics task at the start, one GPU each
+  (trainables/stats.stats_task_resources), and training only after all of them and every base
+  evaluation (sweeprun.prepare_training);
+- evaluation: a static pool, `eval.evaluators_per_model` actors per model holding
+  `eval.gpus_per_evaluator` GPUs from their start (the first request: the base evaluation) to the
+  end, each started once (bill.ENGINE_START_S) and serving its requests in turn; a model's
+  requests go round robin over its actors (orchestrator/evaltracker.py).
+
+Not modelled: failures and retries, storage contention, CPU limits beyond the concurrency rule,
+refinement rounds. Everything is deterministic: one run, one answer.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+
+from cliffsweep import bill
+from cliffsweep.orchestrator.policies import pack, sweep_concurrency, trials_per_job
+from cliffsweep.trainables.stats import stats_task_resources
+
+KINDS = ("training", "evaluating", "statistics")
+"""What a GPU can be busy with (a job's setup and checkpoint waits count as training: the job holds
+its GPUs through them)."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    nodes: int
+    gpus_per_node: int
+    cpus_per_node: int
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def resources(self) -> dict[str, float]:
+        return {"CPU": float(self.nodes * self.cpus_per_node), "GPU": float(self.gpus)}
+
+
+@dataclass
+class Timeline:
+    """GPU use as intervals: (start, end, GPUs, kind); and intervals when work waited for a GPU."""
+
+    busy: list[tuple[float, float, float, str]] = field(default_factory=list)
+    waiting: list[tuple[float, float]] = field(default_factory=list)
+
+    def use(self, start: float, end: float, gpus: float, kind: str) -> None:
+        if end > start:
+            self.busy.append((start, end, gpus, kind))
+
+    def waited(self, since: float, until: float) -> None:
+        if until > since:
+            self.waiting.append((since, until))
+
+
+@dataclass
+class Result:
+    cluster: Cluster
+    makespan: float
+    work_gpu_s: dict[str, float]
+    """GPU-seconds of work by kind (the evaluators' engine starts count as evaluating)."""
+    longest_chain: float
+    """The longest chain of dependent work: a point's statistics, setup, training and its last
+    checkpoint's evaluation."""
+    concurrency: int
+    per_job: int
+    jobs: int
+    evaluator_gpus: float
+    timeline: Timeline
+
+    @property
+    def ideal(self) -> float:
+        return max(sum(self.work_gpu_s.values()) / self.cluster.gpus, self.longest_chain)
+
+    @property
+    def ratio(self) -> float:
+        return self.makespan / self.ideal
+
+
+class _Nodes:
+    """Free GPUs per node; a job's workers packed onto as few nodes as fit (Ray Train's PACK)."""
+
+    def __init__(self, cluster: Cluster):
+        self.free = [float(cluster.gpus_per_node)] * cluster.nodes
+
+    def take(self, bundles: list[float]) -> list[tuple[int, float]] | None:
+        if sum(bundles) <= 0:
+            return []
+        order = sorted(range(len(self.free)), key=lambda i: -self.free[i])
+        got: list[tuple[int, float]] = []
+        left = list(self.free)
+        for b in bundles:
+            node = next((i for i in order if left[i] >= b - 1e-9), None)
+            if node is None:
+                return None
+            left[node] -= b
+            got.append((node, b))
+        self.free = left
+        return got
+
+    def give(self, got: list[tuple[int, float]]) -> None:
+        for node, b in got:
+            self.free[node] += b
+
+
+class Simulation:
+    def __init__(self, spec, plans, cluster: Cluster):
+        self.spec, self.plans, self.cluster = spec, plans, cluster
+        self.nodes = _Nodes(cluster)
+        self.timeline = Timeline()
+        self.events: list[tuple[float, int, object]] = []
+        self.seq = itertools.count()
+        self.now = 0.0
+        self.end = 0.0
+        e = spec.eval
+        if e.gpus_per_evaluator <= 0 or spec.resources.gpus_per_worker <= 0:
+            raise ValueError("simulate prices GPU work: the sweep's resources.gpus_per_worker and "
+                             "eval.gpus_per_evaluator must be > 0")
+        self.eval_gpus = e.gpus_per_evaluator
+        self.evaluators: dict[str, list[float]] = {}  # model -> each evaluator's free-at time
+        self.rr: dict[str, itertools.cycle] = {}
+
+    # --- the event loop ----------------------------------------------------------------------
+    def at(self, t: float, fn) -> None:
+        heapq.heappush(self.events, (t, next(self.seq), fn))
+
+    def run(self) -> None:
+        while self.events:
+            self.now, _, fn = heapq.heappop(self.events)
+            fn()
+
+    # --- evaluation --------------------------------------------------------------------------
+    def start_evaluators(self) -> None:
+        per_model = self.spec.eval.evaluators_per_model
+        for p in self.plans:
+            got = self.nodes.take([self.eval_gpus] * per_model)
+            if got is None:
+                raise ValueError(f"the cluster ({self.cluster.gpus} GPUs) cannot hold the evaluators: "
+                                 f"{len(self.plans)} model(s) x {per_model} x {self.eval_gpus:g} GPU")
+            self.evaluators[p.name] = [bill.ENGINE_START_S] * per_model
+            self.timeline.use(0.0, bill.ENGINE_START_S, self.eval_gpus * per_model, "evaluating")
+            self.rr[p.name] = itertools.cycle(range(per_model))
+
+    def evaluate(self, model: str, seconds: float) -> float:
+        """Queue one evaluation on the model's next evaluator (round robin); when it ends."""
+        free = self.evaluators[model]
+        k = next(self.rr[model])
+        start = max(self.now, free[k])
+        free[k] = start + seconds / self.eval_gpus
+        self.timeline.waited(self.now, start)
+        self.timeline.use(start, free[k], self.eval_gpus, "evaluating")
+        self.end = max(self.end, free[k])
+        return free[k]
+
+    # --- statistics, then training ------------------------------------------------------------
+    def simulate(self) -> Result:
+        spec, plans = self.spec, self.plans
+        self.start_evaluators()
+        base_done = max(self.evaluate(p.name, p.base_eval_s) for p in plans)
+        stats = [(p.name, key, s) for p in plans for key, s in p.stats_s.items()]
+        r = spec.resources
+        stats_gpus = stats_task_resources(r.cpus_per_worker, r.gpus_per_worker, r.workers_per_trial)["num_gpus"]
+        self.stats_left = list(stats)
+        self.stats_running = 0
+        self.stats_gpus = stats_gpus
+        self.train_after = base_done
+        points = [pt for p in plans for pt in p.points]
+        concurrency = sweep_concurrency(spec, self.cluster.resources())
+        per_job = trials_per_job(len(points), concurrency, r.trials_per_job)
+        self.queue = [[points[i] for i in idx] for idx in pack([pt.model for pt in points], per_job)]
+        self.n_jobs = len(self.queue)
+        self.concurrency, self.running = concurrency, 0
+        self.bundles = [r.gpus_per_worker] * r.workers_per_trial
+        self.at(0.0, self.start_stats)
+        self.run()
+        work = {k: sum((e - s) * g for s, e, g, kind in self.timeline.busy if kind == k) for k in KINDS}
+        stats_of = {key: s for p in plans for key, s in p.stats_s.items()}
+        chain = max((stats_of.get(pt.stats_key, 0.0) + pt.setup_s + pt.train_s + pt.blocked_s + pt.eval_s
+                     for pt in points), default=0.0)
+        return Result(self.cluster, self.end, work, chain, concurrency, per_job, self.n_jobs,
+                      self.eval_gpus * spec.eval.evaluators_per_model * len(plans), self.timeline)
+
+    def start_stats(self) -> None:
+        while self.stats_left:
+            got = self.nodes.take([self.stats_gpus])
+            if got is None:
+                return  # the rest start as GPUs free up
+            model, key, seconds = self.stats_left.pop(0)
+            self.stats_running += 1
+            self.timeline.waited(0.0, self.now)
+            self.timeline.use(self.now, self.now + seconds, self.stats_gpus, "statistics")
+            self.at(self.now + seconds, lambda got=got: self.stats_done(got))
+        if self.stats_running == 0:
+            self.at(max(self.now, self.train_after), self.start_training)
+
+    def stats_done(self, got) -> None:
+        self.nodes.give(got)
+        self.stats_running -= 1
+        self.start_stats()
+
+    def start_training(self) -> None:
+        self.queue = [(self.now, job) for job in self.queue]
+        self.start_jobs()
+
+    def start_jobs(self) -> None:
+        i = 0
+        while i < len(self.queue) and self.running < self.concurrency:
+            queued_at, job = self.queue[i]
+            got = self.nodes.take(self.bundles)
+            if got is None and self.running == 0:  # nothing will free a GPU: Ray would wait forever
+                raise ValueError(f"a Train job ({len(self.bundles)} worker(s) x {self.bundles[0]:g} GPU) never fits: "
+                                 f"the evaluators hold {self.eval_gpus * len(self.plans) * self.spec.eval.evaluators_per_model:g} "
+                                 f"of the cluster's {self.cluster.gpus} GPUs ({self.cluster.nodes} x {self.cluster.gpus_per_node})")
+            if got is None:
+                return  # every job needs the same bundles: none fits until one ends
+            self.queue.pop(i)
+            self.running += 1
+            self.timeline.waited(queued_at, self.now)
+            self.run_job(job, got)
+
+    def run_job(self, job, got) -> None:
+        t = self.now
+        gpus = sum(b for _, b in got)
+        for pt in job:
+            t += pt.setup_s
+            span = pt.train_s + pt.blocked_s
+            for k in range(1, pt.checkpoints + 1):
+                self.at(t + span * k / pt.checkpoints, lambda pt=pt: self.evaluate(pt.model, pt.eval_s))
+            t += span
+        self.timeline.use(self.now, t, gpus, "training")
+        self.end = max(self.end, t)
+        self.at(t, lambda: self.job_done(got))
+
+    def job_done(self, got) -> None:
+        self.nodes.give(got)
+        self.running -= 1
+        self.start_jobs()
+
+
+def simulate(spec, plans, cluster: Cluster) -> Result:
+    """The schedule of `spec` (its plan: plan.plan_spec) on `cluster`."""
+    return Simulation(spec, plans, cluster).simulate()
