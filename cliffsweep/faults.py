@@ -10,7 +10,8 @@ do the same with its `testing_*` settings).
     CLIFFSWEEP_FAULTS_DIR=/tmp/...   # where `kill` leaves its once-marker
 
 Actions: `kill` SIGKILLs the process once (a marker file in CLIFFSWEEP_FAULTS_DIR keeps the
-restarted process alive), `raise` raises RuntimeError every time. Unset: nothing happens, at
+restarted process alive), `raise` raises RuntimeError every time, `sleepN` waits N seconds (a
+slow evaluation, so that a backlog builds behind it). Unset: nothing happens, at
 the cost of one environment lookup.
 """
 
@@ -36,6 +37,10 @@ def maybe_fail(point: str) -> None:
     action = faults().get(point)
     if action == "raise":
         raise InjectedFault(f"fault injected at {point} (CLIFFSWEEP_FAULTS)")
+    if action is not None and action.startswith("sleep"):
+        import time
+
+        time.sleep(float(action[len("sleep"):]))
     if action == "kill":
         marker = os.path.join(os.environ["CLIFFSWEEP_FAULTS_DIR"], point.replace("/", "_").replace(":", "_"))
         try:

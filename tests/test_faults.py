@@ -160,3 +160,29 @@ def test_worker_killed_while_a_checkpoint_uploads(tmp_path, monkeypatch):
     assert (folders / "step-000004" / "model.safetensors").stat().st_mtime > marker.stat().st_mtime
     assert not list(folders.rglob("train_state.pt"))  # a 4-step trial never reaches resume_every_s
     assert_invariant(store, parse_spec(data))
+
+
+def test_a_backlog_gets_an_extra_evaluator_that_stops_when_idle(tmp_path, monkeypatch):
+    """Issue 22: evaluators follow the load. The first checkpoint's evaluation is slowed down
+    (20 s) while four trials train in one job, so evaluations wait in the driver: with
+    eval.max_evaluators_per_model 2 and free CPUs, a second evaluator starts and takes them; it
+    stops when idle, and every checkpoint is still evaluated exactly once."""
+    import json
+
+    import ray
+
+    from cliffsweep.orchestrator.driver import run_sweep
+
+    data = sweep(tmp_path / "store", lrs=(1e-3, 2e-3, 3e-3, 4e-3),
+                 eval={"points_per_trial": 2, "backend": "hf", "cpus_per_evaluator": 0.5, "max_evaluators_per_model": 2})
+    first = ids(data)[0]
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"eval:{first}:2=sleep20")
+    try:
+        store = run_sweep(parse_spec(data), num_cpus=4)
+    finally:
+        ray.shutdown()
+    live = json.loads(store.read_bytes("live.json"))
+    assert live["extra_evaluators_started"] >= 1, live
+    assert live["evaluators"] == {"q": 1}  # the extra one stopped once idle
+    assert store.read("errors").empty
+    assert_invariant(store, parse_spec(data))

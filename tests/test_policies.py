@@ -162,3 +162,39 @@ def test_wait_reasons_say_what_each_pending_trial_waits_for():
     assert free["c"] == "Tune's queue (its job starts next)"
     early = wait_reasons(["c"], "statistics", concurrency=4, free={}, **common)
     assert early["c"].startswith("the run's statistics")
+
+
+def test_evaluators_follow_the_load_and_give_way_to_training():
+    """Issue 22: extra evaluators start for a model whose waiting evaluations exceed what its
+    evaluators take next, busiest model first, only in resources no Train job took and up to the
+    cap; idle extra ones stop when their model has nothing waiting or a queued job needs them;
+    the base pool (eval.evaluators_per_model) is never stopped."""
+    from cliffsweep.orchestrator.policies import EVAL_DEPTH, evaluator_changes
+
+    busy = {"a": 10, "b": 3, "c": 0}
+    one = {"a": 1, "b": 1, "c": 1}
+    assert evaluator_changes(busy, one, {}, 1, 8, 0, False) == {}  # no room
+    assert evaluator_changes(busy, one, {}, 1, 8, 1, False) == {"a": 1}  # the busiest first
+    # each slot to the model with the most waiting per evaluator: a (10/1, 10/2, 10/3 > b's 3/1)
+    assert evaluator_changes(busy, one, {}, 1, 8, 3, False) == {"a": 3}
+    # with room: a until its 10 waiting fit its evaluators' depth (5 x EVAL_DEPTH), b one more
+    # (3 > 2 x 1), c none (nothing waits)
+    assert EVAL_DEPTH == 2
+    assert evaluator_changes(busy, one, {}, 1, 8, 10, False) == {"a": 4, "b": 1}
+    assert evaluator_changes(busy, one, {}, 1, 2, 10, False) == {"a": 1, "b": 1}  # the cap
+    assert evaluator_changes({"a": 1}, {"a": 1}, {}, 1, 8, 5, False) == {}  # a queue of one is not worth an engine
+    # stopping: idle extras of a model with nothing waiting; all idle extras when a job waits
+    assert evaluator_changes({"a": 0}, {"a": 3}, {"a": 2}, 1, 8, 0, False) == {"a": -2}
+    assert evaluator_changes({"a": 9}, {"a": 3}, {"a": 1}, 1, 8, 4, True) == {"a": -1}  # training first
+    assert evaluator_changes({"a": 9}, {"a": 3}, {"a": 1}, 1, 8, 0, False) == {}  # work waits for it
+    assert evaluator_changes({"a": 0}, {"a": 1}, {"a": 1}, 1, 8, 0, True) == {}  # never below the base
+
+
+def test_the_evaluator_cap_by_kind_of_evaluator():
+    from cliffsweep.orchestrator.policies import evaluator_cap
+    from cliffsweep.sweep.spec import EvalSpec
+
+    assert evaluator_cap(EvalSpec()) == 1  # CPU evaluators: the static pool (no spare cores)
+    assert evaluator_cap(EvalSpec(gpus_per_evaluator=1)) > 1000  # GPUs: as many as are free
+    assert evaluator_cap(EvalSpec(gpus_per_evaluator=1, max_evaluators_per_model=3)) == 3
+    assert evaluator_cap(EvalSpec(evaluators_per_model=2, max_evaluators_per_model=1)) == 2

@@ -2,37 +2,57 @@
 
 Which checkpoints need evaluating is the ledger's call (ledger.py, from the store); this class
 only makes sure each one is in flight at most once per run: a checkpoint already queued, or
-already evaluated on every task in the store, is not sent again. Calls go to an evaluator of
-the checkpoint's model (round-robin) without waiting; every failure is recorded in the store's
-`errors` table, so no evaluation is silently dropped.
+already evaluated on every task in the store, is not sent again. A checkpoint waits in the
+driver's backlog for its model until one of the model's evaluators has fewer than
+`policies.EVAL_DEPTH` calls in flight (the least loaded takes it), so that any evaluator, a new
+one included, can take waiting work; every failure is recorded in the store's `errors` table, so
+no evaluation is silently dropped.
+
+The pool follows the load (issue 22, `rebalance`): eval.evaluators_per_model actors per model for
+the whole sweep, and extra ones, up to `policies.evaluator_cap`, started for a backlog when the
+cluster has resources that no Train job took, and stopped when idle (never with a call in
+flight) or when a waiting Train job needs what they hold (`policies.evaluator_changes`).
 """
 
 from __future__ import annotations
 
-import itertools
 import time
+from collections import deque
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from cliffsweep.orchestrator.policies import EVAL_DEPTH, evaluator_changes
 from cliffsweep.orchestrator.pool import EvalRequest
 from cliffsweep.storage.store import Store, eval_key
 
 
 class EvalTracker:
-    def __init__(self, store: Store, start_pool: Callable[[], dict[str, list]], task_names: list[str]):
+    def __init__(self, store: Store, start_pool: Callable[[], dict[str, list]], task_names: list[str],
+                 start_one: Callable[[str], Any] | None = None, base: int = 1, cap: int = 1):
         self.store = store
         self._start_pool = start_pool  # engines start only when there is something to evaluate
+        self._start_one = start_one  # one more evaluator of a model (rebalance)
+        self.base, self.cap = base, cap
         self.pool: dict[str, list] | None = None
         self.task_names = task_names
-        self._rr: dict[str, Any] = {}
+        self.backlog: dict[str, deque[EvalRequest]] = {}
+        self.extra: set[Any] = set()  # actors started for a backlog
+        self.inflight: dict[Any, int] = {}  # actor -> calls in flight
+        self.actor_of: dict[Any, Any] = {}  # call ref -> its actor
         self.pending: dict[Any, EvalRequest] = {}
-        self.queued: set[tuple[str, int]] = set()  # (trial, step) in flight
+        self.queued: set[tuple[str, int]] = set()  # (trial, step) waiting or in flight
         self.evaluated: set[tuple[str, int]] = set()  # evaluated by this run
         self.failed_keys: dict[tuple[str, int], str] = {}  # failed in this run -> error text
         self.done = 0
         self.failed = 0
+        self.started_extra = 0
         self.seconds: list[float] = []
         self._started: dict[Any, float] = {}
+
+    @property
+    def waiting(self) -> int:
+        """Checkpoints waiting in the driver or in flight."""
+        return len(self.queued)
 
     def in_store(self, trial_id: str, step: int) -> bool:
         return all(self.store.has("evals", eval_key(trial_id, step, t)) for t in self.task_names)
@@ -48,12 +68,54 @@ class EvalTracker:
             return False
         if self.pool is None:
             self.pool = self._start_pool()
-            self._rr = {m: itertools.cycle(actors) for m, actors in self.pool.items()}
-        ref = next(self._rr[req.model]).evaluate.remote(req.to_dict())
-        self.pending[ref] = req
+            self.inflight = {a: 0 for actors in self.pool.values() for a in actors}
+        self.backlog.setdefault(req.model, deque()).append(req)
         self.queued.add(key)
-        self._started[ref] = time.time()
+        self.dispatch()
         return True
+
+    def dispatch(self) -> None:
+        """Send waiting checkpoints to the least loaded evaluators of their model, up to EVAL_DEPTH each."""
+        for model, waiting in self.backlog.items():
+            actors = self.pool.get(model, []) if self.pool else []
+            while waiting and actors:
+                actor = min(actors, key=lambda a: self.inflight[a])
+                if self.inflight[actor] >= EVAL_DEPTH:
+                    break
+                req = waiting.popleft()
+                ref = actor.evaluate.remote(req.to_dict())
+                self.pending[ref] = req
+                self.actor_of[ref] = actor
+                self.inflight[actor] += 1
+                self._started[ref] = time.time()
+
+    def rebalance(self, free_slots: int, job_waits_for_them: bool) -> dict[str, int]:
+        """Start or stop evaluators as policies.evaluator_changes says; returns the changes."""
+        import ray
+
+        if self.pool is None or self.cap <= self.base or self._start_one is None:
+            return {}
+        idle = {m: [a for a in actors if a in self.extra and self.inflight[a] == 0] for m, actors in self.pool.items()}
+        changes = evaluator_changes({m: len(q) for m, q in self.backlog.items()},
+                                    {m: len(a) for m, a in self.pool.items()}, {m: len(v) for m, v in idle.items()},
+                                    self.base, self.cap, free_slots, job_waits_for_them)
+        for model, k in changes.items():
+            for actor in idle[model][:max(0, -k)]:  # nothing in flight: nothing is lost
+                self.pool[model].remove(actor)
+                self.extra.discard(actor)
+                self.inflight.pop(actor)
+                ray.kill(actor)
+            for _ in range(max(0, k)):
+                actor = self._start_one(model)
+                self.pool[model].append(actor)
+                self.extra.add(actor)
+                self.inflight[actor] = 0
+                self.started_extra += 1
+        self.dispatch()
+        return changes
+
+    def idle_extra_count(self) -> int:
+        return sum(1 for a in self.extra if self.inflight.get(a) == 0)
 
     def poll(self, timeout: float = 0.0) -> list[tuple[EvalRequest, dict | None, str | None]]:
         """Finished calls: (request, result, None) or (request, None, error text)."""
@@ -65,6 +127,9 @@ class EvalTracker:
         out = []
         for ref in ready:
             req = self.pending.pop(ref)
+            actor = self.actor_of.pop(ref)
+            if actor in self.inflight:
+                self.inflight[actor] -= 1
             key = (req.trial_id, req.step)
             self.queued.discard(key)
             started = self._started.pop(ref)
@@ -83,6 +148,7 @@ class EvalTracker:
             self.evaluated.add(key)
             self.seconds.append(time.time() - started)
             out.append((req, result, None))
+        self.dispatch()
         return out
 
 

@@ -139,3 +139,51 @@ def wait_reasons(pending: list[str], phase: str, running_jobs: dict[str, list[st
         else:
             out[tid] = "nothing in this run (pending in the store: re-run the sweep to train it)"
     return out
+
+
+def evaluator_cap(eval_spec) -> int:
+    """The most evaluators per model: eval.max_evaluators_per_model, else as many as free GPUs
+    allow when evaluators use GPUs, else eval.evaluators_per_model (a CPU machine has no spare
+    cores for another engine)."""
+    e = eval_spec
+    if e.max_evaluators_per_model is not None:
+        return max(e.max_evaluators_per_model, e.evaluators_per_model)
+    return 1 << 30 if e.gpus_per_evaluator > 0 else e.evaluators_per_model
+
+
+EVAL_DEPTH = 2
+"""Evaluations in flight per evaluator actor: the one it runs and the next, so that it never
+waits on the driver's poll between two; the rest wait in the driver, where any evaluator of the
+model (a new one included) can take them."""
+
+
+def evaluator_changes(backlog: dict[str, int], evaluators: dict[str, int], idle: dict[str, int], base: int,
+                      cap: int, free_slots: int, job_waits_for_them: bool) -> dict[str, int]:
+    """How many evaluators each model gains (+) or stops (-) now (issue 22: evaluator capacity that
+    follows the load; `cliffsweep simulate` showed a static pool of one per model evaluating for
+    hours after training ended, while the freed GPUs sat idle).
+
+    `backlog`: evaluations waiting in the driver per model (none sent yet); `evaluators`: running
+    per model; `idle`: of those, the extra ones with nothing in flight; `base`:
+    eval.evaluators_per_model, kept for the whole sweep; `cap`: the most per model; `free_slots`:
+    evaluators the cluster's free resources could hold now (free resources that no Train job took:
+    fewer than a job needs, or the concurrency limit is reached); `job_waits_for_them`: a queued
+    Train job would fit if the idle extra evaluators stopped (training comes first). Pure."""
+    out: dict[str, int] = {}
+    for m, n in evaluators.items():
+        if n > base and idle.get(m, 0) and (backlog.get(m, 0) == 0 or job_waits_for_them):
+            out[m] = -min(idle[m], n - base)
+    if job_waits_for_them:
+        return out
+    want = dict(evaluators)
+    while free_slots > 0:
+        # the model whose waiting work per evaluator is largest, if more than its evaluators
+        # would take next (a new engine's start is only worth a queue)
+        growable = [k for k in want if want[k] < cap and backlog.get(k, 0) > EVAL_DEPTH * want[k]]
+        if not growable:
+            break
+        m = max(growable, key=lambda k: backlog[k] / want[k])
+        want[m] += 1
+        out[m] = out.get(m, 0) + 1
+        free_slots -= 1
+    return out

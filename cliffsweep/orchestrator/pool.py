@@ -150,8 +150,23 @@ def evaluator_env(e, backend: str) -> dict[str, str]:
 
 
 def start_pool(models: dict[str, tuple[str, str]], spec, store_uri: str, backend: str) -> dict[str, list]:
-    """One or more evaluator actors per model label: {label: [actor, ...]}. Creation is
-    asynchronous; call `ready()` on them to wait for engine start."""
+    """eval.evaluators_per_model evaluator actors per model label: {label: [actor, ...]}.
+    Creation is asynchronous; call `ready()` on them to wait for engine start."""
+    start = evaluator_starter(models, spec, store_uri, backend)
+    return {label: [start(label) for _ in range(spec.eval.evaluators_per_model)] for label in models}
+
+
+def evaluator_resources(spec) -> dict[str, float]:
+    """Ray resources one evaluator actor holds (what `rebalance` must find free to add one)."""
+    from cliffsweep.orchestrator.policies import role_resources
+
+    e = spec.eval
+    return {"CPU": e.cpus_per_evaluator, **({"GPU": e.gpus_per_evaluator} if e.gpus_per_evaluator > 0 else {}),
+            **role_resources(spec.resources.cluster_roles, "evaluator", e.gpus_per_evaluator)}
+
+
+def evaluator_starter(models: dict[str, tuple[str, str]], spec, store_uri: str, backend: str):
+    """A function that starts one evaluator actor of a model label (asynchronously)."""
     import ray
 
     e = spec.eval
@@ -172,8 +187,9 @@ def start_pool(models: dict[str, tuple[str, str]], spec, store_uri: str, backend
         num_cpus=e.cpus_per_evaluator, num_gpus=e.gpus_per_evaluator, max_restarts=2,
         resources=role_resources(spec.resources.cluster_roles, "evaluator", e.gpus_per_evaluator),
         max_task_retries=2, runtime_env={"env_vars": env})
-    return {
-        label: [actor_cls.remote(path, dtype, backend, options, tasks, store_uri)
-                for _ in range(e.evaluators_per_model)]
-        for label, (path, dtype) in models.items()
-    }
+
+    def start(label: str):
+        path, dtype = models[label]
+        return actor_cls.remote(path, dtype, backend, options, tasks, store_uri)
+
+    return start

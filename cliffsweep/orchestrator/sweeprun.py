@@ -16,9 +16,9 @@ import time
 from cliffsweep.faults import maybe_fail
 from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
-from cliffsweep.orchestrator.policies import (TrialStatus, final_status, pack, role_resources, trials_per_job,
-                                              trials_to_run, wait_reasons, LIVE_EVERY_S, LIVE_FILE)
-from cliffsweep.orchestrator.pool import EvalRequest, start_pool
+from cliffsweep.orchestrator.policies import (TrialStatus, evaluator_cap, final_status, pack, role_resources,
+                                              trials_per_job, trials_to_run, wait_reasons, LIVE_EVERY_S, LIVE_FILE)
+from cliffsweep.orchestrator.pool import EvalRequest, evaluator_resources, evaluator_starter, start_pool
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.refiner import Refiner, TrialQueue, stored_refined_trials
 from cliffsweep.orchestrator.trialbook import TrialBook, now
@@ -81,8 +81,10 @@ class SweepRun:
         self.concurrency = concurrency
         self.progress = Progress(len(self.grid), concurrency, stream=stream)
         self.book.show(self.progress)
-        self.tracker = EvalTracker(self.store, lambda: start_pool(
-            {m.name: (m.path, m.dtype) for m in spec.models}, spec, self.store.uri, self.backend), self.task_names)
+        models = {m.name: (m.path, m.dtype) for m in spec.models}
+        self.tracker = EvalTracker(self.store, lambda: start_pool(models, spec, self.store.uri, self.backend),
+                                   self.task_names, evaluator_starter(models, spec, self.store.uri, self.backend),
+                                   spec.eval.evaluators_per_model, evaluator_cap(spec.eval))
         self.inbox = InboxReader(start_inbox(self.inbox_name))
 
     def tick(self, wait: float = 0.0) -> None:
@@ -92,11 +94,12 @@ class SweepRun:
         for tid, rec in self.inbox.poll():
             self.on_report(tid, rec)
         tracker.poll(timeout=wait)
+        self.rebalance_evaluators()
         self.count_settled()
         if self.refiner is not None:
             self.refiner.check()
         progress.evals_done, progress.evals_failed = tracker.done, tracker.failed
-        progress.evals_pending = len(tracker.pending)
+        progress.evals_pending = tracker.waiting
         progress.refresh()
         if time.time() - self._live_at >= LIVE_EVERY_S:
             self.write_live()
@@ -119,7 +122,9 @@ class SweepRun:
         self.store.write_json(LIVE_FILE, {
             "at": now().isoformat(), "pid": os.getpid(), "phase": self.progress.phase,
             "concurrency": self.concurrency, "running_jobs": running, "queued_jobs": len(queued),
-            "free": {k: v for k, v in free.items() if k in need}, "need_per_job": need, "waiting": reasons})
+            "free": {k: v for k, v in free.items() if k in need}, "need_per_job": need, "waiting": reasons,
+            "evaluators": {m: len(a) for m, a in (self.tracker.pool or {}).items()},
+            "extra_evaluators_started": self.tracker.started_extra})
 
     def job_started(self, job: JobRun) -> None:
         self.running_jobs[job.job_id] = job
@@ -131,8 +136,28 @@ class SweepRun:
         for tid, final, steps in self.book.settle(self.tracker.evaluated):
             self.prune(tid, final, steps)
 
+    def rebalance_evaluators(self) -> None:
+        """Evaluators follow the load (evaltracker.EvalTracker.rebalance): the free resources no
+        Train job took, and whether a queued job waits for what idle extra evaluators hold."""
+        import ray
+
+        tracker = self.tracker
+        if tracker.pool is None or tracker.cap <= tracker.base or not ray.is_initialized():
+            return
+        free = ray.available_resources()
+        one = evaluator_resources(self.spec)
+        slots = min((int(free.get(k, 0.0) // v) for k, v in one.items() if v > 0), default=0)
+        need = {k: v * self.spec.resources.workers_per_trial for k, v in worker_resources(self.spec.resources)}
+        held = {k: v * tracker.idle_extra_count() for k, v in one.items()}
+        queued = self.queue is not None and bool(self.queue.items) and len(self.running_jobs) < self.concurrency
+        fits_now = all(free.get(k, 0.0) >= v for k, v in need.items())
+        fits_then = all(free.get(k, 0.0) + held.get(k, 0.0) >= v for k, v in need.items())
+        # a waiting job starts by itself where it fits now; with what idle extras hold, it would
+        waits = queued and not fits_now and fits_then
+        tracker.rebalance(0 if queued and fits_now else slots, waits)
+
     def drain(self) -> None:
-        while self.tracker.pending:
+        while self.tracker.queued:
             self.tick(wait=0.5)
 
     def prepare_training(self, todo: list[Trial]) -> list[Trial]:

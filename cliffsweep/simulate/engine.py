@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 from dataclasses import dataclass, field
 
 from cliffsweep import bill
-from cliffsweep.orchestrator.policies import pack, sweep_concurrency, trials_per_job
+from cliffsweep.orchestrator.policies import evaluator_changes, evaluator_cap, pack, sweep_concurrency, trials_per_job
 from cliffsweep.trainables.stats import stats_task_resources
 
 KINDS = ("training", "evaluating", "statistics")
@@ -79,7 +80,11 @@ class Result:
     per_job: int
     jobs: int
     evaluator_gpus: float
+    """GPUs of the evaluators started at the beginning (eval.evaluators_per_model per model)."""
     timeline: Timeline
+    evaluations: int = 0
+    engines: int = 0
+    """Evaluator engines started (the base pool and every extra one)."""
 
     @property
     def ideal(self) -> float:
@@ -88,6 +93,16 @@ class Result:
     @property
     def ratio(self) -> float:
         return self.makespan / self.ideal
+
+
+@dataclass
+class _Evaluator:
+    model: str
+    got: list
+    free_at: float
+    """When it can take the next evaluation (at first: when its engine has started)."""
+    extra: bool
+    """Added for a backlog (stopped when idle), not one of eval.evaluators_per_model."""
 
 
 class _Nodes:
@@ -130,8 +145,16 @@ class Simulation:
             raise ValueError("simulate prices GPU work: the sweep's resources.gpus_per_worker and "
                              "eval.gpus_per_evaluator must be > 0")
         self.eval_gpus = e.gpus_per_evaluator
-        self.evaluators: dict[str, list[float]] = {}  # model -> each evaluator's free-at time
-        self.rr: dict[str, itertools.cycle] = {}
+        self.cap = evaluator_cap(e)
+        self.evaluators: dict[str, list[_Evaluator]] = {}
+        self.backlog: dict[str, deque] = {}
+        self.training = False
+        self.queue: list = []
+        self.evaluations = self.engines = 0
+        r = spec.resources
+        self.bundles = [r.gpus_per_worker] * r.workers_per_trial
+        self.running = 0
+        self.concurrency = sweep_concurrency(spec, cluster.resources())
 
     # --- the event loop ----------------------------------------------------------------------
     def at(self, t: float, fn) -> None:
@@ -146,44 +169,95 @@ class Simulation:
     def start_evaluators(self) -> None:
         per_model = self.spec.eval.evaluators_per_model
         for p in self.plans:
-            got = self.nodes.take([self.eval_gpus] * per_model)
-            if got is None:
-                raise ValueError(f"the cluster ({self.cluster.gpus} GPUs) cannot hold the evaluators: "
-                                 f"{len(self.plans)} model(s) x {per_model} x {self.eval_gpus:g} GPU")
-            self.evaluators[p.name] = [bill.ENGINE_START_S] * per_model
-            self.timeline.use(0.0, bill.ENGINE_START_S, self.eval_gpus * per_model, "evaluating")
-            self.rr[p.name] = itertools.cycle(range(per_model))
+            self.evaluators[p.name], self.backlog[p.name] = [], deque()
+            for _ in range(per_model):
+                if not self.add_evaluator(p.name, extra=False):
+                    raise ValueError(f"the cluster ({self.cluster.gpus} GPUs) cannot hold the evaluators: "
+                                     f"{len(self.plans)} model(s) x {per_model} x {self.eval_gpus:g} GPU")
 
-    def evaluate(self, model: str, seconds: float) -> float:
-        """Queue one evaluation on the model's next evaluator (round robin); when it ends."""
-        free = self.evaluators[model]
-        k = next(self.rr[model])
-        start = max(self.now, free[k])
-        free[k] = start + seconds / self.eval_gpus
-        self.timeline.waited(self.now, start)
-        self.timeline.use(start, free[k], self.eval_gpus, "evaluating")
-        self.end = max(self.end, free[k])
-        return free[k]
+    def add_evaluator(self, model: str, extra: bool) -> bool:
+        got = self.nodes.take([self.eval_gpus])
+        if got is None:
+            return False
+        ev = _Evaluator(model, got, self.now + bill.ENGINE_START_S, extra)
+        self.engines += 1
+        self.evaluators[model].append(ev)
+        self.timeline.use(self.now, ev.free_at, self.eval_gpus, "evaluating")
+        self.at(ev.free_at, lambda: self.pump(model))
+        return True
+
+    def evaluate(self, model: str, seconds: float, on_done=None) -> None:
+        """One checkpoint's evaluation waits in the driver until an evaluator of its model is free
+        (orchestrator/evaltracker.py)."""
+        self.backlog[model].append((self.now, seconds, on_done))
+        self.pump(model)
+        self.rebalance()
+
+    def pump(self, model: str) -> None:
+        for ev in self.evaluators[model]:
+            if not self.backlog[model]:
+                return
+            if ev.free_at <= self.now:
+                submitted, seconds, on_done = self.backlog[model].popleft()
+                self.evaluations += 1
+                ev.free_at = self.now + seconds / self.eval_gpus
+                self.timeline.waited(submitted, self.now)
+                self.timeline.use(self.now, ev.free_at, self.eval_gpus, "evaluating")
+                self.end = max(self.end, ev.free_at)
+                self.at(ev.free_at, lambda on_done=on_done: self.eval_done(model, on_done))
+
+    def eval_done(self, model: str, on_done) -> None:
+        if on_done is not None:
+            on_done()
+        self.pump(model)
+        self.rebalance()
+
+    def rebalance(self) -> None:
+        """Evaluators added or stopped as the driver's policy says (policies.evaluator_changes)."""
+        idle = {m: [ev for ev in evs if ev.free_at <= self.now and ev.extra] for m, evs in self.evaluators.items()}
+        free, need = sum(self.nodes.free), sum(self.bundles)
+        # start_jobs ran first: free GPUs are those no job could take (too few, or the concurrency limit)
+        job_waits = (self.jobs_waiting and self.running < self.concurrency
+                     and free < need <= free + self.eval_gpus * sum(len(v) for v in idle.values()))
+        changes = evaluator_changes(
+            {m: len(q) for m, q in self.backlog.items()}, {m: len(evs) for m, evs in self.evaluators.items()},
+            {m: len(v) for m, v in idle.items()}, self.spec.eval.evaluators_per_model, self.cap,
+            int(free // self.eval_gpus) if self.training else 0, job_waits)
+        freed = False
+        for m, k in changes.items():
+            for ev in idle[m][:max(0, -k)]:
+                self.evaluators[m].remove(ev)
+                self.nodes.give(ev.got)
+                freed = True
+            for _ in range(max(0, k)):
+                if not self.add_evaluator(m, extra=True):
+                    break
+        if freed and self.queue:
+            self.start_jobs()
+
+    @property
+    def jobs_waiting(self) -> bool:
+        return not self.training or bool(self.queue)
 
     # --- statistics, then training ------------------------------------------------------------
     def simulate(self) -> Result:
         spec, plans = self.spec, self.plans
         self.start_evaluators()
-        base_done = max(self.evaluate(p.name, p.base_eval_s) for p in plans)
+        # training waits for every base evaluation and every statistics task (sweeprun.prepare_training)
+        self.gates = len(plans) + 1
+        for p in plans:
+            self.evaluate(p.name, p.base_eval_s, on_done=self.gate)
         stats = [(p.name, key, s) for p in plans for key, s in p.stats_s.items()]
         r = spec.resources
         stats_gpus = stats_task_resources(r.cpus_per_worker, r.gpus_per_worker, r.workers_per_trial)["num_gpus"]
         self.stats_left = list(stats)
         self.stats_running = 0
         self.stats_gpus = stats_gpus
-        self.train_after = base_done
         points = [pt for p in plans for pt in p.points]
-        concurrency = sweep_concurrency(spec, self.cluster.resources())
+        concurrency = self.concurrency
         per_job = trials_per_job(len(points), concurrency, r.trials_per_job)
         self.queue = [[points[i] for i in idx] for idx in pack([pt.model for pt in points], per_job)]
         self.n_jobs = len(self.queue)
-        self.concurrency, self.running = concurrency, 0
-        self.bundles = [r.gpus_per_worker] * r.workers_per_trial
         self.at(0.0, self.start_stats)
         self.run()
         work = {k: sum((e - s) * g for s, e, g, kind in self.timeline.busy if kind == k) for k in KINDS}
@@ -191,7 +265,8 @@ class Simulation:
         chain = max((stats_of.get(pt.stats_key, 0.0) + pt.setup_s + pt.train_s + pt.blocked_s + pt.eval_s
                      for pt in points), default=0.0)
         return Result(self.cluster, self.end, work, chain, concurrency, per_job, self.n_jobs,
-                      self.eval_gpus * spec.eval.evaluators_per_model * len(plans), self.timeline)
+                      self.eval_gpus * spec.eval.evaluators_per_model * len(plans), self.timeline,
+                      self.evaluations, self.engines)
 
     def start_stats(self) -> None:
         while self.stats_left:
@@ -204,7 +279,12 @@ class Simulation:
             self.timeline.use(self.now, self.now + seconds, self.stats_gpus, "statistics")
             self.at(self.now + seconds, lambda got=got: self.stats_done(got))
         if self.stats_running == 0:
-            self.at(max(self.now, self.train_after), self.start_training)
+            self.gate()
+
+    def gate(self) -> None:
+        self.gates -= 1
+        if self.gates == 0:
+            self.start_training()
 
     def stats_done(self, got) -> None:
         self.nodes.give(got)
@@ -213,6 +293,7 @@ class Simulation:
 
     def start_training(self) -> None:
         self.queue = [(self.now, job) for job in self.queue]
+        self.training = True
         self.start_jobs()
 
     def start_jobs(self) -> None:
@@ -248,6 +329,7 @@ class Simulation:
         self.nodes.give(got)
         self.running -= 1
         self.start_jobs()
+        self.rebalance()
 
 
 def simulate(spec, plans, cluster: Cluster) -> Result:

@@ -126,6 +126,11 @@ class EvalSpec(_Strict):
     """Also evaluate at each epoch end."""
     backend: Literal["vllm", "hf"] = "vllm"
     evaluators_per_model: int = Field(1, ge=1)
+    """Evaluator actors per model for the whole sweep (each started once)."""
+    max_evaluators_per_model: int | None = Field(None, ge=1)
+    """The most evaluators per model when evaluations wait and the cluster has room (issue 22:
+    extra ones start for a backlog once no Train job waits for resources, and stop when idle).
+    None: as many as free GPUs allow with GPU evaluators; evaluators_per_model on CPUs."""
     cpus_per_evaluator: float = Field(1.0, ge=0)
     gpus_per_evaluator: float = Field(0.0, ge=0)
     kv_cache_mb: int = Field(64, ge=1)
