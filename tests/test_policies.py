@@ -165,10 +165,11 @@ def test_wait_reasons_say_what_each_pending_trial_waits_for():
 
 
 def test_evaluators_follow_the_load_and_give_way_to_training():
-    """Issue 22: extra evaluators start for a model whose waiting evaluations exceed what its
+    """Issue 22: evaluators start for a model whose waiting evaluations exceed what its
     evaluators take next, busiest model first, only in resources no Train job took and up to the
-    cap; idle extra ones stop when their model has nothing waiting or a queued job needs them;
-    the base pool (eval.evaluators_per_model) is never stopped."""
+    cap; idle ones stop when their model has nothing waiting (down to eval.evaluators_per_model)
+    or when a queued Train job needs what they hold (down to none: training first); a model left
+    without an evaluator gets one for its backlog."""
     from cliffsweep.orchestrator.policies import EVAL_DEPTH, evaluator_changes
 
     busy = {"a": 10, "b": 3, "c": 0}
@@ -183,11 +184,14 @@ def test_evaluators_follow_the_load_and_give_way_to_training():
     assert evaluator_changes(busy, one, {}, 1, 8, 10, False) == {"a": 4, "b": 1}
     assert evaluator_changes(busy, one, {}, 1, 2, 10, False) == {"a": 1, "b": 1}  # the cap
     assert evaluator_changes({"a": 1}, {"a": 1}, {}, 1, 8, 5, False) == {}  # a queue of one is not worth an engine
-    # stopping: idle extras of a model with nothing waiting; all idle extras when a job waits
+    assert evaluator_changes({"a": 3}, {"a": 0}, {}, 1, 8, 1, False) == {"a": 1}  # none left: one for the backlog
+    # stopping: idle ones of a model with nothing waiting, down to the base pool ...
     assert evaluator_changes({"a": 0}, {"a": 3}, {"a": 2}, 1, 8, 0, False) == {"a": -2}
-    assert evaluator_changes({"a": 9}, {"a": 3}, {"a": 1}, 1, 8, 4, True) == {"a": -1}  # training first
+    assert evaluator_changes({"a": 0}, {"a": 1}, {"a": 1}, 1, 8, 0, False) == {}
     assert evaluator_changes({"a": 9}, {"a": 3}, {"a": 1}, 1, 8, 0, False) == {}  # work waits for it
-    assert evaluator_changes({"a": 0}, {"a": 1}, {"a": 1}, 1, 8, 0, True) == {}  # never below the base
+    # ... and every idle one when a waiting Train job needs what they hold (training first)
+    assert evaluator_changes({"a": 9}, {"a": 3}, {"a": 1}, 1, 8, 4, True) == {"a": -1}
+    assert evaluator_changes({"a": 0, "b": 2}, {"a": 1, "b": 1}, {"a": 1, "b": 0}, 1, 8, 0, True) == {"a": -1}
 
 
 def test_the_evaluator_cap_by_kind_of_evaluator():

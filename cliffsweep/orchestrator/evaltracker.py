@@ -8,10 +8,11 @@ driver's backlog for its model until one of the model's evaluators has fewer tha
 one included, can take waiting work; every failure is recorded in the store's `errors` table, so
 no evaluation is silently dropped.
 
-The pool follows the load (issue 22, `rebalance`): eval.evaluators_per_model actors per model for
-the whole sweep, and extra ones, up to `policies.evaluator_cap`, started for a backlog when the
-cluster has resources that no Train job took, and stopped when idle (never with a call in
-flight) or when a waiting Train job needs what they hold (`policies.evaluator_changes`).
+The pool follows the load (issue 22, `rebalance`, `policies.evaluator_changes`): it starts with
+eval.evaluators_per_model actors per model; more, up to `policies.evaluator_cap`, start for a
+backlog in resources that no Train job took, and stop when idle; a waiting Train job that would
+fit in what idle evaluators hold gets it (they stop, never with a call in flight: nothing is
+lost, their model's checkpoints wait in the backlog).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ class EvalTracker:
         self.pool: dict[str, list] | None = None
         self.task_names = task_names
         self.backlog: dict[str, deque[EvalRequest]] = {}
-        self.extra: set[Any] = set()  # actors started for a backlog
         self.inflight: dict[Any, int] = {}  # actor -> calls in flight
         self.actor_of: dict[Any, Any] = {}  # call ref -> its actor
         self.pending: dict[Any, EvalRequest] = {}
@@ -45,7 +45,8 @@ class EvalTracker:
         self.failed_keys: dict[tuple[str, int], str] = {}  # failed in this run -> error text
         self.done = 0
         self.failed = 0
-        self.started_extra = 0
+        self.started_extra = 0  # evaluators started beyond the initial pool
+        self.stopped = 0
         self.seconds: list[float] = []
         self._started: dict[Any, float] = {}
 
@@ -95,27 +96,26 @@ class EvalTracker:
 
         if self.pool is None or self.cap <= self.base or self._start_one is None:
             return {}
-        idle = {m: [a for a in actors if a in self.extra and self.inflight[a] == 0] for m, actors in self.pool.items()}
+        idle = {m: [a for a in actors if self.inflight[a] == 0] for m, actors in self.pool.items()}
         changes = evaluator_changes({m: len(q) for m, q in self.backlog.items()},
                                     {m: len(a) for m, a in self.pool.items()}, {m: len(v) for m, v in idle.items()},
                                     self.base, self.cap, free_slots, job_waits_for_them)
         for model, k in changes.items():
             for actor in idle[model][:max(0, -k)]:  # nothing in flight: nothing is lost
                 self.pool[model].remove(actor)
-                self.extra.discard(actor)
                 self.inflight.pop(actor)
+                self.stopped += 1
                 ray.kill(actor)
             for _ in range(max(0, k)):
                 actor = self._start_one(model)
                 self.pool[model].append(actor)
-                self.extra.add(actor)
                 self.inflight[actor] = 0
                 self.started_extra += 1
         self.dispatch()
         return changes
 
-    def idle_extra_count(self) -> int:
-        return sum(1 for a in self.extra if self.inflight.get(a) == 0)
+    def idle_count(self) -> int:
+        return sum(1 for n in self.inflight.values() if n == 0)
 
     def poll(self, timeout: float = 0.0) -> list[tuple[EvalRequest, dict | None, str | None]]:
         """Finished calls: (request, result, None) or (request, None, error text)."""

@@ -164,15 +164,18 @@ def evaluator_changes(backlog: dict[str, int], evaluators: dict[str, int], idle:
     hours after training ended, while the freed GPUs sat idle).
 
     `backlog`: evaluations waiting in the driver per model (none sent yet); `evaluators`: running
-    per model; `idle`: of those, the extra ones with nothing in flight; `base`:
-    eval.evaluators_per_model, kept for the whole sweep; `cap`: the most per model; `free_slots`:
-    evaluators the cluster's free resources could hold now (free resources that no Train job took:
-    fewer than a job needs, or the concurrency limit is reached); `job_waits_for_them`: a queued
-    Train job would fit if the idle extra evaluators stopped (training comes first). Pure."""
+    per model; `idle`: of those, with nothing in flight; `base`: eval.evaluators_per_model, the
+    pool a model keeps while no Train job waits for what it holds; `cap`: the most per model;
+    `free_slots`: evaluators the cluster's free resources could hold now (free resources that no
+    Train job took: fewer than a job needs, or the concurrency limit is reached);
+    `job_waits_for_them`: a queued Train job would fit if the idle evaluators stopped. Training
+    comes first: idle evaluators then stop, down to none (their model's evaluations wait for
+    resources that training leaves, at the latest the end of training). Pure."""
     out: dict[str, int] = {}
+    floor = 0 if job_waits_for_them else base
     for m, n in evaluators.items():
-        if n > base and idle.get(m, 0) and (backlog.get(m, 0) == 0 or job_waits_for_them):
-            out[m] = -min(idle[m], n - base)
+        if n > floor and idle.get(m, 0) and (backlog.get(m, 0) == 0 or job_waits_for_them):
+            out[m] = -min(idle[m], n - floor)
     if job_waits_for_them:
         return out
     want = dict(evaluators)
@@ -182,7 +185,7 @@ def evaluator_changes(backlog: dict[str, int], evaluators: dict[str, int], idle:
         growable = [k for k in want if want[k] < cap and backlog.get(k, 0) > EVAL_DEPTH * want[k]]
         if not growable:
             break
-        m = max(growable, key=lambda k: backlog[k] / want[k])
+        m = max(growable, key=lambda k: backlog[k] / max(want[k], 0.5))  # none running: the most urgent
         want[m] += 1
         out[m] = out.get(m, 0) + 1
         free_slots -= 1

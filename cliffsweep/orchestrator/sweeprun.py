@@ -124,7 +124,7 @@ class SweepRun:
             "concurrency": self.concurrency, "running_jobs": running, "queued_jobs": len(queued),
             "free": {k: v for k, v in free.items() if k in need}, "need_per_job": need, "waiting": reasons,
             "evaluators": {m: len(a) for m, a in (self.tracker.pool or {}).items()},
-            "extra_evaluators_started": self.tracker.started_extra})
+            "extra_evaluators_started": self.tracker.started_extra, "evaluators_stopped": self.tracker.stopped})
 
     def job_started(self, job: JobRun) -> None:
         self.running_jobs[job.job_id] = job
@@ -138,7 +138,7 @@ class SweepRun:
 
     def rebalance_evaluators(self) -> None:
         """Evaluators follow the load (evaltracker.EvalTracker.rebalance): the free resources no
-        Train job took, and whether a queued job waits for what idle extra evaluators hold."""
+        Train job took, and whether a queued job waits for what idle evaluators hold."""
         import ray
 
         tracker = self.tracker
@@ -148,11 +148,11 @@ class SweepRun:
         one = evaluator_resources(self.spec)
         slots = min((int(free.get(k, 0.0) // v) for k, v in one.items() if v > 0), default=0)
         need = {k: v * self.spec.resources.workers_per_trial for k, v in worker_resources(self.spec.resources)}
-        held = {k: v * tracker.idle_extra_count() for k, v in one.items()}
+        held = {k: v * tracker.idle_count() for k, v in one.items()}
         queued = self.queue is not None and bool(self.queue.items) and len(self.running_jobs) < self.concurrency
         fits_now = all(free.get(k, 0.0) >= v for k, v in need.items())
         fits_then = all(free.get(k, 0.0) + held.get(k, 0.0) >= v for k, v in need.items())
-        # a waiting job starts by itself where it fits now; with what idle extras hold, it would
+        # a waiting job starts by itself where it fits now; with what idle evaluators hold, it would
         waits = queued and not fits_now and fits_then
         tracker.rebalance(0 if queued and fits_now else slots, waits)
 

@@ -12,10 +12,10 @@ orchestrator's own, called here as the driver calls them:
 - statistics: every distinct (model, method) statistics task at the start, one GPU each
   (trainables/stats.stats_task_resources), and training only after all of them and every base
   evaluation (sweeprun.prepare_training);
-- evaluation: a static pool, `eval.evaluators_per_model` actors per model holding
-  `eval.gpus_per_evaluator` GPUs from their start (the first request: the base evaluation) to the
-  end, each started once (bill.ENGINE_START_S) and serving its requests in turn; a model's
-  requests go round robin over its actors (orchestrator/evaltracker.py).
+- evaluation: `eval.evaluators_per_model` evaluators per model at the start, each holding
+  `eval.gpus_per_evaluator` GPUs and paying an engine start (bill.ENGINE_START_S); checkpoints
+  wait in the driver until one of their model's evaluators is free (orchestrator/evaltracker.py);
+  evaluators start and stop as policies.evaluator_changes says, on the GPUs no Train job took.
 
 Not modelled: failures and retries, storage contention, CPU limits beyond the concurrency rule,
 refinement rounds. Everything is deterministic: one run, one answer.
@@ -101,8 +101,6 @@ class _Evaluator:
     got: list
     free_at: float
     """When it can take the next evaluation (at first: when its engine has started)."""
-    extra: bool
-    """Added for a backlog (stopped when idle), not one of eval.evaluators_per_model."""
 
 
 class _Nodes:
@@ -171,15 +169,15 @@ class Simulation:
         for p in self.plans:
             self.evaluators[p.name], self.backlog[p.name] = [], deque()
             for _ in range(per_model):
-                if not self.add_evaluator(p.name, extra=False):
+                if not self.add_evaluator(p.name):
                     raise ValueError(f"the cluster ({self.cluster.gpus} GPUs) cannot hold the evaluators: "
                                      f"{len(self.plans)} model(s) x {per_model} x {self.eval_gpus:g} GPU")
 
-    def add_evaluator(self, model: str, extra: bool) -> bool:
+    def add_evaluator(self, model: str) -> bool:
         got = self.nodes.take([self.eval_gpus])
         if got is None:
             return False
-        ev = _Evaluator(model, got, self.now + bill.ENGINE_START_S, extra)
+        ev = _Evaluator(model, got, self.now + bill.ENGINE_START_S)
         self.engines += 1
         self.evaluators[model].append(ev)
         self.timeline.use(self.now, ev.free_at, self.eval_gpus, "evaluating")
@@ -214,7 +212,7 @@ class Simulation:
 
     def rebalance(self) -> None:
         """Evaluators added or stopped as the driver's policy says (policies.evaluator_changes)."""
-        idle = {m: [ev for ev in evs if ev.free_at <= self.now and ev.extra] for m, evs in self.evaluators.items()}
+        idle = {m: [ev for ev in evs if ev.free_at <= self.now] for m, evs in self.evaluators.items()}
         free, need = sum(self.nodes.free), sum(self.bundles)
         # start_jobs ran first: free GPUs are those no job could take (too few, or the concurrency limit)
         job_waits = (self.jobs_waiting and self.running < self.concurrency
@@ -230,7 +228,7 @@ class Simulation:
                 self.nodes.give(ev.got)
                 freed = True
             for _ in range(max(0, k)):
-                if not self.add_evaluator(m, extra=True):
+                if not self.add_evaluator(m):
                     break
         if freed and self.queue:
             self.start_jobs()
