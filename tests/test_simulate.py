@@ -69,10 +69,15 @@ def test_the_drivers_packing_decides_the_jobs():
     # two jobs at once on GPUs 1 and 2: each point 11 s, two rounds from 63, evaluations queue on one evaluator
     assert r.work_gpu_s["training"] == pytest.approx(4 * 11.0)
     assert r.makespan >= 63 + 2 * 11
+    two = s.model_copy(update={"eval": s.eval.model_copy(update={"evaluators_per_model": 2})})
     with pytest.raises(ValueError, match="cannot hold the evaluators"):
-        simulate(s, plans(4), Cluster(1, 0, 8))
-    with pytest.raises(ValueError, match="never fits"):  # the evaluator takes the only GPU
-        simulate(s, plans(4), Cluster(1, 1, 8))
+        simulate(two, plans(4), Cluster(1, 1, 8))
+    with pytest.raises(ValueError, match="does not fit the cluster"):
+        simulate(spec(workers_per_trial=2), plans(4), Cluster(1, 1, 8))
+    # one GPU: the idle evaluator gives way to the job, and comes back for the backlog after it
+    r = simulate(s, plans(4), Cluster(1, 1, 8))
+    assert r.engines == 2 and r.evaluations == 1 + 4 * 2
+    assert r.makespan == pytest.approx(63 + 4 * 11 + bill.ENGINE_START_S + 8 * 3.0)
 
 
 @pytest.mark.parametrize("nodes", [3, 4])  # paper_lora: 13 models, an evaluator GPU each

@@ -151,6 +151,9 @@ class Simulation:
         self.evaluations = self.engines = 0
         r = spec.resources
         self.bundles = [r.gpus_per_worker] * r.workers_per_trial
+        if _Nodes(cluster).take(self.bundles) is None:  # Ray would wait forever
+            raise ValueError(f"a Train job ({r.workers_per_trial} worker(s) x {r.gpus_per_worker:g} GPU) does not fit "
+                             f"the cluster ({cluster.nodes} node(s) x {cluster.gpus_per_node} GPUs)")
         self.running = 0
         self.concurrency = sweep_concurrency(spec, cluster.resources())
 
@@ -220,7 +223,7 @@ class Simulation:
         changes = evaluator_changes(
             {m: len(q) for m, q in self.backlog.items()}, {m: len(evs) for m, evs in self.evaluators.items()},
             {m: len(v) for m, v in idle.items()}, self.spec.eval.evaluators_per_model, self.cap,
-            int(free // self.eval_gpus) if self.training else 0, job_waits)
+            int(free // self.eval_gpus), job_waits)
         freed = False
         for m, k in changes.items():
             for ev in idle[m][:max(0, -k)]:
@@ -235,7 +238,7 @@ class Simulation:
 
     @property
     def jobs_waiting(self) -> bool:
-        return not self.training or bool(self.queue)
+        return self.training and bool(self.queue)
 
     # --- statistics, then training ------------------------------------------------------------
     def simulate(self) -> Result:
@@ -293,18 +296,15 @@ class Simulation:
         self.queue = [(self.now, job) for job in self.queue]
         self.training = True
         self.start_jobs()
+        self.rebalance()
 
     def start_jobs(self) -> None:
         i = 0
         while i < len(self.queue) and self.running < self.concurrency:
             queued_at, job = self.queue[i]
             got = self.nodes.take(self.bundles)
-            if got is None and self.running == 0:  # nothing will free a GPU: Ray would wait forever
-                raise ValueError(f"a Train job ({len(self.bundles)} worker(s) x {self.bundles[0]:g} GPU) never fits: "
-                                 f"the evaluators hold {self.eval_gpus * len(self.plans) * self.spec.eval.evaluators_per_model:g} "
-                                 f"of the cluster's {self.cluster.gpus} GPUs ({self.cluster.nodes} x {self.cluster.gpus_per_node})")
             if got is None:
-                return  # every job needs the same bundles: none fits until one ends
+                return  # every job needs the same bundles: none fits until a job or an idle evaluator gives way
             self.queue.pop(i)
             self.running += 1
             self.timeline.waited(queued_at, self.now)
