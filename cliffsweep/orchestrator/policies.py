@@ -166,9 +166,10 @@ def evaluator_changes(backlog: dict[str, int], evaluators: dict[str, int], idle:
     `backlog`: evaluations waiting in the driver per model (none sent yet); `evaluators`: running
     per model; `idle`: of those, with nothing in flight; `base`: eval.evaluators_per_model, the
     pool a model keeps while no Train job waits for what it holds; `cap`: the most per model;
-    `free_slots`: evaluators the cluster's free resources could hold now (free resources that no
-    Train job took: fewer than a job needs, or the concurrency limit is reached);
-    `job_waits_for_them`: a queued Train job would fit if the idle evaluators stopped. Training
+    `free_slots`: evaluators the cluster's free resources could hold now (resources no Train job
+    took: Ray places a waiting job as soon as its resources are free, so what stays free is too
+    little for one); `job_waits_for_them`: a waiting Train job would fit if the idle evaluators
+    stopped. Training
     comes first: idle evaluators then stop, down to none (their model's evaluations wait for
     resources that training leaves, at the latest the end of training). Pure."""
     out: dict[str, int] = {}

@@ -147,14 +147,13 @@ class SweepRun:
         free = ray.available_resources()
         one = evaluator_resources(self.spec)
         slots = min((int(free.get(k, 0.0) // v) for k, v in one.items() if v > 0), default=0)
-        need = {k: v * self.spec.resources.workers_per_trial for k, v in worker_resources(self.spec.resources)}
         held = {k: v * tracker.idle_count() for k, v in one.items()}
-        queued = self.queue is not None and bool(self.queue.items) and len(self.running_jobs) < self.concurrency
-        fits_now = all(free.get(k, 0.0) >= v for k, v in need.items())
-        fits_then = all(free.get(k, 0.0) + held.get(k, 0.0) >= v for k, v in need.items())
-        # a waiting job starts by itself where it fits now; with what idle evaluators hold, it would
-        waits = queued and not fits_now and fits_then
-        tracker.rebalance(0 if queued and fits_now else slots, waits)
+        # A Train job that waits for resources is a pending placement group (its worker group's,
+        # or Tune's for its trial): Ray places it as soon as they are free, so free resources are
+        # those no job could take; one that would fit in what idle evaluators hold gets it.
+        waiting = [_demand(pg) for pg in ray.util.placement_group_table().values() if pg["state"] == "PENDING"]
+        waits = any(all(free.get(k, 0.0) + held.get(k, 0.0) >= v for k, v in d.items()) for d in waiting)
+        tracker.rebalance(slots, waits)
 
     def drain(self) -> None:
         while self.tracker.queued:
@@ -312,6 +311,15 @@ class SweepRun:
         except OSError as exc:  # space not freed is no reason to stop the sweep; say so
             self.store.write("errors", f"prune__{tid}", [{"trial_id": tid, "step": -1, "kind": "prune",
                                                           "message": f"{type(exc).__name__}: {exc}", "at": now()}])
+
+
+def _demand(pg: dict) -> dict[str, float]:
+    """The resources a placement group (ray.util.placement_group_table's entry) asks for in all."""
+    out: dict[str, float] = {}
+    for bundle in pg["bundles"].values():
+        for k, v in bundle.items():
+            out[k] = out.get(k, 0.0) + v
+    return out
 
 
 def worker_resources(res) -> tuple[tuple[str, float], ...]:
