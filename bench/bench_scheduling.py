@@ -61,7 +61,7 @@ def main() -> None:
         run = SweepRun(spec, store, "hf")
         driver.init_ray(spec, num_cpus=args.concurrency + 1, verbose=False)
         run.inbox = InboxReader(start_inbox(run.inbox_name))
-        tracker = EvalTracker(store, lambda: {}, run.task_names)
+        tracker = EvalTracker(store, lambda model: None, run.task_names, [])
         progress = run.progress = Progress(len(run.grid), args.concurrency, stream=open(os.devnull, "w"))
         run.book.show(progress)
         finished = [0]

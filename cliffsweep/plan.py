@@ -79,11 +79,17 @@ MEASURED_DIR = Path(__file__).parent / "measured"
 
 
 def compute_path(dtype: str, precision: str = "auto", master_weights: bool = True) -> str:
-    """The precision path a model of `dtype` trains on a GPU under recipe.precision (the common
-    case: a shard-safe method; trainables/fastpath.resolve decides per trial)."""
-    if dtype == "float32":
-        return "autocast" if precision == "autocast" else "fsdp_bf16"
-    return "bf16_master" if master_weights else "bf16"
+    """The precision path a model of `dtype` trains on a GPU under recipe.precision: what
+    trainables/fastpath.resolve decides for a shard-safe method (the common case), a bf16/fp16
+    model's path named by its master weights."""
+    import torch
+
+    from cliffsweep.trainables.fastpath import resolve
+
+    path = resolve(precision, "none", False, "cuda", getattr(torch, dtype), True).precision
+    if path == "weights":
+        return "bf16_master" if master_weights else "bf16"
+    return path
 
 
 def gpu_check_rows(path: str | Path) -> list[MeasuredMFU]:

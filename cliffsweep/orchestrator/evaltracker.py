@@ -28,11 +28,11 @@ from cliffsweep.storage.store import Store, eval_key
 
 
 class EvalTracker:
-    def __init__(self, store: Store, start_pool: Callable[[], dict[str, list]], task_names: list[str],
-                 start_one: Callable[[str], Any] | None = None, base: int = 1, cap: int = 1):
+    def __init__(self, store: Store, start_one: Callable[[str], Any], task_names: list[str], models: list[str],
+                 base: int = 1, cap: int = 1):
         self.store = store
-        self._start_pool = start_pool  # engines start only when there is something to evaluate
-        self._start_one = start_one  # one more evaluator of a model (rebalance)
+        self._start_one = start_one  # one evaluator actor of a model (pool.evaluator_starter)
+        self.models = models
         self.base, self.cap = base, cap
         self.pool: dict[str, list] | None = None
         self.task_names = task_names
@@ -51,6 +51,11 @@ class EvalTracker:
         self._started: dict[Any, float] = {}
 
     @property
+    def elastic(self) -> bool:
+        """Whether the pool may grow past eval.evaluators_per_model (policies.evaluator_cap)."""
+        return self.cap > self.base
+
+    @property
     def waiting(self) -> int:
         """Checkpoints waiting in the driver or in flight."""
         return len(self.queued)
@@ -67,8 +72,8 @@ class EvalTracker:
         if not known_unevaluated and self.in_store(*key):
             self.evaluated.add(key)
             return False
-        if self.pool is None:
-            self.pool = self._start_pool()
+        if self.pool is None:  # engines start only when there is something to evaluate
+            self.pool = {m: [self._start_one(m) for _ in range(self.base)] for m in self.models}
             self.inflight = {a: 0 for actors in self.pool.values() for a in actors}
         self.backlog.setdefault(req.model, deque()).append(req)
         self.queued.add(key)
@@ -94,7 +99,7 @@ class EvalTracker:
         """Start or stop evaluators as policies.evaluator_changes says; returns the changes."""
         import ray
 
-        if self.pool is None or self.cap <= self.base or self._start_one is None:
+        if self.pool is None:
             return {}
         idle = {m: [a for a in actors if self.inflight[a] == 0] for m, actors in self.pool.items()}
         changes = evaluator_changes({m: len(q) for m, q in self.backlog.items()},

@@ -169,9 +169,8 @@ def evaluator_changes(backlog: dict[str, int], evaluators: dict[str, int], idle:
     `free_slots`: evaluators the cluster's free resources could hold now (resources no Train job
     took: Ray places a waiting job as soon as its resources are free, so what stays free is too
     little for one); `job_waits_for_them`: a waiting Train job would fit if the idle evaluators
-    stopped. Training
-    comes first: idle evaluators then stop, down to none (their model's evaluations wait for
-    resources that training leaves, at the latest the end of training). Pure."""
+    stopped. Training comes first: idle evaluators then stop, down to none (their model's
+    evaluations wait for resources that training leaves, at the latest the end of training). Pure."""
     out: dict[str, int] = {}
     floor = 0 if job_waits_for_them else base
     for m, n in evaluators.items():

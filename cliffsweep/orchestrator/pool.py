@@ -149,13 +149,6 @@ def evaluator_env(e, backend: str) -> dict[str, str]:
     return env
 
 
-def start_pool(models: dict[str, tuple[str, str]], spec, store_uri: str, backend: str) -> dict[str, list]:
-    """eval.evaluators_per_model evaluator actors per model label: {label: [actor, ...]}.
-    Creation is asynchronous; call `ready()` on them to wait for engine start."""
-    start = evaluator_starter(models, spec, store_uri, backend)
-    return {label: [start(label) for _ in range(spec.eval.evaluators_per_model)] for label in models}
-
-
 def evaluator_resources(spec) -> dict[str, float]:
     """Ray resources one evaluator actor holds (what `rebalance` must find free to add one)."""
     from cliffsweep.orchestrator.policies import role_resources
@@ -166,7 +159,8 @@ def evaluator_resources(spec) -> dict[str, float]:
 
 
 def evaluator_starter(models: dict[str, tuple[str, str]], spec, store_uri: str, backend: str):
-    """A function that starts one evaluator actor of a model label (asynchronously)."""
+    """A function that starts one evaluator actor of a model label. Creation is asynchronous;
+    call `ready()` on the actor to wait for its engine."""
     import ray
 
     e = spec.eval

@@ -101,9 +101,9 @@ def waiting_lines(store: Store, trials: pd.DataFrame, show: int = 3) -> list[str
                 f"{live['concurrency']}, {live['queued_jobs']} queued ({age:.0f} s ago)")
     lines = [f"live: {head}"]
     if live.get("evaluators"):  # older live files lack it
-        extra = live.get("extra_evaluators_started", 0)
+        extra, stopped = live.get("extra_evaluators_started", 0), live.get("evaluators_stopped", 0)
         lines.append("  evaluators: " + ", ".join(f"{m} {n}" for m, n in live["evaluators"].items())
-                     + (f" ({extra} extra started for backlogs, issue 22)" if extra else ""))
+                     + (f" ({extra} started for backlogs, {stopped} stopped when idle)" if extra or stopped else ""))
     by_reason: dict[str, list[str]] = {}
     for tid in sorted(pending):
         by_reason.setdefault(live["waiting"].get(tid, "not in the driver's last state"), []).append(tid)

@@ -18,7 +18,7 @@ from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
 from cliffsweep.orchestrator.policies import (TrialStatus, evaluator_cap, final_status, pack, role_resources,
                                               trials_per_job, trials_to_run, wait_reasons, LIVE_EVERY_S, LIVE_FILE)
-from cliffsweep.orchestrator.pool import EvalRequest, evaluator_resources, evaluator_starter, start_pool
+from cliffsweep.orchestrator.pool import EvalRequest, evaluator_resources, evaluator_starter
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.refiner import Refiner, TrialQueue, stored_refined_trials
 from cliffsweep.orchestrator.trialbook import TrialBook, now
@@ -54,6 +54,7 @@ class SweepRun:
         self.running_jobs: dict[str, JobRun] = {}  # Train jobs Tune runs now
         self.concurrency = 1  # Train jobs at once (set by start)
         self._live_at = 0.0
+        self._rebalanced_at = 0.0
         self.tracker: EvalTracker | None = None  # set by start()
         self.queue: TrialQueue | None = None  # Train jobs waiting for Tune (set by queue_jobs)
 
@@ -82,9 +83,9 @@ class SweepRun:
         self.progress = Progress(len(self.grid), concurrency, stream=stream)
         self.book.show(self.progress)
         models = {m.name: (m.path, m.dtype) for m in spec.models}
-        self.tracker = EvalTracker(self.store, lambda: start_pool(models, spec, self.store.uri, self.backend),
-                                   self.task_names, evaluator_starter(models, spec, self.store.uri, self.backend),
-                                   spec.eval.evaluators_per_model, evaluator_cap(spec.eval))
+        self.tracker = EvalTracker(self.store, evaluator_starter(models, spec, self.store.uri, self.backend),
+                                   self.task_names, list(models), spec.eval.evaluators_per_model,
+                                   evaluator_cap(spec.eval))
         self.inbox = InboxReader(start_inbox(self.inbox_name))
 
     def tick(self, wait: float = 0.0) -> None:
@@ -142,8 +143,9 @@ class SweepRun:
         import ray
 
         tracker = self.tracker
-        if tracker.pool is None or tracker.cap <= tracker.base or not ray.is_initialized():
+        if tracker.pool is None or not tracker.elastic or time.time() - self._rebalanced_at < REBALANCE_EVERY_S:
             return
+        self._rebalanced_at = time.time()
         free = ray.available_resources()
         one = evaluator_resources(self.spec)
         slots = min((int(free.get(k, 0.0) // v) for k, v in one.items() if v > 0), default=0)
@@ -311,6 +313,11 @@ class SweepRun:
         except OSError as exc:  # space not freed is no reason to stop the sweep; say so
             self.store.write("errors", f"prune__{tid}", [{"trial_id": tid, "step": -1, "kind": "prune",
                                                           "message": f"{type(exc).__name__}: {exc}", "at": now()}])
+
+
+REBALANCE_EVERY_S = 1.0
+"""How often the driver looks at the cluster's free resources and waiting placement groups for
+the evaluator pool (two GCS calls; the tick itself runs every 0.2-0.5 s)."""
 
 
 def _demand(pg: dict) -> dict[str, float]:
