@@ -70,7 +70,7 @@ def copy_for_eval(fs, folder: str, dest: str) -> None:
 
 
 class Evaluator:
-    """Body of the evaluator actor (wrapped with ray.remote by `start_pool`)."""
+    """Body of the evaluator actor (wrapped with ray.remote by `evaluator_starter`)."""
 
     def __init__(self, model_path: str, dtype: str, backend: str, backend_options: dict,
                  tasks: list[tuple[str, str, dict]], store_uri: str):
