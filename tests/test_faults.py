@@ -162,6 +162,31 @@ def test_worker_killed_while_a_checkpoint_uploads(tmp_path, monkeypatch):
     assert_invariant(store, parse_spec(data))
 
 
+def test_worker_killed_between_a_complete_checkpoint_and_its_report(tmp_path, monkeypatch):
+    """The Train worker is SIGKILLed after trial A's first checkpoint is complete (meta file
+    written, training state saved: resume_every_s 0) and before it is recorded or reported (a CI
+    run once hit this by chance). The retried attempt resumes from that very checkpoint, so it
+    never trains that step again: it must record and report it itself, or the checkpoint is
+    resumed from and never evaluated."""
+    import ray
+
+    from cliffsweep.orchestrator.driver import run_sweep
+
+    data = sweep(tmp_path / "store", lrs=(1e-3,), keep_checkpoints="all", resume_every_s=0)
+    (a,) = ids(data)
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"written:{a}:2=kill")
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS_DIR", str(tmp_path))
+    try:
+        store = run_sweep(parse_spec(data), num_cpus=3)
+    finally:
+        ray.shutdown()
+    assert (tmp_path / f"written_{a}_2").exists()  # the fault fired
+    row = store.read("trials").set_index("trial_id").loc[a]
+    assert row["attempt"] == 2 and row["resumed_from_step"] == 2 and row["steps"] == 4, row
+    assert_invariant(store, parse_spec(data))
+    assert checkpoint_folders(parse_spec(data)) == {(a, 2), (a, 4)}
+
+
 def test_a_backlog_gets_an_extra_evaluator_that_stops_when_idle(tmp_path, monkeypatch):
     """Issue 22: evaluators follow the load. The first checkpoint's evaluation is slowed down
     (20 s) while four trials train in one job, so evaluations wait in the driver: with

@@ -76,7 +76,8 @@ class TrialBook:
         """Counters: `tid` leaves `running` (if it was) and joins `to`."""
         if self.progress is None:
             return
-        if self.progress.running.pop(tid, None) is not None:
+        if tid in self.progress.running:  # its value is None until its first report
+            del self.progress.running[tid]
             self.progress.status["running"] -= 1
         if to is not None:
             self.progress.status[to] += 1

@@ -25,7 +25,9 @@ that fails (storage away past the store's retries) is raised on the training thr
 A retried attempt that re-trains steps whose folders are already complete (the training state
 was not saved there: `resume_every_s`) does not write them again (an evaluator may be reading
 them); it reports them again instead (`report_existing`; recording and evaluating are
-idempotent), so its step count and the ledger end as an uninterrupted run's.
+idempotent), so its step count and the ledger end as an uninterrupted run's. The checkpoint an
+attempt resumes from is reported again too, before its first step (trainables/point.py): the
+attempt that wrote it may have died between its meta file and its report.
 
 `blocking=True` (spec `async_checkpoints: false`) waits for each write before training on: the
 synchronous path before this module, kept for comparison (bench/bench_checkpoints.py).
@@ -179,6 +181,7 @@ class Checkpointer:
             self._files(snap, uri)
             fault()
         self._meta(snap, uri)
+        maybe_fail(f"written:{self.trial_id}:{snap.step}")  # complete, not yet recorded nor reported
         record_checkpoint(Store(self.store_uri), self.root, self.trial_id, snap.step, snap.epoch, snap.kind)
         self._push(replace(snap.report, checkpoint_bytes=self.bytes, checkpoint_seconds=self.blocked_s))
         maybe_fail(f"reported:{self.trial_id}:{snap.step}")

@@ -227,6 +227,7 @@ def train(p: Point) -> EndReport:
     """The steps from `p.start` to the end; the end report (not yet sent)."""
     p.t_loop = time.time()
     p.model.train()
+    _report_resumed(p)
     for epoch in range(p.start // p.per_epoch, p.cfg.trial.epochs):
         for i, todo in enumerate(p.batches(epoch)):
             if epoch * p.per_epoch + i < p.start:
@@ -289,17 +290,33 @@ def step(p: Point, todo: data.Step) -> float | None:
 
 
 # --- checkpoints ------------------------------------------------------------------------------
-def checkpoint(p: Point, loss: float) -> None:
-    """Rank 0 snapshots the checkpoint and hands it to its writer (checkpoints.py). A sharded
-    (FSDP) model is first gathered by every rank (a collective); no training state then."""
-    started = time.time()
+def _report_of(p: Point, loss: float | None, train_s: float) -> CheckpointReport:
     cfg, tid = p.cfg, p.tid
-    train_s = p.seconds()
-    rec = CheckpointReport(
+    return CheckpointReport(
         trial_id=tid, step=p.step, epoch=p.step / p.per_epoch, loss=loss, total_steps=p.total,
         train_seconds=train_s, checkpoint_uri=checkpoint_uri(cfg.checkpoint_root, tid, p.step),
         checkpoint_kind=p.method.checkpoint_kind, loop_started_at=p.t_loop, resumed_from_step=p.start,
         setup_marks=tuple(setup_phases(cfg, p.marks, p.t_loop).items()), compute=p.compute)
+
+
+def _report_resumed(p: Point) -> None:
+    """The checkpoint this attempt resumes from was completed by an earlier attempt, which may
+    have died after its meta file and before recording or reporting it (the writer's order:
+    checkpoints.py). No step of this attempt reaches it again, so it is recorded and reported
+    here (both idempotent): otherwise it would be resumed from and never evaluated."""
+    if p.start == 0 or p.start not in p.evals or p.ckpt is None:
+        return
+    meta = resume.meta(checkpoint_uri(p.cfg.checkpoint_root, p.tid, p.start))
+    p.ckpt.report_existing(_report_of(p, float(meta["loss"]), 0.0))
+
+
+def checkpoint(p: Point, loss: float) -> None:
+    """Rank 0 snapshots the checkpoint and hands it to its writer (checkpoints.py). A sharded
+    (FSDP) model is first gathered by every rank (a collective); no training state then."""
+    started = time.time()
+    cfg = p.cfg
+    train_s = p.seconds()
+    rec = _report_of(p, loss, train_s)
     if p.step in p.done:  # an earlier attempt completed this folder: report it, never rewrite it
         if p.ckpt is not None:
             p.ckpt.report_existing(rec)

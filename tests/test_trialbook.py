@@ -1,0 +1,33 @@
+"""The trial book's counters (orchestrator/trialbook.py): a trial is counted once, in one status,
+whatever retries happen."""
+
+from __future__ import annotations
+
+from cliffsweep.orchestrator.policies import TrialStatus
+from cliffsweep.orchestrator.progress import Progress
+from cliffsweep.orchestrator.specfile import parse_spec
+from cliffsweep.orchestrator.trialbook import TrialBook
+from cliffsweep.storage.store import Store
+from cliffsweep.sweep.grid import expand_grid
+
+
+def test_a_trial_retried_before_its_first_report_is_counted_running_once(tmp_path):
+    """A worker killed before the trial's first checkpoint reached the driver: the retry must not
+    leave a phantom `running` behind (a CI log once read 'trials 1/1 (running 1, done 1)')."""
+    spec = parse_spec({"name": "b", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],
+                       "methods": [{"name": "sft"}], "lrs": [1e-3], "epochs": [1], "store": str(tmp_path),
+                       "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]}})
+    (t,) = expand_grid(spec)
+    book = TrialBook(Store(str(tmp_path)), {t.trial_id: t}, lambda t: "{}")
+    progress = Progress(1, 1, stream=open("/dev/null", "w"))
+    book.show(progress)
+    book.begin(t.trial_id)
+    assert progress.status["running"] == 1
+    book.retry(t.trial_id, "worker died")
+    assert progress.status["running"] == 0 and t.trial_id not in progress.running
+    book.begin(t.trial_id)
+    book.finish(t.trial_id, TrialStatus.TRAINED)
+    assert progress.status["running"] == 0 and progress.status["trained"] == 1
+    assert "running 0" in progress.line()
+    rows = Store(str(tmp_path)).read("trials")
+    assert rows.set_index("trial_id").loc[t.trial_id, "attempt"] == 2
