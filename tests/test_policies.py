@@ -169,7 +169,7 @@ def test_evaluators_follow_the_load_and_give_way_to_training():
     evaluators take next, busiest model first, only in resources no Train job took and up to the
     cap; idle ones stop when their model has nothing waiting (down to eval.evaluators_per_model)
     or when a queued Train job needs what they hold (down to none: training first); a model left
-    without an evaluator gets one for its backlog."""
+    without an evaluator gets one for its backlog at once, free resources or not."""
     from cliffsweep.orchestrator.policies import EVAL_DEPTH, evaluator_changes
 
     busy = {"a": 10, "b": 3, "c": 0}
@@ -185,13 +185,22 @@ def test_evaluators_follow_the_load_and_give_way_to_training():
     assert evaluator_changes(busy, one, {}, 1, 2, 10, False) == {"a": 1, "b": 1}  # the cap
     assert evaluator_changes({"a": 1}, {"a": 1}, {}, 1, 8, 5, False) == {}  # a queue of one is not worth an engine
     assert evaluator_changes({"a": 3}, {"a": 0}, {}, 1, 8, 1, False) == {"a": 1}  # none left: one for the backlog
+    # ... even with no room and a job waiting: it takes the next freed resources (never starved)
+    assert evaluator_changes({"a": 3}, {"a": 0}, {}, 1, 8, 0, False) == {"a": 1}
+    assert evaluator_changes({"a": 3, "b": 0}, {"a": 0, "b": 0}, {}, 1, 8, 0, True) == {"a": 1}
+    # (once its backlog is worth an engine start: `starved_at`)
+    assert evaluator_changes({"a": 3}, {"a": 0}, {}, 1, 8, 0, True, starved_at={"a": 4}) == {}
+    assert evaluator_changes({"a": 4}, {"a": 0}, {}, 1, 8, 0, True, starved_at={"a": 4}) == {"a": 1}
     # stopping: idle ones of a model with nothing waiting, down to the base pool ...
     assert evaluator_changes({"a": 0}, {"a": 3}, {"a": 2}, 1, 8, 0, False) == {"a": -2}
     assert evaluator_changes({"a": 0}, {"a": 1}, {"a": 1}, 1, 8, 0, False) == {}
     assert evaluator_changes({"a": 9}, {"a": 3}, {"a": 1}, 1, 8, 0, False) == {}  # work waits for it
-    # ... and every idle one when a waiting Train job needs what they hold (training first)
-    assert evaluator_changes({"a": 9}, {"a": 3}, {"a": 1}, 1, 8, 4, True) == {"a": -1}
+    assert evaluator_changes({"a": 9}, {"a": 3}, {"a": 1}, 1, 8, 4, True) == {}  # even for a waiting job
+    # ... and down to none when a waiting Train job needs what they hold (training first), once
+    # they have been idle for an engine start (`lingered`)
     assert evaluator_changes({"a": 0, "b": 2}, {"a": 1, "b": 1}, {"a": 1, "b": 0}, 1, 8, 0, True) == {"a": -1}
+    assert evaluator_changes({"a": 0}, {"a": 1}, {"a": 1}, 1, 8, 0, True, lingered={"a": 0}) == {}
+    assert evaluator_changes({"a": 0}, {"a": 3}, {"a": 3}, 1, 8, 0, True, lingered={"a": 1}) == {"a": -2}
 
 
 def test_the_evaluator_cap_by_kind_of_evaluator():

@@ -74,10 +74,19 @@ def test_the_drivers_packing_decides_the_jobs():
         simulate(two, plans(4), Cluster(1, 1, 8))
     with pytest.raises(ValueError, match="does not fit the cluster"):
         simulate(spec(workers_per_trial=2), plans(4), Cluster(1, 1, 8))
-    # one GPU: the idle evaluator gives way to the job, and comes back for the backlog after it
+    # one GPU: the idle evaluator gives way to the job once it has idled an engine start, and
+    # comes back after it: 8 checkpoints of 3 s are fewer than an engine start's worth
+    # (policies.evaluator_changes, starved_at 20), so not before training ends
     r = simulate(s, plans(4), Cluster(1, 1, 8))
     assert r.engines == 2 and r.evaluations == 1 + 4 * 2
-    assert r.makespan == pytest.approx(63 + 4 * 11 + bill.ENGINE_START_S + 8 * 3.0)
+    assert r.makespan == pytest.approx(63 + bill.ENGINE_START_S + 4 * 11 + bill.ENGINE_START_S + 8 * 3.0)
+    # with 60 checkpoints waiting (30 points), the model gets an evaluator back during training:
+    # it takes the GPU the next job would have taken
+    r = simulate(s, plans(30), Cluster(1, 1, 8))
+    assert r.engines >= 3 and r.evaluations == 1 + 30 * 2
+    training_ends = max(e for _, e, _, kind in r.timeline.busy if kind == "training")
+    evaluating = [(a, e) for a, e, _, kind in r.timeline.busy if kind == "evaluating"]
+    assert any(e < training_ends for a, e in evaluating[2:])  # beyond the first engine and base evaluation
 
 
 @pytest.mark.parametrize("nodes", [3, 4])  # paper_lora: 13 models, an evaluator GPU each

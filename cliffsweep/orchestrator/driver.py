@@ -125,7 +125,9 @@ def tune_jobs(run: SweepRun, queue: TrialQueue, concurrency: int, n_todo: int) -
 
 
 def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed: bool = False,
-              num_cpus: int | None = None, verbose: bool = False, stream=None) -> Store:
+              num_cpus: int | None = None, verbose: bool = False, stream=None, rehearsal=None) -> Store:
+    """`rehearsal` (sweep/rehearsal.py): every piece of work a timed wait of its planned length
+    (cliffsweep/simulate/rehearsal.py starts such a run on fake GPU nodes)."""
     from cliffsweep.orchestrator.preflight import check_preflight
     from cliffsweep.tracking.sync import start_syncer
 
@@ -133,7 +135,7 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
     store = Store(spec.store_uri)
     store.write_text("spec.yaml", yaml.safe_dump(spec.model_dump(), sort_keys=False))
     store.write_json("spec.json", spec.model_dump())
-    run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose)
+    run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose, rehearsal)
     syncer = start_syncer(spec, store.uri)  # mirrors the store to MLflow / W&B / TensorBoard, off this thread
     todo = run.resume(retry_failed)
     init_ray(spec, num_cpus, verbose)

@@ -29,8 +29,10 @@ from cliffsweep.storage.store import Store, eval_key
 
 class EvalTracker:
     def __init__(self, store: Store, start_one: Callable[[str], Any], task_names: list[str], models: list[str],
-                 base: int = 1, cap: int = 1):
+                 base: int = 1, cap: int = 1, linger_s: float = 0.0):
         self.store = store
+        self.linger_s = linger_s  # idle this long before giving way to a waiting job (policies)
+        self.idle_since: dict[Any, float] = {}  # actor -> when its last call ended (or it started)
         self._start_one = start_one  # one evaluator actor of a model (pool.evaluator_starter)
         self.models = models
         self.base, self.cap = base, cap
@@ -75,6 +77,7 @@ class EvalTracker:
         if self.pool is None:  # engines start only when there is something to evaluate
             self.pool = {m: [self._start_one(m) for _ in range(self.base)] for m in self.models}
             self.inflight = {a: 0 for actors in self.pool.values() for a in actors}
+            self.idle_since = {a: time.time() for a in self.inflight}
         self.backlog.setdefault(req.model, deque()).append(req)
         self.queued.add(key)
         self.dispatch()
@@ -101,23 +104,39 @@ class EvalTracker:
 
         if self.pool is None:
             return {}
-        idle = {m: [a for a in actors if self.inflight[a] == 0] for m, actors in self.pool.items()}
+        now = time.time()
+        # idle ones, longest idle first (those stop first)
+        idle = {m: sorted((a for a in actors if self.inflight[a] == 0), key=lambda a: self.idle_since.get(a, now))
+                for m, actors in self.pool.items()}
+        lingered = {m: sum(now - self.idle_since.get(a, now) >= self.linger_s for a in v) for m, v in idle.items()}
         changes = evaluator_changes({m: len(q) for m, q in self.backlog.items()},
                                     {m: len(a) for m, a in self.pool.items()}, {m: len(v) for m, v in idle.items()},
-                                    self.base, self.cap, free_slots, job_waits_for_them)
+                                    self.base, self.cap, free_slots, job_waits_for_them, lingered,
+                                    {m: self.starved_at() for m in self.pool})
         for model, k in changes.items():
             for actor in idle[model][:max(0, -k)]:  # nothing in flight: nothing is lost
                 self.pool[model].remove(actor)
                 self.inflight.pop(actor)
+                self.idle_since.pop(actor, None)
                 self.stopped += 1
                 ray.kill(actor)
             for _ in range(max(0, k)):
                 actor = self._start_one(model)
                 self.pool[model].append(actor)
                 self.inflight[actor] = 0
+                self.idle_since[actor] = time.time()
                 self.started_extra += 1
         self.dispatch()
         return changes
+
+    def starved_at(self) -> int:
+        """Checkpoints whose evaluation takes an engine start (policies.evaluator_changes), from
+        the evaluations measured so far (1 before any)."""
+        import math
+
+        if not self.seconds:
+            return 1
+        return max(1, math.ceil(self.linger_s / (sum(self.seconds) / len(self.seconds))))
 
     def idle_count(self) -> int:
         return sum(1 for n in self.inflight.values() if n == 0)
@@ -135,6 +154,8 @@ class EvalTracker:
             actor = self.actor_of.pop(ref)
             if actor in self.inflight:
                 self.inflight[actor] -= 1
+                if self.inflight[actor] == 0:
+                    self.idle_since[actor] = time.time()
             key = (req.trial_id, req.step)
             self.queued.discard(key)
             started = self._started.pop(ref)

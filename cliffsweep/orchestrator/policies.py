@@ -158,34 +158,53 @@ model (a new one included) can take them."""
 
 
 def evaluator_changes(backlog: dict[str, int], evaluators: dict[str, int], idle: dict[str, int], base: int,
-                      cap: int, free_slots: int, job_waits_for_them: bool) -> dict[str, int]:
+                      cap: int, free_slots: int, job_waits_for_them: bool,
+                      lingered: dict[str, int] | None = None, starved_at: dict[str, int] | None = None) -> dict[str, int]:
     """How many evaluators each model gains (+) or stops (-) now (issue 22: evaluator capacity that
     follows the load; `cliffsweep simulate` showed a static pool of one per model evaluating for
     hours after training ended, while the freed GPUs sat idle).
 
     `backlog`: evaluations waiting in the driver per model (none sent yet); `evaluators`: running
-    per model; `idle`: of those, with nothing in flight; `base`: eval.evaluators_per_model, the
-    pool a model keeps while no Train job waits for what it holds; `cap`: the most per model;
-    `free_slots`: evaluators the cluster's free resources could hold now (resources no Train job
-    took: Ray places a waiting job as soon as its resources are free, so what stays free is too
-    little for one); `job_waits_for_them`: a waiting Train job would fit if the idle evaluators
-    stopped. Training comes first: idle evaluators then stop, down to none (their model's
-    evaluations wait for resources that training leaves, at the latest the end of training). Pure."""
+    per model; `idle`: of those, with nothing in flight; `lingered`: of those, idle for at least an
+    engine start (default: all idle ones), the ones that may give way below `base` (stopping one
+    sooner and starting another for the next checkpoint would cost more than it saved); `base`: eval.evaluators_per_model, the pool a model keeps while no Train job waits for what it
+    holds; `cap`: the most per model; `free_slots`: evaluators the cluster's free resources could
+    hold now (resources no Train job took: Ray places a waiting job as soon as its resources are
+    free, so what stays free is too little for one); `job_waits_for_them`: a waiting Train job
+    would fit if the idle evaluators stopped; `starved_at`: per model, the backlog at which a model
+    without evaluators gets one whether resources are free or not (default 1; the caller's: as
+    many checkpoints as take an engine start to evaluate, so that the start is worth it).
+
+    Training first: a waiting job gets what idle evaluators of models with nothing waiting hold,
+    down to none. Evaluation is never starved: a model with enough checkpoints waiting and no
+    evaluator gets one, free resources or not (the rehearsal showed why: on a cluster that Tune keeps
+    full, an evaluator that gave way never found free resources again, and every evaluation waited
+    for the end of training); it takes the next resources that free up, as a job would. More
+    start only in free resources, while no job waits. Pure."""
     out: dict[str, int] = {}
-    floor = 0 if job_waits_for_them else base
+    lingered = idle if lingered is None else lingered
     for m, n in evaluators.items():
-        if n > floor and idle.get(m, 0) and (backlog.get(m, 0) == 0 or job_waits_for_them):
-            out[m] = -min(idle[m], n - floor)
+        if backlog.get(m, 0):
+            continue
+        stop = min(idle.get(m, 0), max(0, n - base))  # extras, idle: not worth their GPUs
+        if job_waits_for_them:  # and below the base pool, those idle long enough
+            stop = max(stop, min(lingered.get(m, 0), n))
+        if stop:
+            out[m] = -stop
+    for m, n in evaluators.items():
+        if n == 0 and backlog.get(m, 0) >= max(1, (starved_at or {}).get(m, 1)):
+            out[m] = 1
+            free_slots -= 1  # it takes a free slot if there is one
     if job_waits_for_them:
         return out
-    want = dict(evaluators)
+    want = {m: n + max(0, out.get(m, 0)) for m, n in evaluators.items()}
     while free_slots > 0:
         # the model whose waiting work per evaluator is largest, if more than its evaluators
         # would take next (a new engine's start is only worth a queue)
         growable = [k for k in want if want[k] < cap and backlog.get(k, 0) > EVAL_DEPTH * want[k]]
         if not growable:
             break
-        m = max(growable, key=lambda k: backlog[k] / max(want[k], 0.5))  # none running: the most urgent
+        m = max(growable, key=lambda k: backlog[k] / max(want[k], 0.5))
         want[m] += 1
         out[m] = out.get(m, 0) + 1
         free_slots -= 1

@@ -121,22 +121,58 @@ class Evaluator:
                 tmp.cleanup()
 
     def _write(self, r: EvalRequest, role: str, task, res) -> None:
-        now = datetime.now(timezone.utc)
-        base = {k: getattr(r, k) for k in ("trial_id", "model", "method", "series", "optimizer",
-                                           "lr", "epochs", "seed", "step", "epoch")}
-        metrics = {"accuracy": res.accuracy, **res.extra}
-        rows = [dict(base, task=task.name, role=role, metric=m, value=float(v), n=res.n,
-                     scorer_version=task.scorer_version, evaluated_at=now, eval_seconds=res.seconds)
-                for m, v in metrics.items()]
-        key = eval_key(r.trial_id, r.step, task.name)
-        # samples first: an evals row implies its samples exist
-        self.store.write("samples", key, [
-            {"trial_id": r.trial_id, "step": r.step, "task": task.name, "example_id": str(eid),
-             "correct": bool(ok), "prediction": str(pred)} for eid, ok, pred in res.samples])
-        self.store.write("evals", key, rows)
+        write_result(self.store, r, role, task.scorer_version, res)
 
     def close(self) -> None:
         self.backend.close()
+
+
+class RehearsalEvaluator:
+    """A rehearsal's evaluator (sweep/rehearsal.py): its engine start and each evaluation are
+    timed waits of their planned length. It writes the rows a real evaluator writes (accuracy 0,
+    no samples: nothing was evaluated), so the ledger, the exactly-once invariant and `status`
+    read a rehearsal's store as they read a real one."""
+
+    def __init__(self, engine_start_s: float, eval_s: float, base_eval_s: float, tasks: list[tuple[str, str]],
+                 store_uri: str):
+        time.sleep(engine_start_s)
+        self.engine_seconds, self.eval_s, self.base_eval_s = engine_start_s, eval_s, base_eval_s
+        self.tasks, self.store = tasks, Store(store_uri)
+
+    def ready(self) -> float:
+        return self.engine_seconds
+
+    def evaluate(self, req: dict[str, Any]) -> dict[str, float]:
+        from cliffsweep.evals.runner import TaskResult
+        from cliffsweep.faults import maybe_fail
+
+        r = EvalRequest(**req)
+        maybe_fail(f"eval:{r.trial_id}:{r.step}")
+        seconds = self.base_eval_s if r.checkpoint is None else self.eval_s
+        time.sleep(seconds)
+        for role, name in self.tasks:
+            write_result(self.store, r, role, "rehearsal", TaskResult(name, 0.0, 0, seconds=seconds / len(self.tasks)))
+        return {f"{role}:{name}": 0.0 for role, name in self.tasks}
+
+    def close(self) -> None:
+        pass
+
+
+def write_result(store: Store, r: EvalRequest, role: str, scorer_version: str, res) -> None:
+    """One task's evaluation of one checkpoint into the store (evals/runner.TaskResult `res`)."""
+    now = datetime.now(timezone.utc)
+    base = {k: getattr(r, k) for k in ("trial_id", "model", "method", "series", "optimizer",
+                                       "lr", "epochs", "seed", "step", "epoch")}
+    metrics = {"accuracy": res.accuracy, **res.extra}
+    rows = [dict(base, task=res.task, role=role, metric=m, value=float(v), n=res.n,
+                 scorer_version=scorer_version, evaluated_at=now, eval_seconds=res.seconds)
+            for m, v in metrics.items()]
+    key = eval_key(r.trial_id, r.step, res.task)
+    # samples first: an evals row implies its samples exist
+    store.write("samples", key, [
+        {"trial_id": r.trial_id, "step": r.step, "task": res.task, "example_id": str(eid),
+         "correct": bool(ok), "prediction": str(pred)} for eid, ok, pred in res.samples])
+    store.write("evals", key, rows)
 
 
 def evaluator_env(e, backend: str) -> dict[str, str]:
@@ -158,12 +194,15 @@ def evaluator_resources(spec) -> dict[str, float]:
             **role_resources(spec.resources.cluster_roles, "evaluator", e.gpus_per_evaluator)}
 
 
-def evaluator_starter(models: dict[str, tuple[str, str]], spec, store_uri: str, backend: str):
+def evaluator_starter(models: dict[str, tuple[str, str]], spec, store_uri: str, backend: str, rehearsal=None):
     """A function that starts one evaluator actor of a model label. Creation is asynchronous;
-    call `ready()` on the actor to wait for its engine."""
+    call `ready()` on the actor to wait for its engine. `rehearsal` (sweep/rehearsal.py): timed
+    stand-ins with the same resources instead."""
     import ray
 
     e = spec.eval
+    if rehearsal is not None:
+        return _rehearsal_starter(spec, store_uri, rehearsal)
     tasks = [("learn", spec.tasks.learn.name, spec.tasks.learn.params)] + [
         ("retain", t.name, t.params) for t in spec.tasks.retain]
     options: dict[str, Any] = {}
@@ -185,5 +224,23 @@ def evaluator_starter(models: dict[str, tuple[str, str]], spec, store_uri: str, 
     def start(label: str):
         path, dtype = models[label]
         return actor_cls.remote(path, dtype, backend, options, tasks, store_uri)
+
+    return start
+
+
+def _rehearsal_starter(spec, store_uri: str, rehearsal):
+    import ray
+
+    from cliffsweep.orchestrator.policies import role_resources
+
+    e = spec.eval
+    tasks = [("learn", spec.tasks.learn.name)] + [("retain", t.name) for t in spec.tasks.retain]
+    actor_cls = ray.remote(RehearsalEvaluator).options(
+        num_cpus=e.cpus_per_evaluator, num_gpus=e.gpus_per_evaluator, max_restarts=2, max_task_retries=2,
+        resources=role_resources(spec.resources.cluster_roles, "evaluator", e.gpus_per_evaluator))
+
+    def start(label: str):
+        return actor_cls.remote(rehearsal.engine_start_s, rehearsal.eval_s[label], rehearsal.base_eval_s[label],
+                                tasks, store_uri)
 
     return start

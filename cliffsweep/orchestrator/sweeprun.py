@@ -25,6 +25,7 @@ from cliffsweep.orchestrator.trialbook import TrialBook, now
 from cliffsweep.storage import ledger
 from cliffsweep.storage.store import Store
 from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid
+from cliffsweep.sweep.rehearsal import Rehearsal
 from cliffsweep.sweep.reports import Begin, CheckpointReport, EndReport, Report
 from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.trainables.config import JobRun, StatsJob, TrainConfig
@@ -38,8 +39,10 @@ def _abs_uri(uri: str) -> str:
 class SweepRun:
     """The phases of one `cliffsweep run`; the Tune callback and the driver loop share it."""
 
-    def __init__(self, spec: SweepSpec, store: Store, eval_backend: str, verbose: bool = False):
+    def __init__(self, spec: SweepSpec, store: Store, eval_backend: str, verbose: bool = False,
+                 rehearsal: Rehearsal | None = None):
         self.spec, self.store, self.backend, self.verbose = spec, store, eval_backend, verbose
+        self.rehearsal = rehearsal  # timed waits instead of work (sweep/rehearsal.py)
         self.grid = expand_grid(spec)  # + refined trials, as refinement adds them (refiner.py)
         self.by_id = {t.trial_id: t for t in self.grid}
         self.stats_uri: dict[str, str | None] = {}
@@ -83,10 +86,17 @@ class SweepRun:
         self.progress = Progress(len(self.grid), concurrency, stream=stream)
         self.book.show(self.progress)
         models = {m.name: (m.path, m.dtype) for m in spec.models}
-        self.tracker = EvalTracker(self.store, evaluator_starter(models, spec, self.store.uri, self.backend),
+        self.tracker = EvalTracker(self.store, evaluator_starter(models, spec, self.store.uri, self.backend, self.rehearsal),
                                    self.task_names, list(models), spec.eval.evaluators_per_model,
-                                   evaluator_cap(spec.eval))
+                                   evaluator_cap(spec.eval), linger_s=self.engine_start_s())
         self.inbox = InboxReader(start_inbox(self.inbox_name))
+
+    def engine_start_s(self) -> float:
+        """What one evaluator's engine start costs (an idle one gives way to training only after
+        idling that long: policies.evaluator_changes)."""
+        from cliffsweep import bill
+
+        return self.rehearsal.engine_start_s if self.rehearsal is not None else bill.ENGINE_START_S
 
     def tick(self, wait: float = 0.0) -> None:
         """One turn of the driver loop: reports in, evaluations polled, trials settled,
@@ -243,7 +253,8 @@ class SweepRun:
             store_uri=_abs_uri(s.store_uri), checkpoint_root=self.checkpoint_root, stats_uri=stats_uri,
             eval_points=s.eval.points_per_trial, every_epoch=s.eval.every_epoch, strategy=s.resources.strategy,
             torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows,
-            inbox=self.inbox_name, resume_every_s=s.resume_every_s, async_checkpoints=s.async_checkpoints)
+            inbox=self.inbox_name, resume_every_s=s.resume_every_s, async_checkpoints=s.async_checkpoints,
+            rehearsal=self.rehearsal.points[t.trial_id] if self.rehearsal is not None else None)
 
     def job_configs(self, trials: list[Trial], size: int | None = None) -> list[JobRun]:
         """`trials` as Train jobs of up to `size` (default: self.per_job) points of one model each
@@ -368,12 +379,18 @@ def ensure_stats(run: SweepRun, todo: list[Trial]) -> tuple[dict[str, str | None
         if not store.exists(rel):
             jobs.setdefault(rel, t)
     res = spec.resources
-    task = ray.remote(max_retries=1, resources=role_resources(res.cluster_roles, "trainer", res.gpus_per_worker),
-                      **stats_task_resources(res.cpus_per_worker, res.gpus_per_worker, res.workers_per_trial)
-                      )(compute_stats)
-    refs = {task.remote(StatsJob(model_path=t.model_path, dtype=t.dtype, method=t.method,
-                                 method_params=t.method_params, learn=spec.tasks.learn,
-                                 retain=spec.tasks.retain[0], recipe=r)): rel for rel, t in jobs.items()}
+    options = dict(max_retries=1, resources=role_resources(res.cluster_roles, "trainer", res.gpus_per_worker),
+                   **stats_task_resources(res.cpus_per_worker, res.gpus_per_worker, res.workers_per_trial))
+    if run.rehearsal is not None:  # its planned length as a timed wait (sweep/rehearsal.py)
+        from cliffsweep.trainables.rehearsal import timed_stats
+
+        task = ray.remote(**options)(timed_stats)
+        refs = {task.remote(run.rehearsal.points[t.trial_id].stats_s): rel for rel, t in jobs.items()}
+    else:
+        task = ray.remote(**options)(compute_stats)
+        refs = {task.remote(StatsJob(model_path=t.model_path, dtype=t.dtype, method=t.method,
+                                     method_params=t.method_params, learn=spec.tasks.learn,
+                                     retain=spec.tasks.retain[0], recipe=r)): rel for rel, t in jobs.items()}
     failed: dict[str, str] = {}
     for ref, rel in refs.items():
         try:

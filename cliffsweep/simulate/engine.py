@@ -24,6 +24,7 @@ refinement rounds. Everything is deterministic: one run, one answer.
 from __future__ import annotations
 
 import heapq
+import math
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
@@ -98,7 +99,8 @@ class Result:
 @dataclass
 class _Evaluator:
     model: str
-    got: list
+    got: list | None
+    """Its GPUs (None: waiting for them)."""
     free_at: float
     """When it can take the next evaluation (at first: when its engine has started)."""
 
@@ -130,8 +132,12 @@ class _Nodes:
 
 
 class Simulation:
-    def __init__(self, spec, plans, cluster: Cluster):
+    def __init__(self, spec, plans, cluster: Cluster, engine_start_s: float = bill.ENGINE_START_S,
+                 job_start_s: float = 0.0, point_overhead_s: float = 0.0):
         self.spec, self.plans, self.cluster = spec, plans, cluster
+        # What the plan does not price: an evaluator engine's start, a Train job's start (Tune's
+        # trial actor, Ray Train's controller and workers), each point's reports (simulate/rehearsal.py)
+        self.engine_start_s, self.job_start_s, self.point_overhead_s = engine_start_s, job_start_s, point_overhead_s
         self.nodes = _Nodes(cluster)
         self.timeline = Timeline()
         self.events: list[tuple[float, int, object]] = []
@@ -145,6 +151,10 @@ class Simulation:
         self.eval_gpus = e.gpus_per_evaluator
         self.cap = evaluator_cap(e)
         self.evaluators: dict[str, list[_Evaluator]] = {}
+        self.waiting_evaluators: deque[_Evaluator] = deque()
+        # as the driver's tracker: checkpoints whose evaluation takes an engine start
+        self.starved_at = {p.name: max(1, math.ceil(engine_start_s / p.base_eval_s)) if p.base_eval_s > 0 else 1
+                           for p in plans}
         self.backlog: dict[str, deque] = {}
         self.training = False
         self.queue: list = []
@@ -176,16 +186,35 @@ class Simulation:
                     raise ValueError(f"the cluster ({self.cluster.gpus} GPUs) cannot hold the evaluators: "
                                      f"{len(self.plans)} model(s) x {per_model} x {self.eval_gpus:g} GPU")
 
-    def add_evaluator(self, model: str) -> bool:
+    def add_evaluator(self, model: str, wait: bool = False) -> bool:
+        """Start one evaluator of `model` in free GPUs; with `wait`, one that takes the next GPUs
+        that free up if none are free now (a pending actor: policies.evaluator_changes)."""
         got = self.nodes.take([self.eval_gpus])
-        if got is None:
+        if got is None and not wait:
             return False
-        ev = _Evaluator(model, got, self.now + bill.ENGINE_START_S)
-        self.engines += 1
+        ev = _Evaluator(model, got, float("inf"))
         self.evaluators[model].append(ev)
-        self.timeline.use(self.now, ev.free_at, self.eval_gpus, "evaluating")
-        self.at(ev.free_at, lambda: self.pump(model))
+        if got is None:
+            self.waiting_evaluators.append(ev)
+        else:
+            self.place(ev, got)
         return True
+
+    def place(self, ev: _Evaluator, got) -> None:
+        ev.got, ev.free_at = got, self.now + self.engine_start_s
+        self.engines += 1
+        self.timeline.use(self.now, ev.free_at, self.eval_gpus, "evaluating")
+        self.at(ev.free_at, lambda: self.pump(ev.model))
+
+    def freed(self) -> None:
+        """GPUs came free: waiting evaluators first (they asked before the queued jobs), then jobs."""
+        while self.waiting_evaluators:
+            got = self.nodes.take([self.eval_gpus])
+            if got is None:
+                break
+            self.place(self.waiting_evaluators.popleft(), got)
+        if self.training and self.queue:
+            self.start_jobs()
 
     def evaluate(self, model: str, seconds: float, on_done=None) -> None:
         """One checkpoint's evaluation waits in the driver until an evaluator of its model is free
@@ -206,6 +235,7 @@ class Simulation:
                 self.timeline.use(self.now, ev.free_at, self.eval_gpus, "evaluating")
                 self.end = max(self.end, ev.free_at)
                 self.at(ev.free_at, lambda on_done=on_done: self.eval_done(model, on_done))
+                self.at(ev.free_at + self.engine_start_s, self.rebalance)  # idle that long: it may give way
 
     def eval_done(self, model: str, on_done) -> None:
         if on_done is not None:
@@ -215,7 +245,9 @@ class Simulation:
 
     def rebalance(self) -> None:
         """Evaluators added or stopped as the driver's policy says (policies.evaluator_changes)."""
-        idle = {m: [ev for ev in evs if ev.free_at <= self.now] for m, evs in self.evaluators.items()}
+        idle = {m: sorted((ev for ev in evs if ev.free_at <= self.now), key=lambda ev: ev.free_at)
+                for m, evs in self.evaluators.items()}
+        lingered = {m: sum(ev.free_at <= self.now - self.engine_start_s for ev in v) for m, v in idle.items()}
         free, need = sum(self.nodes.free), sum(self.bundles)
         # start_jobs ran first: free GPUs are those no job could take (too few, or the concurrency limit)
         job_waits = (self.jobs_waiting and self.running < self.concurrency
@@ -223,7 +255,7 @@ class Simulation:
         changes = evaluator_changes(
             {m: len(q) for m, q in self.backlog.items()}, {m: len(evs) for m, evs in self.evaluators.items()},
             {m: len(v) for m, v in idle.items()}, self.spec.eval.evaluators_per_model, self.cap,
-            int(free // self.eval_gpus), job_waits)
+            int(free // self.eval_gpus), job_waits, lingered, self.starved_at)
         freed = False
         for m, k in changes.items():
             for ev in idle[m][:max(0, -k)]:
@@ -231,10 +263,11 @@ class Simulation:
                 self.nodes.give(ev.got)
                 freed = True
             for _ in range(max(0, k)):
-                if not self.add_evaluator(m):
+                # the one a model without evaluators gets waits for GPUs; others only in free ones
+                if not self.add_evaluator(m, wait=not self.evaluators[m]):
                     break
-        if freed and self.queue:
-            self.start_jobs()
+        if freed:
+            self.freed()
 
     @property
     def jobs_waiting(self) -> bool:
@@ -291,6 +324,7 @@ class Simulation:
         self.nodes.give(got)
         self.stats_running -= 1
         self.start_stats()
+        self.freed()
 
     def start_training(self) -> None:
         self.queue = [(self.now, job) for job in self.queue]
@@ -311,10 +345,10 @@ class Simulation:
             self.run_job(job, got)
 
     def run_job(self, job, got) -> None:
-        t = self.now
+        t = self.now + self.job_start_s
         gpus = sum(b for _, b in got)
         for pt in job:
-            t += pt.setup_s
+            t += pt.setup_s + self.point_overhead_s
             span = pt.train_s + pt.blocked_s
             for k in range(1, pt.checkpoints + 1):
                 self.at(t + span * k / pt.checkpoints, lambda pt=pt: self.evaluate(pt.model, pt.eval_s))
@@ -326,10 +360,12 @@ class Simulation:
     def job_done(self, got) -> None:
         self.nodes.give(got)
         self.running -= 1
-        self.start_jobs()
+        self.freed()
         self.rebalance()
 
 
-def simulate(spec, plans, cluster: Cluster) -> Result:
-    """The schedule of `spec` (its plan: plan.plan_spec) on `cluster`."""
-    return Simulation(spec, plans, cluster).simulate()
+def simulate(spec, plans, cluster: Cluster, engine_start_s: float = bill.ENGINE_START_S, job_start_s: float = 0.0,
+             point_overhead_s: float = 0.0) -> Result:
+    """The schedule of `spec` (its plan: plan.plan_spec) on `cluster`; the keyword arguments are
+    costs the plan does not price (seconds; Simulation)."""
+    return Simulation(spec, plans, cluster, engine_start_s, job_start_s, point_overhead_s).simulate()

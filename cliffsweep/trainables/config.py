@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cliffsweep.sweep.grid import Trial
+    from cliffsweep.sweep.rehearsal import PointWork
     from cliffsweep.sweep.spec import RecipeSpec, ResourcesSpec, TaskSpec
 
 WORKER_KEY = "train"
@@ -55,6 +56,8 @@ class TrainConfig:
     """Set per attempt by the trial's function (trainables/trial.py): 1, 2 after a retry, ..."""
     trial_fn_started: float = 0.0
     """When this attempt's trial function started (the setup's first phase ends there)."""
+    rehearsal: PointWork | None = None
+    """A rehearsal's timed wait instead of training (sweep/rehearsal.py, trainables/rehearsal.py)."""
 
     def for_attempt(self, attempt: int, started: float) -> TrainConfig:
         return replace(self, attempt=attempt, trial_fn_started=started)
@@ -62,7 +65,7 @@ class TrainConfig:
     def to_json(self) -> str:
         """The resolved config, as the store's `trials.config` keeps it (style.md 7); without the
         per-attempt fields (the `trials` row has its attempt)."""
-        plain = {k: v for k, v in _plain(self).items() if k not in ("attempt", "trial_fn_started", "inbox")}
+        plain = {k: v for k, v in _plain(self).items() if k not in ("attempt", "trial_fn_started", "inbox", "rehearsal")}
         return json.dumps(plain, sort_keys=True, default=str)
 
 

@@ -16,13 +16,18 @@ def train_loop_per_worker(config: dict[str, tuple[TrainConfig, ...]]) -> None:
     """One Train worker of a job: trains `config[WORKER_KEY]`'s points (TrainConfigs,
     trainables/config.py) one after the other, each from its base model."""
     started = time.time()
-    from cliffsweep.trainables.point import train_point
+    points = config[WORKER_KEY]
+    if points and points[0].rehearsal is not None:  # a rehearsal: timed waits, no torch (sweep/rehearsal.py)
+        from cliffsweep.trainables.rehearsal import rehearse_point as train_point
+    else:
+        from cliffsweep.trainables.point import train_point
 
-    for i, cfg in enumerate(config[WORKER_KEY]):
+    for i, cfg in enumerate(points):
         # The job's first point pays the job's start-up (its setup phases start at the trial
         # function); a later one starts when the previous one ended.
         train_point(cfg, {"worker_started": started} if i == 0 else {"point_started": time.time()})
-        _release_memory()
+        if cfg.rehearsal is None:
+            _release_memory()
 
 
 def _release_memory() -> None:

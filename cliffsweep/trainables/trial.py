@@ -48,6 +48,7 @@ def run_job(job: JobRun) -> None:
 
     started = time.time()  # the setup's "placement" phase ends here (sweep/reports.SETUP_PHASES)
     from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig
 
     from cliffsweep.trainables.loop import train_loop_per_worker
 
@@ -73,6 +74,8 @@ def run_job(job: JobRun) -> None:
             failure_config=FailureConfig(max_failures=0),
         ),
         local_cluster=job.local_cluster,
+        # A rehearsal's fake GPU nodes have no CUDA: gloo, whatever resources the workers hold.
+        **({"torch_config": TorchConfig(backend="gloo")} if job.points[0].rehearsal is not None else {}),
     )
     trainer.fit()
 

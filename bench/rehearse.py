@@ -1,0 +1,94 @@
+"""The schedule simulator against the real stack (issue 22 parts 2 and 4): a rehearsal of a part
+of the paper grid on a local cluster of fake GPU nodes, every piece of work a timed wait of its
+planned length scaled by --scale (cliffsweep/simulate/rehearsal.py), beside the simulator's
+prediction for the same sweep, cluster and scaled plan.
+
+    .venv/bin/python bench/rehearse.py                         # 2 x 8 GPUs, 3 paper models, 252 trials
+    .venv/bin/python bench/rehearse.py --kills 120 300         # two node kills
+    .venv/bin/python bench/rehearse.py --models 1 --methods sft --lrs 2 --epochs 1 --nodes 1 --gpus-per-node 4
+
+First a calibration (a small rehearsal of --calibrate trials on one node) measures what the plan
+does not price here: a Train job's start and a point's reports, in wall seconds on this machine
+(unscaled); the simulator gets them. Prints the measured and predicted makespans and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cliffsweep.orchestrator.specfile import load_spec  # noqa: E402
+from cliffsweep.simulate.engine import Cluster  # noqa: E402
+from cliffsweep.simulate.rehearsal import calibrate, rehearse  # noqa: E402
+
+
+def sub_spec(path: str, models: int, methods: list[str] | None, lrs: int | None, epochs: list[int] | None, store: str):
+    """A part of a sweep file: its first `models` models, the named methods, every other lr..."""
+    spec = load_spec(path)
+    data = spec.model_dump()
+    data["models"] = data["models"][:models]
+    if methods:
+        data["methods"] = [m for m in data["methods"] if m["name"] in methods]
+    if lrs:
+        step = max(1, len(data["lrs"]) // lrs)
+        data["lrs"] = data["lrs"][::step][:lrs]
+    if epochs:
+        data["epochs"] = epochs
+    data.update(store=store, ray_address=None, checkpoints=None, name=f"rehearsal-{spec.name}")
+    return type(spec).model_validate(data)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spec", default="cliffsweep/configs/paper.yaml")
+    ap.add_argument("--models", type=int, default=3)
+    ap.add_argument("--methods", nargs="*", default=["sft", "sib", "ewc", "kl"])
+    ap.add_argument("--lrs", type=int, default=None, help="keep this many of the file's lrs")
+    ap.add_argument("--epochs", type=int, nargs="*", default=None)
+    ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--cpus-per-node", type=int, default=64)
+    ap.add_argument("--scale", type=float, default=0.05, help="rehearsal seconds per planned second")
+    ap.add_argument("--kills", type=float, nargs="*", default=[], help="seconds into the sweep to kill a node")
+    ap.add_argument("--job-start", type=float, default=None, help="skip the calibration: a job's start (s)")
+    ap.add_argument("--point-overhead", type=float, default=None, help="skip the calibration: a point's (s)")
+    ap.add_argument("--json", help="write the numbers here")
+    args = ap.parse_args()
+
+    cluster = Cluster(args.nodes, args.gpus_per_node, args.cpus_per_node)
+    tmp = tempfile.mkdtemp(prefix="rehearse-")
+    if args.job_start is None or args.point_overhead is None:
+        t = time.time()
+        cal = calibrate(sub_spec(args.spec, 1, ["sft"], 4, [1], f"{tmp}/calibration"), Cluster(1, 8, args.cpus_per_node))
+        print(f"calibration ({time.time() - t:.0f} s): a Train job's start {cal[0]:.1f} s, a point's reports "
+              f"{cal[1]:.1f} s (wall, this machine)", flush=True)
+        job_start, point_overhead = cal
+    else:
+        job_start, point_overhead = args.job_start, args.point_overhead
+    spec = sub_spec(args.spec, args.models, args.methods, args.lrs, args.epochs, f"{tmp}/store")
+    t = time.time()
+    out = rehearse(spec, cluster, args.scale, kills=tuple(args.kills), job_start_s=job_start,
+                   point_overhead_s=point_overhead)
+    trials = out.store.read("trials")
+    p = out.predicted
+    print(f"rehearsal of {len(trials)} trials ({p.jobs} Train jobs, {p.concurrency} at once) on {args.nodes} x "
+          f"{args.gpus_per_node} fake GPUs, scale {args.scale:g}, node kills at {[round(k) for k in out.kills]} s: "
+          f"ran {time.time() - t:.0f} s")
+    print(f"makespan measured {out.makespan:.0f} s, simulated {p.makespan:.0f} s: simulated / measured = "
+          f"{p.makespan / out.makespan:.3f}; ideal {p.ideal:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "trials": len(trials), "jobs": p.jobs, "measured_s": out.makespan, "simulated_s": p.makespan,
+            "ideal_s": p.ideal, "kills": out.kills, "job_start_s": job_start, "point_overhead_s": point_overhead,
+            "scale": args.scale}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

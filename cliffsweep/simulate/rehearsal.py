@@ -1,0 +1,159 @@
+"""The simulator checked against the real stack (issue 22 part 2): a rehearsal.
+
+`rehearse` starts a local Ray cluster of fake GPU nodes (`ray.cluster_utils.Cluster`: each node
+a real raylet that declares GPUs it does not have, as Ray's own scale tests do) and runs the
+real `run_sweep` on it: driver, Tune, Train jobs, evaluator pool, inbox, store, ledger. Each
+piece of work is a timed wait of its planned length (plan.plan_spec), scaled by `scale`
+(sweep/rehearsal.py: the Train workers, statistics tasks and evaluators wait instead of
+computing). `simulate` predicts the same sweep on the same cluster from the same scaled plan;
+the two makespans are compared.
+
+What the real stack adds and the plan does not price: each Train job's start (Tune's trial
+actor, Ray Train's controller and worker group, the process group) and each point's reports
+(Ray Train's report barrier, polled by its controller). On a real GPU cluster they are seconds
+next to minutes of training; in a rehearsal scaled down 100x they are not, so they are measured
+here (`calibrate`: one small rehearsal) and handed to the simulator as `job_start_s` and
+`point_overhead_s`, unscaled.
+
+Node kills (part 4): `kills` seconds into the sweep, one fake GPU node is removed (its raylet
+and every process on it: trainers, evaluators, Tune's trial actors) and a node of the same shape
+added back, as a cluster's autoscaler would replace it. Tune retries the jobs that lost workers,
+Ray restarts the evaluators; the store must still hold every point done once and every
+checkpoint evaluated once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+
+from cliffsweep import bill
+from cliffsweep.simulate.engine import Cluster, Result, simulate
+from cliffsweep.sweep.rehearsal import PointWork, Rehearsal
+
+NOMINAL_STEPS_PER_POINT = 10
+"""A rehearsal's steps between two checkpoints (only their order matters: nothing trains)."""
+
+
+def scaled_plans(plans, scale: float):
+    """Copies of `plans` (plan.ModelPlan) with every piece of work `scale` times as long."""
+    out = []
+    for p in plans:
+        q = replace(p, points=[replace(pt, setup_s=pt.setup_s * scale, train_s=pt.train_s * scale,
+                                       blocked_s=pt.blocked_s * scale, eval_s=pt.eval_s * scale) for pt in p.points],
+                    stats_s={k: v * scale for k, v in p.stats_s.items()}, base_eval_s=p.base_eval_s * scale)
+        out.append(q)
+    return out
+
+
+def rehearsal_of(plans, scale: float, engine_start_s: float = bill.ENGINE_START_S) -> Rehearsal:
+    """The timed waits of a rehearsal of `plans` (already scaled: `scaled_plans`)."""
+    points = {}
+    for p in plans:
+        for pt in p.points:
+            steps = tuple(NOMINAL_STEPS_PER_POINT * k for k in range(1, pt.checkpoints + 1))
+            points[pt.trial_id] = PointWork(setup_s=pt.setup_s, train_s=pt.train_s + pt.blocked_s, steps=steps,
+                                            stats_s=p.stats_s.get(pt.stats_key, 0.0) if pt.stats_key else 0.0)
+    return Rehearsal(scale=scale, points=points, eval_s={p.name: p.points[0].eval_s if p.points else 0.0 for p in plans},
+                     base_eval_s={p.name: p.base_eval_s for p in plans}, engine_start_s=engine_start_s * scale)
+
+
+@dataclass
+class Rehearsed:
+    makespan: float
+    """Seconds from the sweep's start (Ray already up) to its last evaluation recorded."""
+    predicted: Result
+    store: object
+    kills: list[float]
+    """When nodes were killed (seconds into the sweep)."""
+
+
+def start_cluster(cluster: Cluster, env: dict[str, str]):
+    """A local Ray cluster: a head that holds nothing (the driver runs there) and `cluster.nodes`
+    fake GPU nodes."""
+    import ray
+    from ray.cluster_utils import Cluster as RayCluster
+
+    rc = RayCluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "num_gpus": 0, "include_dashboard": False,
+        "_system_config": {"enable_metrics_collection": False, "enable_worker_prestart": False}})
+    for _ in range(cluster.nodes):
+        add_node(rc, cluster)
+    ray.init(address=rc.address, runtime_env={"env_vars": env}, log_to_driver=False)
+    return rc
+
+
+def add_node(rc, cluster: Cluster):
+    return rc.add_node(num_cpus=cluster.cpus_per_node, num_gpus=cluster.gpus_per_node)
+
+
+def _killer(rc, cluster: Cluster, at: list[float], t0: float, done: threading.Event, log: list[float]) -> None:
+    for when in at:
+        if done.wait(max(0.0, t0 + when - time.time())):
+            return
+        victim = next(n for n in rc.worker_nodes)
+        rc.remove_node(victim, allow_graceful=False)
+        log.append(time.time() - t0)
+        add_node(rc, cluster)
+
+
+def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[float, ...] = (),
+             job_start_s: float = 0.0, point_overhead_s: float = 0.0, stream=None) -> Rehearsed:
+    """Run `spec` (its store: a fresh one) as a rehearsal on a fake cluster of `cluster`'s shape;
+    the simulator's prediction for the same scaled plan beside it."""
+    import ray
+
+    from cliffsweep.orchestrator.driver import LOCAL_RAY_ENV, RAY_ENV, run_sweep
+    from cliffsweep.plan import plan_spec
+
+    plans = scaled_plans(plans if plans is not None else plan_spec(spec), scale)
+    predicted = simulate(spec, plans, cluster, engine_start_s=bill.ENGINE_START_S * scale,
+                         job_start_s=job_start_s, point_overhead_s=point_overhead_s)
+    rc = start_cluster(cluster, {**RAY_ENV, **LOCAL_RAY_ENV})
+    done, log = threading.Event(), []
+    try:
+        t0 = time.time()
+        killer = threading.Thread(target=_killer, args=(rc, cluster, list(kills), t0, done, log), daemon=True)
+        killer.start()
+        store = run_sweep(spec, rehearsal=rehearsal_of(plans, scale), stream=stream)
+        makespan = last_evaluation(store) - t0
+        done.set()
+        killer.join()
+    finally:
+        done.set()
+        ray.shutdown()
+        rc.shutdown()
+    return Rehearsed(makespan, predicted, store, log)
+
+
+def last_evaluation(store) -> float:
+    """When the sweep's last evaluation was written (epoch seconds)."""
+    ev = store.read("evals")
+    return float(ev["evaluated_at"].max().timestamp())
+
+
+def calibrate(spec, cluster: Cluster) -> tuple[float, float]:
+    """(a Train job's start, a point's reports) in wall seconds on this machine: two rehearsals
+    of `spec`'s points with (almost) no planned work, one job per point then one job for all,
+    one job at a time; their makespans differ by the job starts saved, and the rest of the
+    second is the driver's own start plus the points' overhead."""
+    import yaml  # noqa: F401  (the spec's dump below needs the same types as load_spec)
+
+    n = None
+    made = []
+    for per_job in ("one", "all"):
+        data = spec.model_dump()
+        data["store"] = f"{spec.store_uri}-{per_job}"
+        res = data["resources"]
+        res["max_concurrent_trials"] = 1
+        n = n or len(spec.models) * len(spec.methods) * len(spec.lrs) * len(spec.epochs)
+        res["trials_per_job"] = 1 if per_job == "one" else n
+        made.append(rehearse(type(spec).model_validate(data), cluster, 1e-6))
+    one, alljobs = made
+    job_start = max(0.0, (one.makespan - alljobs.makespan) / max(1, n - 1))
+    # the rest of the all-in-one-job run: what the simulator predicts without overheads is its
+    # evaluator start and base evaluation (~0 here); the remainder is one job start + n points
+    base = alljobs.predicted.makespan
+    point = max(0.0, (alljobs.makespan - base - job_start) / n)
+    return job_start, point
