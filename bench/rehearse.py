@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cliffsweep.orchestrator.specfile import load_spec  # noqa: E402
 from cliffsweep.simulate.engine import Cluster  # noqa: E402
-from cliffsweep.simulate.rehearsal import calibrate, rehearse  # noqa: E402
+from cliffsweep.simulate.rehearsal import Overheads, calibrate, rehearse  # noqa: E402
 
 
 def sub_spec(path: str, models: int, methods: list[str] | None, lrs: int | None, epochs: list[int] | None, store: str):
@@ -58,6 +58,7 @@ def main() -> int:
     ap.add_argument("--kills", type=float, nargs="*", default=[], help="seconds into the sweep to kill a node")
     ap.add_argument("--job-start", type=float, default=None, help="skip the calibration: a job's start (s)")
     ap.add_argument("--point-overhead", type=float, default=None, help="skip the calibration: a point's (s)")
+    ap.add_argument("--start", type=float, default=None, help="with the two above: the sweep's own start (s)")
     ap.add_argument("--json", help="write the numbers here")
     args = ap.parse_args()
 
@@ -65,16 +66,14 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="rehearse-")
     if args.job_start is None or args.point_overhead is None:
         t = time.time()
-        cal = calibrate(sub_spec(args.spec, 1, ["sft"], 4, [1], f"{tmp}/calibration"), Cluster(1, 8, args.cpus_per_node))
-        print(f"calibration ({time.time() - t:.0f} s): a Train job's start {cal[0]:.1f} s, a point's reports "
-              f"{cal[1]:.1f} s (wall, this machine)", flush=True)
-        job_start, point_overhead = cal
+        over = calibrate(sub_spec(args.spec, 1, ["sft"], None, [1], f"{tmp}/calibration"), Cluster(1, 8, args.cpus_per_node))
+        print(f"calibration ({time.time() - t:.0f} s): a Train job's start {over.job_start_s:.1f} s, a point's "
+              f"overhead {over.point_s:.1f} s, the sweep's start {over.start_s:.1f} s (wall, this machine)", flush=True)
     else:
-        job_start, point_overhead = args.job_start, args.point_overhead
+        over = Overheads(args.job_start, args.point_overhead, args.start or 0.0)
     spec = sub_spec(args.spec, args.models, args.methods, args.lrs, args.epochs, f"{tmp}/store")
     t = time.time()
-    out = rehearse(spec, cluster, args.scale, kills=tuple(args.kills), job_start_s=job_start,
-                   point_overhead_s=point_overhead)
+    out = rehearse(spec, cluster, args.scale, kills=tuple(args.kills), overheads=over)
     trials = out.store.read("trials")
     p = out.predicted
     print(f"rehearsal of {len(trials)} trials ({p.jobs} Train jobs, {p.concurrency} at once) on {args.nodes} x "
@@ -85,7 +84,7 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({
             "trials": len(trials), "jobs": p.jobs, "measured_s": out.makespan, "simulated_s": p.makespan,
-            "ideal_s": p.ideal, "kills": out.kills, "job_start_s": job_start, "point_overhead_s": point_overhead,
+            "ideal_s": p.ideal, "kills": out.kills, "overheads": over.__dict__,
             "scale": args.scale}, indent=1))
     return 0
 

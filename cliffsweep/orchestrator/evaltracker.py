@@ -33,6 +33,7 @@ class EvalTracker:
         self.store = store
         self.linger_s = linger_s  # idle this long before giving way to a waiting job (policies)
         self.idle_since: dict[Any, float] = {}  # actor -> when its last call ended (or it started)
+        self._placing: dict[Any, Any] = {}  # ready() call -> an evaluator started without room for it
         self._start_one = start_one  # one evaluator actor of a model (pool.evaluator_starter)
         self.models = models
         self.base, self.cap = base, cap
@@ -113,6 +114,7 @@ class EvalTracker:
                                     {m: len(a) for m, a in self.pool.items()}, {m: len(v) for m, v in idle.items()},
                                     self.base, self.cap, free_slots, job_waits_for_them, lingered,
                                     {m: self.starved_at() for m in self.pool})
+        no_room = free_slots <= 0
         for model, k in changes.items():
             for actor in idle[model][:max(0, -k)]:  # nothing in flight: nothing is lost
                 self.pool[model].remove(actor)
@@ -126,8 +128,21 @@ class EvalTracker:
                 self.inflight[actor] = 0
                 self.idle_since[actor] = time.time()
                 self.started_extra += 1
+                if no_room:  # it waits for resources: new Train jobs wait until it has them
+                    self._placing[actor.ready.remote()] = actor
         self.dispatch()
         return changes
+
+    def placing(self) -> bool:
+        """Whether an evaluator started without free resources for it still waits for them (the
+        driver starts no new Train job meanwhile: orchestrator/refiner.TrialQueue.hold)."""
+        import ray
+
+        if self._placing:
+            ready, _ = ray.wait(list(self._placing), num_returns=len(self._placing), timeout=0)
+            for ref in ready:
+                self._placing.pop(ref)
+        return bool(self._placing)
 
     def starved_at(self) -> int:
         """Checkpoints whose evaluation takes an engine start (policies.evaluator_changes), from

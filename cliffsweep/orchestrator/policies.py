@@ -62,15 +62,30 @@ def cluster_concurrency(cluster_resources: dict[str, float], cluster_roles: bool
     return max(default, slots) if cluster_roles and slots else default
 
 
-def sweep_concurrency(spec, cluster_resources: dict[str, float]) -> int:
-    """Train jobs at once: resources.max_concurrent_trials, else what the cluster's CPUs (or,
-    with cluster roles, the head's driver slots) allow beside the evaluators. Pure: the driver
-    passes ray.cluster_resources(), `cliffsweep simulate` the simulated cluster's."""
+def job_slots(spec, cluster_resources: dict[str, float]) -> int:
+    """Train jobs the cluster's CPUs (or, with cluster roles, the head's driver slots) could run
+    beside the evaluators: what jobs are sized by (trials_per_job). Pure."""
     r, e = spec.resources, spec.eval
     eval_cpus = e.cpus_per_evaluator * e.evaluators_per_model * len(spec.models)
     return r.max_concurrent_trials or cluster_concurrency(
         cluster_resources, r.cluster_roles,
         default_concurrency(cluster_resources.get("CPU", 1), r.cpus_per_worker * r.workers_per_trial, eval_cpus))
+
+
+def sweep_concurrency(spec, cluster_resources: dict[str, float]) -> int:
+    """Train jobs at once: resources.max_concurrent_trials, else `job_slots`, and on a cluster
+    whose GPUs are all there (no cluster roles: an autoscaling cluster starts without them) no
+    more than its GPUs hold (evaluators give way to waiting jobs: policies.evaluator_changes). A job Tune starts beyond the GPUs only waits
+    for them, and its waiting placement group takes GPUs that free up before an evaluator whose
+    model's checkpoints pile up can (the rehearsal showed it: evaluation waited for the end of
+    training). Pure: the driver passes ray.cluster_resources(), `cliffsweep simulate` the
+    simulated cluster's."""
+    r = spec.resources
+    slots = job_slots(spec, cluster_resources)
+    gpus, per_job = cluster_resources.get("GPU", 0.0), r.gpus_per_worker * r.workers_per_trial
+    if r.max_concurrent_trials or r.cluster_roles or per_job <= 0 or gpus <= 0:
+        return slots
+    return max(1, min(slots, int((gpus + 1e-9) // per_job)))
 
 
 MAX_AUTO_TRIALS_PER_JOB = 16

@@ -52,10 +52,12 @@ class TrialQueue:
     second) and calls no callback, so the searcher itself must keep evaluations, settling and
     refinement moving, or a series waiting for its last evaluation would wait forever."""
 
-    def __init__(self, configs: list[JobRun], more: Callable[[], bool], pump: Callable[[], None] = lambda: None):
+    def __init__(self, configs: list[JobRun], more: Callable[[], bool], pump: Callable[[], None] = lambda: None,
+                 hold: Callable[[], bool] = lambda: False):
         self.items: deque = deque(configs)
         self.more = more
         self.pump = pump
+        self.hold = hold  # true while no new job should start (an evaluator waits for resources)
 
     def add(self, configs: list[JobRun]) -> None:
         self.items.extend(configs)
@@ -127,8 +129,10 @@ def sweep_searcher(queue: TrialQueue) -> Any:
             return (_searcher_from_key, (key,))
 
         def suggest(self, trial_id: str):
-            if not queue.items:
+            if not queue.items or queue.hold():
                 queue.pump()
+            if queue.items and queue.hold():
+                return None  # asked again in a second
             if queue.items:
                 return {JOB_KEY: queue.items.popleft()}
             return None if queue.more() else Searcher.FINISHED

@@ -16,7 +16,7 @@ import time
 from cliffsweep.faults import maybe_fail
 from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
-from cliffsweep.orchestrator.policies import (TrialStatus, evaluator_cap, final_status, pack, role_resources,
+from cliffsweep.orchestrator.policies import (TrialStatus, evaluator_cap, final_status, job_slots, pack, role_resources,
                                               trials_per_job, trials_to_run, wait_reasons, LIVE_EVERY_S, LIVE_FILE)
 from cliffsweep.orchestrator.pool import EvalRequest, evaluator_resources, evaluator_starter
 from cliffsweep.orchestrator.progress import Progress
@@ -199,11 +199,14 @@ class SweepRun:
 
     def queue_jobs(self, todo: list[Trial], concurrency: int) -> TrialQueue:
         """The trials to train as Train jobs in Tune's queue, and the refiner that adds more."""
-        self.per_job = trials_per_job(len(todo), concurrency, self.spec.resources.trials_per_job)
+        import ray
+
+        self.per_job = trials_per_job(len(todo), job_slots(self.spec, ray.cluster_resources()),
+                                      self.spec.resources.trials_per_job)
         # While a job runs it may hand trials back (one that failed for good: its other,
         # unstarted trials get a job of their own), so Tune is not told "finished" before.
         self.queue = TrialQueue(self.job_configs(todo), lambda: bool(self.running_jobs) or self.refiner.more_may_come(),
-                                pump=lambda: self.tick(wait=0.2))
+                                pump=lambda: self.tick(wait=0.2), hold=self.tracker.placing)
         self.refiner = Refiner(self, self.tracker, self.queue_refined)
         self.refiner.check()  # a series an earlier run left between two rounds
         return self.queue

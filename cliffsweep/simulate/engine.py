@@ -5,7 +5,7 @@ and evaluations, each model's statistics and base evaluation; bill.py); the deci
 orchestrator's own, called here as the driver calls them:
 
 - concurrency: policies.sweep_concurrency on the simulated cluster's resources;
-- jobs: policies.trials_per_job and policies.pack over the grid's points (sweeprun.job_configs);
+- jobs: policies.trials_per_job (of policies.job_slots) and policies.pack over the grid's points (sweeprun.job_configs);
   Tune starts queued jobs in order, up to the concurrency, each when its workers' GPUs are free
   (a job that does not fit does not block a later one that does: Ray places whichever placement
   group fits);
@@ -30,7 +30,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from cliffsweep import bill
-from cliffsweep.orchestrator.policies import evaluator_changes, evaluator_cap, pack, sweep_concurrency, trials_per_job
+from cliffsweep.orchestrator.policies import (evaluator_changes, evaluator_cap, job_slots, pack, sweep_concurrency,
+                                              trials_per_job)
 from cliffsweep.trainables.stats import stats_task_resources
 
 KINDS = ("training", "evaluating", "statistics")
@@ -133,11 +134,13 @@ class _Nodes:
 
 class Simulation:
     def __init__(self, spec, plans, cluster: Cluster, engine_start_s: float = bill.ENGINE_START_S,
-                 job_start_s: float = 0.0, point_overhead_s: float = 0.0):
+                 job_start_s: float = 0.0, point_overhead_s: float = 0.0, start_s: float = 0.0):
         self.spec, self.plans, self.cluster = spec, plans, cluster
         # What the plan does not price: an evaluator engine's start, a Train job's start (Tune's
-        # trial actor, Ray Train's controller and workers), each point's reports (simulate/rehearsal.py)
+        # trial actor, Ray Train's controller and workers), each point's reports, the sweep's own
+        # start before its first Train job (Ray actors, Tune): simulate/rehearsal.py measures them
         self.engine_start_s, self.job_start_s, self.point_overhead_s = engine_start_s, job_start_s, point_overhead_s
+        self.start_s = start_s
         self.nodes = _Nodes(cluster)
         self.timeline = Timeline()
         self.events: list[tuple[float, int, object]] = []
@@ -278,7 +281,8 @@ class Simulation:
         spec, plans = self.spec, self.plans
         self.start_evaluators()
         # training waits for every base evaluation and every statistics task (sweeprun.prepare_training)
-        self.gates = len(plans) + 1
+        self.gates = len(plans) + 2  # + the statistics, + the sweep's own start
+        self.at(self.start_s, self.gate)
         for p in plans:
             self.evaluate(p.name, p.base_eval_s, on_done=self.gate)
         stats = [(p.name, key, s) for p in plans for key, s in p.stats_s.items()]
@@ -289,7 +293,7 @@ class Simulation:
         self.stats_gpus = stats_gpus
         points = [pt for p in plans for pt in p.points]
         concurrency = self.concurrency
-        per_job = trials_per_job(len(points), concurrency, r.trials_per_job)
+        per_job = trials_per_job(len(points), job_slots(spec, self.cluster.resources()), r.trials_per_job)
         self.queue = [[points[i] for i in idx] for idx in pack([pt.model for pt in points], per_job)]
         self.n_jobs = len(self.queue)
         self.at(0.0, self.start_stats)
@@ -365,7 +369,7 @@ class Simulation:
 
 
 def simulate(spec, plans, cluster: Cluster, engine_start_s: float = bill.ENGINE_START_S, job_start_s: float = 0.0,
-             point_overhead_s: float = 0.0) -> Result:
+             point_overhead_s: float = 0.0, start_s: float = 0.0) -> Result:
     """The schedule of `spec` (its plan: plan.plan_spec) on `cluster`; the keyword arguments are
     costs the plan does not price (seconds; Simulation)."""
-    return Simulation(spec, plans, cluster, engine_start_s, job_start_s, point_overhead_s).simulate()
+    return Simulation(spec, plans, cluster, engine_start_s, job_start_s, point_overhead_s, start_s).simulate()

@@ -98,8 +98,18 @@ def _killer(rc, cluster: Cluster, at: list[float], t0: float, done: threading.Ev
         add_node(rc, cluster)
 
 
+@dataclass(frozen=True)
+class Overheads:
+    """What the real stack costs here beyond the planned work (wall seconds, unscaled): `calibrate`."""
+
+    job_start_s: float = 0.0
+    point_s: float = 0.0
+    start_s: float = 0.0
+    """The sweep's own start before its first Train job can start (Ray actors, Tune)."""
+
+
 def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[float, ...] = (),
-             job_start_s: float = 0.0, point_overhead_s: float = 0.0, stream=None) -> Rehearsed:
+             overheads: Overheads = Overheads(), stream=None) -> Rehearsed:
     """Run `spec` (its store: a fresh one) as a rehearsal on a fake cluster of `cluster`'s shape;
     the simulator's prediction for the same scaled plan beside it."""
     import ray
@@ -109,7 +119,8 @@ def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[floa
 
     plans = scaled_plans(plans if plans is not None else plan_spec(spec), scale)
     predicted = simulate(spec, plans, cluster, engine_start_s=bill.ENGINE_START_S * scale,
-                         job_start_s=job_start_s, point_overhead_s=point_overhead_s)
+                         job_start_s=overheads.job_start_s, point_overhead_s=overheads.point_s,
+                         start_s=overheads.start_s)
     rc = start_cluster(cluster, {**RAY_ENV, **LOCAL_RAY_ENV})
     done, log = threading.Event(), []
     try:
@@ -133,27 +144,22 @@ def last_evaluation(store) -> float:
     return float(ev["evaluated_at"].max().timestamp())
 
 
-def calibrate(spec, cluster: Cluster) -> tuple[float, float]:
-    """(a Train job's start, a point's reports) in wall seconds on this machine: two rehearsals
-    of `spec`'s points with (almost) no planned work, one job per point then one job for all,
-    one job at a time; their makespans differ by the job starts saved, and the rest of the
-    second is the driver's own start plus the points' overhead."""
-    import yaml  # noqa: F401  (the spec's dump below needs the same types as load_spec)
-
-    n = None
-    made = []
-    for per_job in ("one", "all"):
-        data = spec.model_dump()
-        data["store"] = f"{spec.store_uri}-{per_job}"
-        res = data["resources"]
-        res["max_concurrent_trials"] = 1
-        n = n or len(spec.models) * len(spec.methods) * len(spec.lrs) * len(spec.epochs)
-        res["trials_per_job"] = 1 if per_job == "one" else n
-        made.append(rehearse(type(spec).model_validate(data), cluster, 1e-6))
-    one, alljobs = made
-    job_start = max(0.0, (one.makespan - alljobs.makespan) / max(1, n - 1))
-    # the rest of the all-in-one-job run: what the simulator predicts without overheads is its
-    # evaluator start and base evaluation (~0 here); the remainder is one job start + n points
-    base = alljobs.predicted.makespan
-    point = max(0.0, (alljobs.makespan - base - job_start) / n)
-    return job_start, point
+def calibrate(spec, cluster: Cluster, n: int = 4) -> Overheads:
+    """What the real stack costs on this machine beyond the planned work, from three rehearsals
+    of `spec`'s first model and method with no planned work, one job at a time: `n` points in `n`
+    jobs, `n` points in one job, `2n` points in one job. The second and third differ by `n`
+    points' overhead, the first and second by `n - 1` job starts; what is left of the second is
+    the sweep's own start."""
+    data = spec.model_dump()
+    data["methods"], data["epochs"], data["models"] = data["methods"][:1], data["epochs"][:1], data["models"][:1]
+    lrs = [float(x) for x in data["lrs"]]
+    while len(lrs) < 2 * n:
+        lrs.append(lrs[-1] * 1.1)
+    runs = []
+    for k, (points, per_job) in enumerate(((n, 1), (n, n), (2 * n, 2 * n))):
+        d = dict(data, lrs=lrs[:points], store=f"{spec.store_uri}-calibration{k}")
+        d["resources"] = dict(data["resources"], max_concurrent_trials=1, trials_per_job=per_job)
+        runs.append(rehearse(type(spec).model_validate(d), cluster, 1e-6).makespan)
+    point = max(0.0, (runs[2] - runs[1]) / n)
+    job = max(0.0, (runs[0] - runs[1]) / max(1, n - 1))
+    return Overheads(job_start_s=job, point_s=point, start_s=max(0.0, runs[1] - job - n * point))
