@@ -12,8 +12,6 @@ import pytest
 
 from invariant import assert_invariant
 
-pytestmark = [pytest.mark.ray, pytest.mark.cluster]
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -28,6 +26,8 @@ def paper_part(store: str, **over):
     return type(spec).model_validate(data)
 
 
+@pytest.mark.ray
+@pytest.mark.cluster
 def test_the_paper_grid_rehearsed_on_fake_gpu_nodes_with_two_node_kills(tmp_path):
     """28 paper trials (Qwen2.5-0.5B, SFT and EWC, 7 lrs, 1 and 3 epochs) on 2 fake nodes of 4
     GPUs, their planned work scaled down 10x. Two nodes are killed (and replaced) while trials
@@ -52,3 +52,38 @@ def test_the_paper_grid_rehearsed_on_fake_gpu_nodes_with_two_node_kills(tmp_path
     ratio = out.predicted.makespan / out.makespan
     print(f"rehearsal: measured {out.makespan:.0f} s, simulated {out.predicted.makespan:.0f} s, ratio {ratio:.2f}")
     assert 0.75 <= ratio <= 1.25, (out.makespan, out.predicted.makespan)
+
+
+@pytest.mark.ray
+def test_a_placement_group_whose_creator_died_is_removed():
+    """A Train job's worker group outlives its controller when the controller's node dies
+    (sweeprun.reap_orphaned_placement_groups): the driver removes it, and only it."""
+    import time
+
+    import ray
+    from ray.util.placement_group import placement_group
+
+    from cliffsweep.orchestrator.sweeprun import reap_orphaned_placement_groups
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        @ray.remote(num_cpus=0)
+        class Creator:
+            def make(self):
+                pg = placement_group([{"CPU": 1}])
+                ray.get(pg.ready())
+
+        mine = placement_group([{"CPU": 1}])  # the driver's own: never reaped
+        ray.get(mine.ready())
+        creator = Creator.remote()
+        ray.get(creator.make.remote())
+        assert reap_orphaned_placement_groups() == 0 and ray.available_resources().get("CPU", 0) == 0
+        ray.kill(creator)
+        deadline = time.time() + 30
+        while not (removed := reap_orphaned_placement_groups()) and time.time() < deadline:
+            time.sleep(0.5)
+        assert removed == 1
+        time.sleep(1)
+        assert ray.available_resources().get("CPU", 0) == 1  # the driver's group still holds one
+    finally:
+        ray.shutdown()

@@ -118,3 +118,15 @@ def test_simulate_prints_the_paper_grid_and_draws_its_utilisation(tmp_path):
     assert out.stdout.count("makespan / ideal = ") == 4
     assert "GPU-hours by use: training" in out.stdout and "idle, work waiting" in out.stdout
     assert (tmp_path / "u.png").stat().st_size > 10_000
+
+
+def test_job_starts_share_the_cores_they_run_on():
+    """A rehearsal's fake nodes start their jobs on one machine's cores (simulate/rehearsal.py):
+    two 10 s starts on one core both end at 20 s (processor sharing), on two cores at 10 s."""
+    s = spec(trials_per_job=2, max_concurrent_trials=2)
+    # 4 points in 2 jobs of 2 on 4 GPUs; the evaluator's start and the base evaluation come first
+    free = simulate(s, plans(4), Cluster(1, 5, 8), job_start_s=10.0, start_cores=2.0)
+    shared = simulate(s, plans(4), Cluster(1, 5, 8), job_start_s=10.0, start_cores=1.0)
+    alone = simulate(s, plans(4), Cluster(1, 5, 8), job_start_s=10.0)
+    assert free.makespan == pytest.approx(alone.makespan)
+    assert shared.makespan == pytest.approx(alone.makespan + 10.0)

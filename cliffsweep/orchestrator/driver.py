@@ -101,6 +101,20 @@ def concurrency_of(spec: SweepSpec) -> int:
     return sweep_concurrency(spec, resources)
 
 
+def pin_train_coordinator() -> None:
+    """Ray Train (2.60) starts a detached "AutoscalingCoordinator" actor the first time a Train
+    job starts, with a hard affinity to that job's node, and every later job waits on it with
+    infinite retries. If that node dies, no later Train job ever starts: the actor cannot come
+    back on a dead node (seen in the rehearsal: a killed fake node hung the sweep). Created here
+    first, it lives on the driver's node, which the sweep cannot lose anyway."""
+    try:
+        from ray.data._internal.cluster_autoscaler.default_autoscaling_coordinator import (
+            get_or_create_autoscaling_coordinator)
+    except ImportError:  # another Ray: its Train jobs find their coordinator themselves
+        return
+    get_or_create_autoscaling_coordinator()
+
+
 def tune_jobs(run: SweepRun, queue: TrialQueue, concurrency: int, n_todo: int) -> None:
     """Ray Tune runs the queue's Train jobs, `concurrency` at a time, each retried up to
     resources.max_retries; returns when the queue is finished or Tune was interrupted."""
@@ -110,6 +124,7 @@ def tune_jobs(run: SweepRun, queue: TrialQueue, concurrency: int, n_todo: int) -
 
     spec, r = run.spec, run.spec.resources
     run.progress.phase = "training"
+    pin_train_coordinator()
     tune.Tuner(
         tune.with_resources(trial_fn(), {"CPU": 0.01, **role_resources(r.cluster_roles, "driver")}),
         tune_config=tune.TuneConfig(

@@ -51,10 +51,14 @@ class Inbox:
 
 def start_inbox(name: str):
     """The inbox actor, named so that trials find it (`ray.get_actor(name)`) without an actor
-    handle in their Tune config (Tune writes configs to disk)."""
+    handle in their Tune config (Tune writes configs to disk). It lives on the driver's node:
+    needing no CPU, Ray would otherwise place it on any node, and a worker node that dies would
+    take the sweep's reports with it (the rehearsal's node kills did)."""
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return ray.remote(num_cpus=0, max_restarts=0)(Inbox).options(name=name).remote()
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    return ray.remote(num_cpus=0, max_restarts=0)(Inbox).options(name=name, scheduling_strategy=here).remote()
 
 
 class InboxReader:

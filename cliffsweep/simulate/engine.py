@@ -134,13 +134,20 @@ class _Nodes:
 
 class Simulation:
     def __init__(self, spec, plans, cluster: Cluster, engine_start_s: float = bill.ENGINE_START_S,
-                 job_start_s: float = 0.0, point_overhead_s: float = 0.0, start_s: float = 0.0):
+                 job_start_s: float = 0.0, point_overhead_s: float = 0.0, start_s: float = 0.0,
+                 start_cores: float | None = None):
         self.spec, self.plans, self.cluster = spec, plans, cluster
         # What the plan does not price: an evaluator engine's start, a Train job's start (Tune's
         # trial actor, Ray Train's controller and workers), each point's reports, the sweep's own
         # start before its first Train job (Ray actors, Tune): simulate/rehearsal.py measures them
         self.engine_start_s, self.job_start_s, self.point_overhead_s = engine_start_s, job_start_s, point_overhead_s
         self.start_s = start_s
+        # Cores that job starts share (None: each node starts its own jobs, no contention; a
+        # rehearsal's fake nodes all start theirs on this machine's few cores)
+        self.start_cores = start_cores
+        self.starting: dict[int, tuple[float, list, list]] = {}  # job -> (start work left, job, GPUs)
+        self.job_began: dict[int, float] = {}
+        self.cores_at, self.cores_rate, self.cores_version = 0.0, 0.0, 0
         self.nodes = _Nodes(cluster)
         self.timeline = Timeline()
         self.events: list[tuple[float, int, object]] = []
@@ -349,7 +356,38 @@ class Simulation:
             self.run_job(job, got)
 
     def run_job(self, job, got) -> None:
-        t = self.now + self.job_start_s
+        """The job's start (`job_start_s`; shared cores: `start_cores`), then its points in turn."""
+        self.job_began[id(job)] = self.now
+        if self.start_cores is None:
+            self.at(self.now + self.job_start_s, lambda: self.train_job(job, got))
+            return
+        self.starting[id(job)] = (self.job_start_s, job, got)
+        self.share_cores()
+
+    def share_cores(self) -> None:
+        """Job starts in progress share `start_cores` (processor sharing): each advances at
+        min(1, cores / starts); the next to finish is scheduled, earlier schedules go stale."""
+        elapsed = self.now - self.cores_at
+        rate = min(1.0, self.start_cores / len(self.starting)) if self.starting else 0.0
+        for key, (left, job, got) in list(self.starting.items()):
+            self.starting[key] = (left - elapsed * self.cores_rate, job, got)
+        self.cores_at, self.cores_rate = self.now, rate
+        self.cores_version += 1
+        if self.starting:
+            key = min(self.starting, key=lambda k: self.starting[k][0])
+            version = self.cores_version
+            self.at(self.now + max(0.0, self.starting[key][0]) / rate, lambda: self.started(key, version))
+
+    def started(self, key: int, version: int) -> None:
+        if version != self.cores_version:
+            return  # the sharing changed since this was scheduled
+        self.share_cores()  # bring every start's remaining work up to now
+        _, job, got = self.starting.pop(key)
+        self.share_cores()
+        self.train_job(job, got)
+
+    def train_job(self, job, got) -> None:
+        t = self.now
         gpus = sum(b for _, b in got)
         for pt in job:
             t += pt.setup_s + self.point_overhead_s
@@ -357,7 +395,7 @@ class Simulation:
             for k in range(1, pt.checkpoints + 1):
                 self.at(t + span * k / pt.checkpoints, lambda pt=pt: self.evaluate(pt.model, pt.eval_s))
             t += span
-        self.timeline.use(self.now, t, gpus, "training")
+        self.timeline.use(self.job_began.pop(id(job)), t, gpus, "training")
         self.end = max(self.end, t)
         self.at(t, lambda: self.job_done(got))
 
@@ -369,7 +407,8 @@ class Simulation:
 
 
 def simulate(spec, plans, cluster: Cluster, engine_start_s: float = bill.ENGINE_START_S, job_start_s: float = 0.0,
-             point_overhead_s: float = 0.0, start_s: float = 0.0) -> Result:
+             point_overhead_s: float = 0.0, start_s: float = 0.0, start_cores: float | None = None) -> Result:
     """The schedule of `spec` (its plan: plan.plan_spec) on `cluster`; the keyword arguments are
     costs the plan does not price (seconds; Simulation)."""
-    return Simulation(spec, plans, cluster, engine_start_s, job_start_s, point_overhead_s, start_s).simulate()
+    return Simulation(spec, plans, cluster, engine_start_s, job_start_s, point_overhead_s, start_s,
+                      start_cores).simulate()

@@ -11,9 +11,10 @@ the two makespans are compared.
 What the real stack adds and the plan does not price: each Train job's start (Tune's trial
 actor, Ray Train's controller and worker group, the process group) and each point's reports
 (Ray Train's report barrier, polled by its controller). On a real GPU cluster they are seconds
-next to minutes of training; in a rehearsal scaled down 100x they are not, so they are measured
-here (`calibrate`: one small rehearsal) and handed to the simulator as `job_start_s` and
-`point_overhead_s`, unscaled.
+next to minutes of training; in a rehearsal scaled down they are not, so they are measured here
+(`calibrate`: three tiny rehearsals) and handed to the simulator unscaled (`Overheads`). Job
+starts are CPU work (Python processes importing Ray and torch), and every fake node's run on
+this machine's cores: the simulator shares those cores among the starts in progress.
 
 Node kills (part 4): `kills` seconds into the sweep, one fake GPU node is removed (its raylet
 and every process on it: trainers, evaluators, Tune's trial actors) and a node of the same shape
@@ -24,6 +25,7 @@ checkpoint evaluated once.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -88,11 +90,13 @@ def add_node(rc, cluster: Cluster):
     return rc.add_node(num_cpus=cluster.cpus_per_node, num_gpus=cluster.gpus_per_node)
 
 
-def _killer(rc, cluster: Cluster, at: list[float], t0: float, done: threading.Event, log: list[float]) -> None:
+def _kill_nodes(rc, cluster: Cluster, at: list[float], t0: float, done: threading.Event, log: list[float]) -> None:
+    """On the main thread (Ray starts a node's processes from there only): at each of `at`
+    seconds after `t0`, a fake GPU node removed at once and one of the same shape added."""
     for when in at:
         if done.wait(max(0.0, t0 + when - time.time())):
             return
-        victim = next(n for n in rc.worker_nodes)
+        victim = next(iter(rc.worker_nodes))
         rc.remove_node(victim, allow_graceful=False)
         log.append(time.time() - t0)
         add_node(rc, cluster)
@@ -106,6 +110,8 @@ class Overheads:
     point_s: float = 0.0
     start_s: float = 0.0
     """The sweep's own start before its first Train job can start (Ray actors, Tune)."""
+    cores: float | None = None
+    """The cores job starts share (every fake node's processes run on this machine's)."""
 
 
 def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[float, ...] = (),
@@ -120,17 +126,32 @@ def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[floa
     plans = scaled_plans(plans if plans is not None else plan_spec(spec), scale)
     predicted = simulate(spec, plans, cluster, engine_start_s=bill.ENGINE_START_S * scale,
                          job_start_s=overheads.job_start_s, point_overhead_s=overheads.point_s,
-                         start_s=overheads.start_s)
+                         start_s=overheads.start_s, start_cores=overheads.cores)
     rc = start_cluster(cluster, {**RAY_ENV, **LOCAL_RAY_ENV})
-    done, log = threading.Event(), []
+    # a cluster's address, as on a real one: Ray Train's placement-group cleaner then runs
+    # (trainables/trial.py drops it on a local cluster), which frees what a job on a killed
+    # node held; without it, the GPUs its placement group held elsewhere stay taken for good
+    spec = spec.model_copy(update={"ray_address": rc.address})
+    done, log, result, failure = threading.Event(), [], [], []
+
+    def sweep() -> None:  # off the main thread, which kills nodes (Tune runs in any thread)
+        try:
+            result.append(run_sweep(spec, rehearsal=rehearsal_of(plans, scale), stream=stream))
+        except BaseException as exc:  # noqa: BLE001 - raised on the main thread below
+            failure.append(exc)
+        finally:
+            done.set()
+
     try:
         t0 = time.time()
-        killer = threading.Thread(target=_killer, args=(rc, cluster, list(kills), t0, done, log), daemon=True)
-        killer.start()
-        store = run_sweep(spec, rehearsal=rehearsal_of(plans, scale), stream=stream)
+        runner = threading.Thread(target=sweep, name="rehearsal-sweep")
+        runner.start()
+        _kill_nodes(rc, cluster, list(kills), t0, done, log)
+        runner.join()
+        if failure:
+            raise failure[0]
+        store = result[0]
         makespan = last_evaluation(store) - t0
-        done.set()
-        killer.join()
     finally:
         done.set()
         ray.shutdown()
@@ -162,4 +183,5 @@ def calibrate(spec, cluster: Cluster, n: int = 4) -> Overheads:
         runs.append(rehearse(type(spec).model_validate(d), cluster, 1e-6).makespan)
     point = max(0.0, (runs[2] - runs[1]) / n)
     job = max(0.0, (runs[0] - runs[1]) / max(1, n - 1))
-    return Overheads(job_start_s=job, point_s=point, start_s=max(0.0, runs[1] - job - n * point))
+    return Overheads(job_start_s=job, point_s=point, start_s=max(0.0, runs[1] - job - n * point),
+                     cores=float(os.cpu_count() or 1))
