@@ -24,8 +24,8 @@ def checkpoint_folders(spec) -> set[tuple[str, int]]:
     return out
 
 
-def assert_invariant(store, spec, steps: bool = True) -> None:
-    """`steps`: check the training curve too (a rehearsal trains nothing and logs no step)."""
+def assert_invariant(store, spec, curve: bool = True) -> None:
+    """`curve`: check the training curve too (a rehearsal trains nothing and logs no step)."""
     tasks = {spec.tasks.learn.name} | {t.name for t in spec.tasks.retain}
     grid = {t.trial_id for t in expand_grid(spec)}
     trials, ck, ev = store.read("trials"), store.read("checkpoints"), store.read("evals")
@@ -47,7 +47,7 @@ def assert_invariant(store, spec, steps: bool = True) -> None:
         assert evaluated.get((base_trial_id(m.name), 0)) == tasks
     # the training curve (trainables/steplog.py): every step of every trial once, whatever the
     # retries and resumes (these trials are short enough to log every step)
-    if not steps:
+    if not curve:
         return
     steps = store.read("steps")
     assert not steps.duplicated(["trial_id", "step"]).any(), "a training step is logged twice"
