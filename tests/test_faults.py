@@ -47,6 +47,21 @@ def cli(yaml_path, env=None, **kw) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env={**os.environ, **(env or {})}, **kw)
 
 
+def run_with_faults(data: dict, faults: str, tmp_path, monkeypatch, num_cpus: int = 3):
+    """`data`'s sweep run in this process with CLIFFSWEEP_FAULTS set (cliffsweep/faults.py; the
+    kill markers go to `tmp_path`); its store."""
+    import ray
+
+    from cliffsweep.orchestrator.driver import run_sweep
+
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS", faults)
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS_DIR", str(tmp_path))
+    try:
+        return run_sweep(parse_spec(data), num_cpus=num_cpus)
+    finally:
+        ray.shutdown()
+
+
 def test_driver_killed_when_a_final_checkpoint_reaches_it_then_rerun(tmp_path):
     """The driver is SIGKILLed the moment the first trial's final checkpoint reaches it (its
     evaluation not yet sent): the re-run evaluates it from the ledger, and the trial is done
@@ -104,20 +119,11 @@ def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_w
     recorded and evaluated once. (2) The evaluator actor is SIGKILLed as it starts trial B's
     first checkpoint, with more evaluations queued behind it: Ray restarts it and the calls are
     redone, none lost."""
-    import ray
-
-    from cliffsweep.orchestrator.driver import run_sweep
-
     # resume_every_s 0: every checkpoint saves the training state, so the retry resumes at step 4
     data = sweep(tmp_path / "store", resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 2},
                  resume_every_s=0)
     a, b = ids(data)
-    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"reported:{a}:4=kill;eval:{b}:2=kill")
-    monkeypatch.setenv("CLIFFSWEEP_FAULTS_DIR", str(tmp_path))
-    try:
-        store = run_sweep(parse_spec(data), num_cpus=3)
-    finally:
-        ray.shutdown()
+    store = run_with_faults(data, f"reported:{a}:4=kill;eval:{b}:2=kill", tmp_path, monkeypatch)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("reported", "eval"))) == [
         f"eval_{b}_2", f"reported_{a}_4"]  # both faults fired
     row = store.read("trials").set_index("trial_id").loc[a]
@@ -137,18 +143,9 @@ def test_worker_killed_while_a_checkpoint_uploads(tmp_path, monkeypatch):
     trains A again from step 0; step 2's folder, complete and already evaluated, is reported
     again and not rewritten (an evaluator may have been reading it); step 4's cut-short folder
     is written anew. Every checkpoint is evaluated once; nothing is duplicated."""
-    import ray
-
-    from cliffsweep.orchestrator.driver import run_sweep
-
     data = sweep(tmp_path / "store", lrs=(1e-3,), keep_checkpoints="all")
     (a,) = ids(data)
-    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"uploading:{a}:4=kill")
-    monkeypatch.setenv("CLIFFSWEEP_FAULTS_DIR", str(tmp_path))
-    try:
-        store = run_sweep(parse_spec(data), num_cpus=3)
-    finally:
-        ray.shutdown()
+    store = run_with_faults(data, f"uploading:{a}:4=kill", tmp_path, monkeypatch)
     marker = tmp_path / f"uploading_{a}_4"
     assert marker.exists()  # the fault fired, mid-upload
     row = store.read("trials").set_index("trial_id").loc[a]
@@ -168,18 +165,9 @@ def test_worker_killed_between_a_complete_checkpoint_and_its_report(tmp_path, mo
     run once hit this by chance). The retried attempt resumes from that very checkpoint, so it
     never trains that step again: it must record and report it itself, or the checkpoint is
     resumed from and never evaluated."""
-    import ray
-
-    from cliffsweep.orchestrator.driver import run_sweep
-
     data = sweep(tmp_path / "store", lrs=(1e-3,), keep_checkpoints="all", resume_every_s=0)
     (a,) = ids(data)
-    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"written:{a}:2=kill")
-    monkeypatch.setenv("CLIFFSWEEP_FAULTS_DIR", str(tmp_path))
-    try:
-        store = run_sweep(parse_spec(data), num_cpus=3)
-    finally:
-        ray.shutdown()
+    store = run_with_faults(data, f"written:{a}:2=kill", tmp_path, monkeypatch)
     assert (tmp_path / f"written_{a}_2").exists()  # the fault fired
     row = store.read("trials").set_index("trial_id").loc[a]
     assert row["attempt"] == 2 and row["resumed_from_step"] == 2 and row["steps"] == 4, row
