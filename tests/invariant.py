@@ -30,7 +30,10 @@ def assert_invariant(store, spec, curve: bool = True) -> None:
     grid = {t.trial_id for t in expand_grid(spec)}
     trials, ck, ev = store.read("trials"), store.read("checkpoints"), store.read("evals")
     assert len(trials) == len(grid) and set(trials["trial_id"]) == grid, trials[["trial_id", "status"]]
-    assert (trials["status"] == "done").all(), trials[["trial_id", "status", "error"]]
+    errors = store.read("errors")
+    assert (trials["status"] == "done").all(), (
+        trials.loc[trials["status"] != "done", ["trial_id", "status", "error"]].to_string() + "\nerrors:\n"
+        + "\n".join(f"{e.kind} {e.trial_id} {e.step}: {str(e.message)[:300]}" for e in errors.itertuples()))
     assert not ck.duplicated(["trial_id", "step"]).any()
     reported = set(zip(ck["trial_id"], ck["step"].astype(int)))
     assert checkpoint_folders(spec) <= reported, "a checkpoint in storage is missing from the ledger"

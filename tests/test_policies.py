@@ -211,3 +211,12 @@ def test_the_evaluator_cap_by_kind_of_evaluator():
     assert evaluator_cap(EvalSpec(gpus_per_evaluator=1)) > 1000  # GPUs: as many as are free
     assert evaluator_cap(EvalSpec(gpus_per_evaluator=1, max_evaluators_per_model=3)) == 3
     assert evaluator_cap(EvalSpec(evaluators_per_model=2, max_evaluators_per_model=1)) == 2
+
+
+def test_an_evaluation_is_sent_again_only_when_its_evaluator_was_lost_and_at_most_three_times():
+    from cliffsweep.orchestrator.policies import EVAL_SENDS, resend_evaluation
+
+    assert EVAL_SENDS == 3
+    assert resend_evaluation(True, 1) and resend_evaluation(True, 2)
+    assert not resend_evaluation(True, 3)  # a checkpoint that kills every evaluator it meets
+    assert not resend_evaluation(False, 1)  # the evaluation raised: it would only raise again

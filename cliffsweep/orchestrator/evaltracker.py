@@ -22,7 +22,7 @@ from collections import deque
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from cliffsweep.orchestrator.policies import EVAL_DEPTH, evaluator_changes
+from cliffsweep.orchestrator.policies import EVAL_DEPTH, evaluator_changes, resend_evaluation
 from cliffsweep.orchestrator.pool import EvalRequest
 from cliffsweep.storage.store import Store, eval_key
 
@@ -46,6 +46,9 @@ class EvalTracker:
         self.queued: set[tuple[str, int]] = set()  # (trial, step) waiting or in flight
         self.evaluated: set[tuple[str, int]] = set()  # evaluated by this run
         self.failed_keys: dict[tuple[str, int], str] = {}  # failed in this run -> error text
+        self.sends: dict[tuple[str, int], int] = {}  # how often this run sent each evaluation
+        self.resent = 0  # evaluations sent again after their evaluator was lost
+        self.replaced = 0  # evaluators started in place of dead ones
         self.done = 0
         self.failed = 0
         self.started_extra = 0  # evaluators started beyond the initial pool
@@ -93,6 +96,8 @@ class EvalTracker:
                 if self.inflight[actor] >= EVAL_DEPTH:
                     break
                 req = waiting.popleft()
+                key = (req.trial_id, req.step)
+                self.sends[key] = self.sends.get(key, 0) + 1
                 ref = actor.evaluate.remote(req.to_dict())
                 self.pending[ref] = req
                 self.actor_of[ref] = actor
@@ -176,13 +181,13 @@ class EvalTracker:
             started = self._started.pop(ref)
             try:
                 result = ray.get(ref)
-            except Exception as e:  # noqa: BLE001 - every failure is recorded, never dropped
+            except Exception as e:  # noqa: BLE001 - every failure is sent again or recorded, never dropped
+                if self._resend(req, actor, e):
+                    continue
                 self.failed += 1
                 text = f"{type(e).__name__}: {e}"
                 self.failed_keys[key] = text
-                self.store.write("errors", f"eval__{req.trial_id}__{req.step:08d}", [{
-                    "trial_id": req.trial_id, "step": req.step, "kind": "eval", "message": text,
-                    "at": datetime.now(timezone.utc)}])
+                self._error(req, "eval", text, f"eval__{req.trial_id}__{req.step:08d}")
                 out.append((req, None, text))
                 continue
             self.done += 1
@@ -192,6 +197,39 @@ class EvalTracker:
         self.dispatch()
         return out
 
+    def _resend(self, req: EvalRequest, actor, exc: Exception) -> bool:
+        """An evaluation whose evaluator failed beneath it goes back to the front of its model's
+        backlog (policies.resend_evaluation); a dead evaluator is replaced. Returns whether it
+        was sent back (recorded as an `eval_resent` error: what happened stays visible)."""
+        from ray.exceptions import ActorDiedError, RayActorError
+
+        key = (req.trial_id, req.step)
+        if isinstance(exc, ActorDiedError):  # gone for good (Ray's restarts spent): replace it
+            self._replace(req.model, actor)
+        if not resend_evaluation(isinstance(exc, RayActorError), self.sends.get(key, 0)):
+            return False
+        self.resent += 1
+        self._error(req, "eval_resent", f"{type(exc).__name__}: {exc}",
+                    f"eval_resent__{req.trial_id}__{req.step:08d}__{self.sends[key]}")
+        self.backlog.setdefault(req.model, deque()).appendleft(req)
+        self.queued.add(key)
+        return True
+
+    def _replace(self, model: str, actor) -> None:
+        if self.pool is None or actor not in self.pool.get(model, []):
+            return  # stopped or replaced already
+        self.pool[model].remove(actor)
+        self.inflight.pop(actor, None)
+        self.idle_since.pop(actor, None)
+        new = self._start_one(model)
+        self.pool[model].append(new)
+        self.inflight[new] = 0
+        self.idle_since[new] = time.time()
+        self.replaced += 1
+
+    def _error(self, req: EvalRequest, kind: str, text: str, key: str) -> None:
+        self.store.write("errors", key, [{"trial_id": req.trial_id, "step": req.step, "kind": kind,
+                                          "message": text, "at": datetime.now(timezone.utc)}])
 
     def close(self) -> None:
         """End the evaluator actors: a finished sweep holds no GPU (or node) on a shared cluster."""

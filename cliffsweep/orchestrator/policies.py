@@ -172,6 +172,23 @@ waits on the driver's poll between two; the rest wait in the driver, where any e
 model (a new one included) can take them."""
 
 
+EVAL_SENDS = 3
+"""How often one run sends one checkpoint's evaluation when the evaluator fails beneath it."""
+
+
+def resend_evaluation(evaluator_lost: bool, sent: int) -> bool:
+    """Whether a failed evaluation goes back to the backlog (evaltracker.EvalTracker.poll).
+
+    `evaluator_lost`: the call failed because its evaluator actor did (its process or node died,
+    or it could not be reached), not because the evaluation raised; `sent`: how often this run
+    sent it. A lost evaluator says nothing about the checkpoint: the rehearsal's node kills lost
+    two evaluations this way, and their trials stayed unsettled until a re-run. An error the
+    evaluation raised would only repeat, and a checkpoint that kills every evaluator it meets must
+    not stop its model's evaluations for good: both are recorded (the `errors` table) after
+    `EVAL_SENDS` sends at most, and a re-run evaluates them (storage/ledger.py). Pure."""
+    return evaluator_lost and sent < EVAL_SENDS
+
+
 def evaluator_changes(backlog: dict[str, int], evaluators: dict[str, int], idle: dict[str, int], base: int,
                       cap: int, free_slots: int, job_waits_for_them: bool,
                       lingered: dict[str, int] | None = None, starved_at: dict[str, int] | None = None) -> dict[str, int]:

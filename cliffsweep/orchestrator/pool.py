@@ -194,6 +194,16 @@ def evaluator_resources(spec) -> dict[str, float]:
             **role_resources(spec.resources.cluster_roles, "evaluator", e.gpus_per_evaluator)}
 
 
+EVALUATOR_RESTARTS = 2
+"""Ray restarts a dead evaluator this often, then the driver starts a new one
+(evaltracker.EvalTracker: each evaluation is sent at most policies.EVAL_SENDS times). Its calls
+in flight are retried without a limit of their own (`max_task_retries=-1`): Ray spends a call's
+retries while the actor's constructor runs (ray-project/ray#44719), and an engine start takes
+about a minute, so a finite count ran out while the evaluator restarted after its node died
+(the rehearsal's node kills: two checkpoints failed `ActorUnavailableError` and their trials
+stayed unsettled). The restarts bound the retries."""
+
+
 def evaluator_starter(models: dict[str, tuple[str, str]], spec, store_uri: str, backend: str, rehearsal=None):
     """A function that starts one evaluator actor of a model label. Creation is asynchronous;
     call `ready()` on the actor to wait for its engine. `rehearsal` (sweep/rehearsal.py): timed
@@ -217,9 +227,9 @@ def evaluator_starter(models: dict[str, tuple[str, str]], spec, store_uri: str, 
     from cliffsweep.orchestrator.policies import role_resources
 
     actor_cls = ray.remote(Evaluator).options(
-        num_cpus=e.cpus_per_evaluator, num_gpus=e.gpus_per_evaluator, max_restarts=2,
+        num_cpus=e.cpus_per_evaluator, num_gpus=e.gpus_per_evaluator, max_restarts=EVALUATOR_RESTARTS,
         resources=role_resources(spec.resources.cluster_roles, "evaluator", e.gpus_per_evaluator),
-        max_task_retries=2, runtime_env={"env_vars": env})
+        max_task_retries=-1, runtime_env={"env_vars": env})
 
     def start(label: str):
         path, dtype = models[label]
@@ -236,7 +246,8 @@ def _rehearsal_starter(spec, store_uri: str, rehearsal):
     e = spec.eval
     tasks = [("learn", spec.tasks.learn.name)] + [("retain", t.name) for t in spec.tasks.retain]
     actor_cls = ray.remote(RehearsalEvaluator).options(
-        num_cpus=e.cpus_per_evaluator, num_gpus=e.gpus_per_evaluator, max_restarts=2, max_task_retries=2,
+        num_cpus=e.cpus_per_evaluator, num_gpus=e.gpus_per_evaluator, max_restarts=EVALUATOR_RESTARTS,
+        max_task_retries=-1,
         resources=role_resources(spec.resources.cluster_roles, "evaluator", e.gpus_per_evaluator))
 
     def start(label: str):
