@@ -6,6 +6,7 @@ prediction for the same sweep, cluster and scaled plan.
     .venv/bin/python bench/rehearse.py                         # 2 x 8 GPUs, 3 paper models, 252 trials
     .venv/bin/python bench/rehearse.py --kills 120 300         # two node kills
     .venv/bin/python bench/rehearse.py --models 1 --methods sft --lrs 2 --epochs 1 --nodes 1 --gpus-per-node 4
+    .venv/bin/python bench/rehearse.py --autoscale 2 --idle 30   # no node at start, at most 2, gone when idle 30 s
 
 First a calibration (a small rehearsal of --calibrate trials on one node) measures what the plan
 does not price here: a Train job's start and a point's reports, in wall seconds on this machine
@@ -44,6 +45,21 @@ def sub_spec(path: str, models: int, methods: list[str] | None, lrs: int | None,
     return type(spec).model_validate(data)
 
 
+def losses(store, spec) -> dict[str, int]:
+    """The exactly-once invariant, counted (tests/invariant.py asserts it): trials not done,
+    checkpoints reported but not evaluated on every task, duplicated evaluation rows; and what
+    the faults cost (retried trials, evaluations sent again)."""
+    from cliffsweep.storage import ledger
+
+    trials, ck, ev, err = (store.read(t) for t in ("trials", "checkpoints", "evals", "errors"))
+    tasks = [spec.tasks.learn.name] + [t.name for t in spec.tasks.retain]
+    return {"trials": len(trials), "not done": int((trials["status"] != "done").sum()),
+            "checkpoints": len(ck), "unevaluated": len(ledger.unevaluated(ck, ev, tasks, set(trials["trial_id"]))),
+            "duplicated eval rows": int(ev.duplicated(["trial_id", "step", "task", "metric"]).sum()),
+            "trial retries": int((err["kind"] == "trial_retry").sum()) if len(err) else 0,
+            "evaluations sent again": int((err["kind"] == "eval_resent").sum()) if len(err) else 0}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec", default="cliffsweep/configs/paper.yaml")
@@ -60,6 +76,9 @@ def main() -> int:
     ap.add_argument("--point-overhead", type=float, default=None, help="skip the calibration: a point's (s)")
     ap.add_argument("--start", type=float, default=None, help="with the two above: the sweep's own start (s)")
     ap.add_argument("--json", help="write the numbers here")
+    ap.add_argument("--autoscale", type=int, default=None, metavar="MAX_NODES",
+                    help="on an autoscaling fake cluster: no GPU node at start, at most MAX_NODES (--nodes ignored)")
+    ap.add_argument("--idle", type=float, default=30.0, help="with --autoscale: an idle node goes after this (s)")
     args = ap.parse_args()
 
     cluster = Cluster(args.nodes, args.gpus_per_node, args.cpus_per_node)
@@ -72,6 +91,8 @@ def main() -> int:
     else:
         over = Overheads(args.job_start, args.point_overhead, args.start or 0.0)
     spec = sub_spec(args.spec, args.models, args.methods, args.lrs, args.epochs, f"{tmp}/store")
+    if args.autoscale:
+        return autoscaled(spec, cluster, args, over)
     t = time.time()
     out = rehearse(spec, cluster, args.scale, kills=tuple(args.kills), overheads=over)
     trials = out.store.read("trials")
@@ -81,11 +102,36 @@ def main() -> int:
           f"ran {time.time() - t:.0f} s")
     print(f"makespan measured {out.makespan:.0f} s, simulated {p.makespan:.0f} s: simulated / measured = "
           f"{p.makespan / out.makespan:.3f}; ideal {p.ideal:.0f} s")
+    lost = losses(out.store, spec)
+    print("what the store holds: " + ", ".join(f"{k} {v}" for k, v in lost.items()))
     if args.json:
         Path(args.json).write_text(json.dumps({
             "trials": len(trials), "jobs": p.jobs, "measured_s": out.makespan, "simulated_s": p.makespan,
             "ideal_s": p.ideal, "kills": out.kills, "overheads": over.__dict__,
-            "scale": args.scale}, indent=1))
+            "scale": args.scale, "store": lost}, indent=1))
+    return 0
+
+
+def autoscaled(spec, cluster, args, over) -> int:
+    """Part 5: the rehearsal on an autoscaling fake cluster; node-seconds up vs busy."""
+    from cliffsweep.simulate.autoscale import rehearse_autoscaling
+
+    t = time.time()
+    out = rehearse_autoscaling(spec, cluster, args.scale, args.autoscale, args.idle, overheads=over)
+    use = out.use.summary()
+    down = "never (within the wait)" if out.scaled_down_s is None else f"{out.scaled_down_s:.0f} s after the sweep"
+    print(f"autoscaled rehearsal of {len(out.store.read('trials'))} trials, at most {args.autoscale} x "
+          f"{args.gpus_per_node} fake GPUs, scale {args.scale:g}: ran {time.time() - t:.0f} s")
+    print(f"makespan measured {out.makespan:.0f} s; simulated with every node up from the start "
+          f"{out.predicted.makespan:.0f} s; no worker node left {down}")
+    print("nodes: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in use.items()))
+    lost = losses(out.store, spec)
+    print("what the store holds: " + ", ".join(f"{k} {v}" for k, v in lost.items()))
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "measured_s": out.makespan, "simulated_full_cluster_s": out.predicted.makespan,
+            "scaled_down_after_s": out.scaled_down_s, "nodes": use, "store": lost, "scale": args.scale,
+            "max_nodes": args.autoscale, "idle_s": args.idle}, indent=1))
     return 0
 
 

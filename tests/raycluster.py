@@ -8,16 +8,13 @@ raylet, dashboard, agents, log monitor) and everything they started (workers, jo
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 
 
 def free_port() -> int:
@@ -58,45 +55,15 @@ def start_head(num_cpus: int, extra_env: dict[str, str], extra_args: tuple[str, 
     return head
 
 
-def head_processes(temp_dir: str) -> list[psutil.Process]:
-    """The head's own processes and all their descendants."""
-    roots = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if any(temp_dir in part for part in p.info["cmdline"] or []):
-                roots.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    found = {p.pid: p for p in roots}
-    for p in roots:
-        try:
-            found.update({c.pid: c for c in p.children(recursive=True)})
-        except psutil.NoSuchProcess:
-            continue
-    return list(found.values())
+def head_processes(temp_dir: str):
+    """The head's own processes and all their descendants (cliffsweep/simulate/localray.py)."""
+    from cliffsweep.simulate.localray import processes_of
+
+    return processes_of(temp_dir)
 
 
-def stop_head(head: Head, timeout_s: float = 10) -> list[psutil.Process]:
-    """Terminate, then kill, the head's processes; return any still alive (none expected).
-    Repeated because a raylet may start a worker while the first pass runs."""
-    for _ in range(3):
-        procs = head_processes(head.temp_dir)
-        if not procs:
-            break
-        for p in procs:
-            try:
-                p.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        _, alive = psutil.wait_procs(procs, timeout=timeout_s)
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(alive, timeout=5)
-        time.sleep(0.5)
-    left = [p for p in head_processes(head.temp_dir) if p.is_running()]
-    if not left:
-        shutil.rmtree(head.temp_dir, ignore_errors=True)
-    return left
+def stop_head(head: Head, timeout_s: float = 10):
+    """Terminate, then kill, the head's processes; return any still alive (none expected)."""
+    from cliffsweep.simulate.localray import stop_processes
+
+    return stop_processes(head.temp_dir, timeout_s)
