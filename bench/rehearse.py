@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -89,7 +90,7 @@ def main() -> int:
         print(f"calibration ({time.time() - t:.0f} s): a Train job's start {over.job_start_s:.1f} s, a point's "
               f"overhead {over.point_s:.1f} s, the sweep's start {over.start_s:.1f} s (wall, this machine)", flush=True)
     else:
-        over = Overheads(args.job_start, args.point_overhead, args.start or 0.0)
+        over = Overheads(args.job_start, args.point_overhead, args.start or 0.0, cores=float(os.cpu_count() or 1))
     spec = sub_spec(args.spec, args.models, args.methods, args.lrs, args.epochs, f"{tmp}/store")
     if args.autoscale:
         return autoscaled(spec, cluster, args, over)

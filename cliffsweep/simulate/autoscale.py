@@ -51,7 +51,9 @@ class NodeUse:
             if not node["Alive"] or total <= 0:  # the head offers no GPU
                 continue
             nid, n = node["NodeID"], n + 1
-            held = max(0.0, total - free.get(nid, {}).get("GPU", total))
+            # a resource with none left is absent from the node's entry; a node without an entry
+            # yet counts as idle
+            held = max(0.0, total - free[nid].get("GPU", 0.0)) if nid in free else 0.0
             self.up[nid] = self.up.get(nid, 0.0) + dt
             self.busy[nid] = self.busy.get(nid, 0.0) + (dt if held > 0 else 0.0)
             self.gpu_held[nid] = self.gpu_held.get(nid, 0.0) + held * dt
@@ -156,6 +158,10 @@ def rehearse_autoscaling(spec, cluster: Cluster, scale: float, max_nodes: int = 
                          start_s=overheads.start_s, start_cores=overheads.cores)
     from cliffsweep.simulate.localray import stop_processes
 
+    # A private cluster on loopback, as the static rehearsal's: without token authentication
+    # (Ray turns it on by itself for `ray start` once ~/.ray/auth_token exists, and this driver
+    # would then be refused); a mode already set is kept
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     address, temp_dir = start_autoscaling_head(cluster, max_nodes, idle_s, slots)
     use, stop, t0 = NodeUse(), threading.Event(), time.time()
     gone: list[float] = []
