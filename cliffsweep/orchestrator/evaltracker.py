@@ -6,7 +6,9 @@ already evaluated on every task in the store, is not sent again. A checkpoint wa
 driver's backlog for its model until one of the model's evaluators has fewer than
 `policies.EVAL_DEPTH` calls in flight (the least loaded takes it), so that any evaluator, a new
 one included, can take waiting work; every failure is recorded in the store's `errors` table, so
-no evaluation is silently dropped.
+no evaluation is silently dropped. An evaluation whose evaluator was lost beneath it (its process
+or node died) is sent again, to a replacement if the evaluator is dead for good, at most
+`policies.EVAL_SENDS` times (`policies.resend_evaluation`).
 
 The pool follows the load (issue 22, `rebalance`, `policies.evaluator_changes`): it starts with
 eval.evaluators_per_model actors per model; more, up to `policies.evaluator_cap`, start for a
