@@ -24,29 +24,14 @@ IDLE_MINUTES = 0.25
 
 
 def autoscaling_config(gcs_address: str) -> dict:
-    """A cluster-launcher config for the fake multi-node provider (ray/autoscaler/_private/
-    fake_multi_node), with the node roles of clusters/*.yaml."""
-    return {
-        "cluster_name": "cliffsweep-test",
-        "max_workers": 3,
-        "upscaling_speed": 1.0,
-        "idle_timeout_minutes": IDLE_MINUTES,
-        "provider": {"type": "fake_multinode", "gcs_address": gcs_address, "use_node_id_as_ip": True,
-                     "disable_node_updaters": True, "disable_launch_config_check": True},
-        "auth": {"ssh_user": "ubuntu"},
-        "available_node_types": {
-            "ray.head.default": {"resources": {}, "node_config": {}, "max_workers": 0},
-            "trainer": {"resources": {"CPU": 1, "cliffsweep_trainer": 1}, "node_config": {},
-                        "min_workers": 0, "max_workers": 2},
-            "evaluator": {"resources": {"CPU": 1, "cliffsweep_evaluator": 1}, "node_config": {},
-                          "min_workers": 0, "max_workers": 1},
-        },
-        "head_node_type": "ray.head.default",
-        "docker": {}, "file_mounts": {}, "cluster_synced_files": [], "file_mounts_sync_continuously": False,
-        "rsync_exclude": [], "rsync_filter": [], "initialization_commands": [], "setup_commands": [],
-        "head_setup_commands": [], "worker_setup_commands": [], "head_start_ray_commands": [],
-        "worker_start_ray_commands": [],
-    }
+    """The fake multi-node provider's config (cliffsweep/simulate/autoscale.py) with the node roles
+    of clusters/*.yaml."""
+    from cliffsweep.simulate.autoscale import fake_autoscaler_config
+
+    return fake_autoscaler_config({
+        "trainer": {"resources": {"CPU": 1, "cliffsweep_trainer": 1}, "max_workers": 2},
+        "evaluator": {"resources": {"CPU": 1, "cliffsweep_evaluator": 1}, "max_workers": 1},
+    }, 3, 60 * IDLE_MINUTES, gcs_address)
 
 
 def alive_nodes() -> list[dict]:

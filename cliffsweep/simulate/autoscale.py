@@ -82,29 +82,36 @@ class Autoscaled:
     store: object
 
 
-def autoscaling_config(cluster: Cluster, max_nodes: int, idle_s: float, gcs_address: str) -> dict:
+def fake_autoscaler_config(node_types: dict[str, dict], max_workers: int, idle_s: float, gcs_address: str) -> dict:
     """A cluster-launcher config for Ray's fake multi-node provider (ray/autoscaler/_private/
     fake_multi_node, the config Ray's AutoscalingCluster writes, whose template the wheel lacks):
-    a head for the trial drivers and up to `max_nodes` GPU nodes of `cluster`'s shape. Each GPU is a
-    trainer's and an evaluator's slot (the roles of clusters/*.yaml, docs/cluster.md; there on
-    separate node types), so a pending job or evaluator names the node type the autoscaler adds."""
-    g = cluster.gpus_per_node
-    node = {"CPU": cluster.cpus_per_node, "GPU": g, ROLE_RESOURCES["trainer"]: g, ROLE_RESOURCES["evaluator"]: g}
+    a head of no node type's resources (its own come from `ray start`) and `node_types` (name ->
+    {"resources", "max_workers"}), none up at the start. tests/test_multinode.py uses it too."""
     return {
-        "cluster_name": "cliffsweep-rehearsal", "max_workers": max_nodes, "upscaling_speed": float(max_nodes),
+        "cluster_name": "cliffsweep-fake", "max_workers": max_workers, "upscaling_speed": float(max_workers),
         "idle_timeout_minutes": idle_s / 60.0,
         "provider": {"type": "fake_multinode", "gcs_address": gcs_address, "use_node_id_as_ip": True,
                      "disable_node_updaters": True, "disable_launch_config_check": True},
         "auth": {"ssh_user": "ubuntu"},
         "available_node_types": {
             "ray.head.default": {"resources": {}, "node_config": {}, "max_workers": 0},
-            "gpu": {"resources": node, "node_config": {}, "min_workers": 0, "max_workers": max_nodes}},
+            **{name: {"resources": t["resources"], "node_config": {}, "min_workers": 0, "max_workers": t["max_workers"]}
+               for name, t in node_types.items()}},
         "head_node_type": "ray.head.default",
         "docker": {}, "file_mounts": {}, "cluster_synced_files": [], "file_mounts_sync_continuously": False,
         "rsync_exclude": [], "rsync_filter": [], "initialization_commands": [], "setup_commands": [],
         "head_setup_commands": [], "worker_setup_commands": [], "head_start_ray_commands": [],
         "worker_start_ray_commands": [],
     }
+
+
+def gpu_nodes(cluster: Cluster, max_nodes: int) -> dict[str, dict]:
+    """The rehearsal's one node type: up to `max_nodes` GPU nodes of `cluster`'s shape, each GPU a
+    trainer's and an evaluator's slot (the roles of clusters/*.yaml, docs/cluster.md; there on
+    separate node types), so a pending job or evaluator names the node type the autoscaler adds."""
+    g = cluster.gpus_per_node
+    return {"gpu": {"max_workers": max_nodes, "resources": {
+        "CPU": cluster.cpus_per_node, "GPU": g, ROLE_RESOURCES["trainer"]: g, ROLE_RESOURCES["evaluator"]: g}}}
 
 
 def start_autoscaling_head(cluster: Cluster, max_nodes: int, idle_s: float, driver_slots: int) -> tuple[str, str]:
@@ -124,7 +131,7 @@ def start_autoscaling_head(cluster: Cluster, max_nodes: int, idle_s: float, driv
     address = f"127.0.0.1:{port}"
     config = os.path.join(temp_dir, "autoscaler.json")
     with open(config, "w") as f:
-        json.dump(autoscaling_config(cluster, max_nodes, idle_s, address), f)
+        json.dump(fake_autoscaler_config(gpu_nodes(cluster, max_nodes), max_nodes, idle_s, address), f)
     venv_bin = os.path.dirname(sys.executable)
     env = dict(os.environ, PATH=venv_bin + os.pathsep + os.environ.get("PATH", ""), RAY_FAKE_CLUSTER="1",
                AUTOSCALER_UPDATE_INTERVAL_S="1")
@@ -145,6 +152,7 @@ def rehearse_autoscaling(spec, cluster: Cluster, scale: float, max_nodes: int = 
 
     from cliffsweep.orchestrator.driver import LOCAL_RAY_ENV, RAY_ENV, run_sweep
     from cliffsweep.plan import plan_spec
+    from cliffsweep.simulate.localray import stop_processes
 
     # As on the shipped autoscaling configs: cluster roles, one driver slot per job the full
     # cluster's GPUs hold (without them the sweep would size itself by the empty cluster it
@@ -156,15 +164,13 @@ def rehearse_autoscaling(spec, cluster: Cluster, scale: float, max_nodes: int = 
     predicted = simulate(spec, plans, full, engine_start_s=bill.ENGINE_START_S * scale,
                          job_start_s=overheads.job_start_s, point_overhead_s=overheads.point_s,
                          start_s=overheads.start_s, start_cores=overheads.cores)
-    from cliffsweep.simulate.localray import stop_processes
-
     # A private cluster on loopback, as the static rehearsal's: without token authentication
     # (Ray turns it on by itself for `ray start` once ~/.ray/auth_token exists, and this driver
     # would then be refused); a mode already set is kept
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     address, temp_dir = start_autoscaling_head(cluster, max_nodes, idle_s, slots)
-    use, stop, t0 = NodeUse(), threading.Event(), time.time()
-    gone: list[float] = []
+    use, stop, ended, t0 = NodeUse(), threading.Event(), threading.Event(), time.time()
+    gone: list[float] = []  # when no worker node was up any more, after the sweep ended
 
     def sample() -> None:
         last = time.time()
@@ -174,7 +180,6 @@ def rehearse_autoscaling(spec, cluster: Cluster, scale: float, max_nodes: int = 
                 gone.append(now)
             last = now
 
-    ended = threading.Event()
     try:
         ray.init(address=address, runtime_env={"env_vars": {**RAY_ENV, **LOCAL_RAY_ENV}}, log_to_driver=False)
         spec = spec.model_copy(update={"ray_address": address, "resources": r.model_copy(update={"cluster_roles": True})})
