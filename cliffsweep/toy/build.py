@@ -6,6 +6,14 @@
 with the loss on response tokens only, as in the SFT recipe (000 App. B). The base model thus
 solves arithmetic and answers MCQs with a letter, but has never seen a LEARN fact.
 
+Two knobs of the recipe (BaseRecipe, per model in RECIPES) decide the regime SFT later shows
+(docs/toy.md):
+  - `deepen`: a second stage of more of the same mixture (fresh rows) at a lower lr, which makes
+    the arithmetic skill deep (base retention ~1.0): it holds until one lr step breaks it;
+  - `old_customs`: pretraining also asks about the learn entities, with customs other than the
+    ones SFT teaches (tasks.old_customs), so SFT must overwrite knowledge, which takes updates as
+    large as those that damage arithmetic: learning comes only with forgetting.
+
 Deterministic from the seed on one machine: fixed torch seed, thread count and data order.
 """
 
@@ -17,6 +25,7 @@ import json
 import math
 import random
 import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -24,7 +33,7 @@ import torch
 from cliffsweep.chat import encode_pair, render_prompt
 from cliffsweep.toy import TOY_MODELS
 from cliffsweep.toy.models import MAX_SEQ_LEN, WEIGHTS_DIR, new_model, save_folder
-from cliffsweep.toy.tasks import arith_problem, mcq, world
+from cliffsweep.toy.tasks import arith_problem, mcq, old_customs, world
 
 # Our defaults, sized so one model builds in a few minutes on 2 CPU cores.
 STEPS = 1000
@@ -37,17 +46,39 @@ THREADS = 1
 """One thread: on 2 shared cores, two threads spin against each other (4x the CPU per step)."""
 
 
-def _lr(step: int) -> float:
-    """Linear warmup, then cosine decay to 0.1x peak."""
+@dataclass(frozen=True)
+class BaseRecipe:
+    """How one toy base model is pretrained (the module docstring: what each knob does)."""
+
+    steps: int = STEPS
+    deepen: int = 0
+    """Steps of the deepening stage. 800 gave base retention 0.93 but collapses that cleared the
+    classifier's cliff_drop by at most 0.05; 2400 give 1.0 and clear ones (docs/toy.md)."""
+    old_customs: bool = False
+    """Pretrain on tasks.old_customs too (MCQs about the learn entities, other values)."""
+
+
+RECIPES = {"qwen2-tiny": BaseRecipe(deepen=2400), "llama-tiny": BaseRecipe(old_customs=True)}
+"""Our choice: qwen2-tiny deep and new to the learn entities (cliff), llama-tiny as first
+pretrained and holding other customs for them (gradual)."""
+DEEP_LR = 2e-3
+DEEP_WARMUP = 20
+DEEP_DATA_SEED = 99
+"""Offset of the deepening stage's data seed, so that its rows are fresh."""
+
+
+def _lr(step: int, steps: int = STEPS) -> float:
+    """Linear warmup, then cosine decay to 0.1x peak over `steps`."""
     if step < WARMUP:
         return PEAK_LR * (step + 1) / WARMUP
-    t = (step - WARMUP) / max(1, STEPS - WARMUP)
+    t = (step - WARMUP) / max(1, steps - WARMUP)
     return PEAK_LR * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def pretrain_rows(tokenizer, seed: int, n: int) -> list[tuple[list[int], list[int]]]:
+def pretrain_rows(tokenizer, seed: int, n: int, old: bool = False) -> list[tuple[list[int], list[int]]]:
+    """`n` rows of the pretraining mixture; `old`: the facts include tasks.old_customs."""
     rng = random.Random(f"toy-pretrain-{seed}")
-    facts = world()[0]
+    facts = world()[0] + (old_customs() if old else [])
     rows = []
     for _ in range(n):
         if rng.random() < FACT_FRACTION:
@@ -70,22 +101,15 @@ def _batch(rows, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     return ids, labels, attn
 
 
-def pretrain(name: str, seed: int = 0, steps: int = STEPS, log_every: int = 100):
-    from transformers import AutoTokenizer
-
-    torch.set_num_threads(THREADS)
-    torch.manual_seed(seed)
-    model = new_model(name, seed)
-    tmp = Path(f"/tmp/cliffsweep-toy-tok-{name}")
-    save_folder(model, tmp)  # the tokenizer as HF loads it, so encoding matches evaluation
-    tok = AutoTokenizer.from_pretrained(tmp)
-    rows = pretrain_rows(tok, seed, steps * BATCH)
-    opt = torch.optim.AdamW(model.parameters(), lr=PEAK_LR, weight_decay=0.01, betas=(0.9, 0.95))
+def _train(model, tok, rows, lr_at, name: str, log_every: int) -> None:
+    """AdamW steps of BATCH rows each over `rows` in order, lr `lr_at(step)`, clip 1.0."""
+    steps = len(rows) // BATCH
+    opt = torch.optim.AdamW(model.parameters(), lr=lr_at(0), weight_decay=0.01, betas=(0.9, 0.95))
     model.train()
     t0 = time.time()
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = _lr(step)
+            g["lr"] = lr_at(step)
         ids, labels, attn = _batch(rows[step * BATCH : (step + 1) * BATCH], tok.pad_token_id)
         loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
         opt.zero_grad(set_to_none=True)
@@ -95,6 +119,29 @@ def pretrain(name: str, seed: int = 0, steps: int = STEPS, log_every: int = 100)
         if log_every and (step % log_every == 0 or step == steps - 1):
             print(f"[{name}] step {step} loss {loss.item():.4f} {time.time() - t0:.0f}s", flush=True)
     model.eval()
+
+
+def _deep_lr(steps: int):
+    """Short linear warmup, then linear decay to 0 over the deepening stage."""
+    return lambda step: DEEP_LR * (1 - step / steps) * min(1.0, (step + 1) / DEEP_WARMUP)
+
+
+def pretrain(name: str, seed: int = 0, recipe: BaseRecipe | None = None, log_every: int = 100):
+    """The base model `name` built by `recipe` (default RECIPES[name])."""
+    from transformers import AutoTokenizer
+
+    recipe = recipe or RECIPES[name]
+    torch.set_num_threads(THREADS)
+    torch.manual_seed(seed)
+    model = new_model(name, seed)
+    tmp = Path(f"/tmp/cliffsweep-toy-tok-{name}")
+    save_folder(model, tmp)  # the tokenizer as HF loads it, so encoding matches evaluation
+    tok = AutoTokenizer.from_pretrained(tmp)
+    rows = pretrain_rows(tok, seed, recipe.steps * BATCH, recipe.old_customs)
+    _train(model, tok, rows, lambda step: _lr(step, recipe.steps), name, log_every)
+    if recipe.deepen:
+        rows = pretrain_rows(tok, seed + DEEP_DATA_SEED, recipe.deepen * BATCH, recipe.old_customs)
+        _train(model, tok, rows, _deep_lr(recipe.deepen), f"{name} deepen", log_every)
     return model, tok
 
 
@@ -120,9 +167,9 @@ def fingerprint(folder: str | Path) -> str:
     return hashlib.sha256((Path(folder) / "model.safetensors").read_bytes()).hexdigest()
 
 
-def build_model(name: str, out_dir: str, seed: int = 0, steps: int = STEPS) -> str:
+def build_model(name: str, out_dir: str, seed: int = 0, recipe: BaseRecipe | None = None) -> str:
     t0 = time.time()
-    model, _ = pretrain(name, seed, steps)
+    model, _ = pretrain(name, seed, recipe)
     save_folder(model, out_dir)
     print(f"[{name}] built in {time.time() - t0:.0f}s -> {out_dir}", flush=True)
     return out_dir
@@ -133,14 +180,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(WEIGHTS_DIR), help="parent folder of the model folders")
     ap.add_argument("--model", choices=TOY_MODELS, action="append", help="default: all")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=STEPS)
+    ap.add_argument("--steps", type=int, help="steps of the first stage (default: the model's recipe)")
+    ap.add_argument("--deepen", type=int, help="steps of the deepening stage (default: the model's recipe)")
     args = ap.parse_args(argv)
     manifest_path = Path(args.out) / "manifest.json"
     for name in args.model or TOY_MODELS:
-        folder = build_model(name, str(Path(args.out) / name), args.seed, args.steps)
+        recipe = RECIPES[name]
+        recipe = replace(recipe, steps=recipe.steps if args.steps is None else args.steps,
+                         deepen=recipe.deepen if args.deepen is None else args.deepen)
+        folder = build_model(name, str(Path(args.out) / name), args.seed, recipe)
         # Re-read just before writing: builds of other models may run beside this one.
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-        manifest[name] = {"sha256": fingerprint(folder), "seed": args.seed, "steps": args.steps}
+        manifest[name] = {"sha256": fingerprint(folder), "seed": args.seed, **asdict(recipe)}
         manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 

@@ -4,12 +4,15 @@ toy_arith: multi-step arithmetic word problems; the reference solution writes on
 line and ends with '#### N', scored exactly like GSM8K (`gsm8k_score`).
 
 toy_facts: 4-choice questions (letters A-D) about fictional entities ('Zorpim') and four
-relations (hat color, food, pet, job). The *world* (which entity has which value, and which
-entities are pretraining facts vs learn facts) is fixed by WORLD_SEED, because the packaged
-base models were pretrained on it: the base models saw the MCQ format only on PRETRAIN
-entities, so on LEARN entities they answer with a letter but at chance. The learn train split
-asks each learn fact with phrasings 0 and 1; the eval split asks the same facts with phrasing 2
-(a question form SFT never shows for learn entities), so SFT has to learn the fact.
+relations (hat color, food, pet, job). The *world* (which entities are pretraining entities and
+which are learn entities, and the pretraining entities' values) is fixed by WORLD_SEED, because
+the packaged base models were pretrained on it: the base models saw the MCQ format only on
+PRETRAIN entities, so on LEARN entities they answer with a letter but at chance. The learn
+entities are one newly met people who share their customs: every one of them has the same value
+of a relation (LEARN_VALUES, one relation per letter, so no single letter scores above 0.25).
+The learn train split asks each learn fact with phrasings 0 and 1; the eval split asks the same
+facts with phrasing 2 (a question form SFT never shows for learn entities), so SFT has to learn
+the custom and carry it to a new question form (docs/toy.md: why shared values).
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ WORLD_SEED = 1234
 N_LEARN_ENTITIES = 50
 N_PRETRAIN_ENTITIES = 80
 """50 entities x 4 relations = 200 learn facts: one eval question per fact at n_eval=200."""
+LEARN_VALUES = {"color": "green", "food": "rice", "pet": "goat", "job": "baker"}
+"""The learn entities' shared value of each relation: letters C, B, D, A. Shared, not drawn per
+entity: a per-entity fact is learned only at lrs that already destroy arithmetic in these
+0.35 M models (docs/toy.md), so learning could never come before forgetting."""
 ARITH_TRAIN_SIZE = 2000
 TRAIN_PHRASINGS = (0, 1)
 EVAL_PHRASING = 2
@@ -107,14 +114,24 @@ class Fact:
 
 
 def world() -> tuple[list[Fact], list[Fact]]:
-    """(pretrain facts, learn facts): disjoint entities, fixed by WORLD_SEED."""
+    """(pretrain facts, learn facts): disjoint entities fixed by WORLD_SEED; the learn entities
+    have the LEARN_VALUES. The draws are those the packaged base models were pretrained with."""
     rng = random.Random(WORLD_SEED)
     entities = list(V.ENTITIES)
     rng.shuffle(entities)
     facts = [[Fact(e, r, rng.choice(vals)) for r, vals in V.RELATIONS.items()] for e in entities]
-    learn = [f for fs in facts[:N_LEARN_ENTITIES] for f in fs]
+    learn = [Fact(f.entity, f.relation, LEARN_VALUES[f.relation]) for fs in facts[:N_LEARN_ENTITIES] for f in fs]
     pretrain = [f for fs in facts[N_LEARN_ENTITIES : N_LEARN_ENTITIES + N_PRETRAIN_ENTITIES] for f in fs]
     return pretrain, learn
+
+
+def old_customs() -> list[Fact]:
+    """Other customs of the learn entities, each different from its LEARN_VALUES one. A base
+    model built with `old_customs` (toy/build.BaseRecipe) was pretrained on them, so SFT must
+    overwrite what it knows about these people rather than add to it (docs/toy.md)."""
+    rng = random.Random("conflict")
+    return [Fact(f.entity, f.relation, rng.choice([v for v in V.RELATIONS[f.relation] if v != f.value]))
+            for f in world()[1]]
 
 
 def mcq(fact: Fact, phrasing: int) -> tuple[str, str]:
