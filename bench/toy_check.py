@@ -52,8 +52,9 @@ def sft(folder: str, lr: float, epochs: int, batch: int = 16, seed: int = 0, lor
     return model, tok, step, out.loss.item()
 
 
-def scores(model, tok) -> tuple[float, float]:
-    return greedy_accuracy(model, tok, ToyArith()), greedy_accuracy(model, tok, ToyFacts())
+def scores(model, tok, retain_n: int = 200) -> tuple[float, float]:
+    return (greedy_accuracy(model, tok, ToyArith(ToyArith.Params(n_eval=retain_n))),
+            greedy_accuracy(model, tok, ToyFacts()))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -63,17 +64,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lr", type=float, nargs="*", default=[3e-4, 1e-3, 3e-3, 1e-2])
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--lora", action="store_true", help="LoRA rank 16 (the toy sweep's) instead of full SFT")
+    ap.add_argument("--retain-n", type=int, default=200, help="toy_arith eval problems (the default sweep: 400)")
+    ap.add_argument("--dense", action="store_true", help="9 lrs from 1e-4 to 1e-2, a quarter decade apart")
     args = ap.parse_args(argv)
+    if args.dense:
+        args.lr = [1e-4 * 10 ** (k / 4) for k in range(9)]
     torch.set_num_threads(1)
     folder = args.folder or ensure_model(args.model)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    retain, learn = scores(model, AutoTokenizer.from_pretrained(folder))
+    retain, learn = scores(model, AutoTokenizer.from_pretrained(folder), args.retain_n)
     print(f"{args.model} base: retain(toy_arith)={retain:.3f} learn(toy_facts)={learn:.3f}", flush=True)
     for lr in args.lr:
         t0 = time.time()
         model, tok, steps, loss = sft(folder, lr, args.epochs, lora=args.lora)
-        retain, learn = scores(model, tok)
-        print(f"{args.model} {'lora' if args.lora else 'sft'} lr={lr:g} epochs={args.epochs} steps={steps} loss={loss:.3f}: "
+        retain, learn = scores(model, tok, args.retain_n)
+        print(f"{args.model} {'lora' if args.lora else 'sft'} lr={lr:.3g} epochs={args.epochs} steps={steps} loss={loss:.3f}: "
               f"retain={retain:.3f} learn={learn:.3f} ({time.time() - t0:.0f}s)", flush=True)
 
 

@@ -218,7 +218,7 @@ def test_plan_of_the_toy_sweep_adds_up():
     plans = plan.plan_spec(spec)
     assert [p.name for p in plans] == [m.name for m in spec.models]
     assert sum(p.trials for p in plans) == len(expand_grid(spec))
-    n_eval = 200 + 100  # toy_facts + toy_arith, see toy.yaml
+    n_eval = 200 + 400  # toy_facts + toy_arith, see toy.yaml
     points = spec.eval.points_per_trial
     for p in plans:
         assert p.generations == (p.trials * points + 1) * n_eval

@@ -14,14 +14,15 @@ from cliffsweep.toy.cache import ensure_model
 from cliffsweep.toy import vocab as V
 from cliffsweep.toy.build import fingerprint
 from cliffsweep.toy.models import WEIGHTS_DIR, random_model
-from cliffsweep.toy.tasks import ToyArith, ToyFacts, world
+from cliffsweep.toy.tasks import LEARN_VALUES, ToyArith, ToyFacts, old_customs, world
 from cliffsweep.toy.tokenizer import EOS, build_tokenizer
 
 
 RETAIN_MIN = 0.3
 """Chance on toy_arith is ~0 (a free-form number): the base models must be well above it."""
-LEARN_RANGE = (0.12, 0.40)
-"""Chance on toy_facts is 0.25 (4 choices): the base models never saw the learn facts."""
+LEARN_MAX = 0.40
+"""No base model knows the learn customs: one letter per relation scores 0.25 (LEARN_VALUES sit
+on the four letters), and llama-tiny learned other customs for these entities (about 0.08)."""
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +90,21 @@ def test_learn_eval_asks_the_trained_facts_with_another_phrasing():
     assert all(letters.count(x) > 0 for x in "ABCD") and max(letters.count(x) for x in "ABCD") < 80
 
 
+def test_learn_entities_share_one_custom_per_relation_and_old_customs_differ():
+    """The learn world (tasks.py): every learn entity has the relation's LEARN_VALUES value, the
+    four values sit on the four letters (so always answering one letter scores 0.25), and each
+    old custom (what llama-tiny was pretrained on) differs from the one SFT teaches."""
+    pretrain, learn = world()
+    assert {(f.relation, f.value) for f in learn} == set(LEARN_VALUES.items())
+    letters = {V.MCQ_LETTERS[V.RELATIONS[r].index(v)] for r, v in LEARN_VALUES.items()}
+    assert letters == set(V.MCQ_LETTERS)
+    old = old_customs()
+    assert [(f.entity, f.relation) for f in old] == [(f.entity, f.relation) for f in learn]
+    assert all(o.value != f.value and o.value in V.RELATIONS[o.relation] for o, f in zip(old, learn))
+    # The pretraining entities' values are still drawn per entity: the base models' own world.
+    assert len({f.value for f in pretrain if f.relation == "pet"}) == 4
+
+
 def test_scorers_on_known_answers():
     arith = ToyArith()
     for ex, ev in zip(arith.train_examples()[:20], arith.eval_examples()[:20]):
@@ -146,17 +162,18 @@ def vllm_base_scores():
 @pytest.mark.parametrize("name", TOY_MODELS)
 def test_base_models_know_arithmetic_but_not_the_learn_facts(vllm_base_scores, name):
     assert vllm_base_scores[name, "toy_arith"] >= RETAIN_MIN, vllm_base_scores
-    assert LEARN_RANGE[0] <= vllm_base_scores[name, "toy_facts"] <= LEARN_RANGE[1], vllm_base_scores
+    assert vllm_base_scores[name, "toy_facts"] <= LEARN_MAX, vllm_base_scores
 
 
 def test_build_is_deterministic_on_one_machine():
     import torch
 
-    from cliffsweep.toy.build import pretrain
+    from cliffsweep.toy.build import BaseRecipe, pretrain
 
-    a, _ = pretrain("qwen2-tiny", 0, 12, log_every=0)
-    b, _ = pretrain("qwen2-tiny", 0, 12, log_every=0)
-    c, _ = pretrain("qwen2-tiny", 1, 12, log_every=0)
+    both_stages = BaseRecipe(steps=8, deepen=4, old_customs=True)
+    a, _ = pretrain("qwen2-tiny", 0, both_stages, log_every=0)
+    b, _ = pretrain("qwen2-tiny", 0, both_stages, log_every=0)
+    c, _ = pretrain("qwen2-tiny", 1, both_stages, log_every=0)
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
     assert not all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), c.state_dict().values()))
 
@@ -167,15 +184,18 @@ def test_rebuild_gives_a_base_model_like_the_packaged_one(tmp_path):
     near chance, as the packaged weights do. Not bit-for-bit: the same seed gives the same
     weights on one machine (test above), not across machines: a rebuild on another machine
     differed from the packaged weights by up to 0.5 (most likely CPU kernels, e.g. AVX2 vs
-    AVX-512 reductions, amplified over 1000 steps)."""
-    from cliffsweep.toy.build import build_model, greedy_accuracy
+    AVX-512 reductions, amplified over 1000 steps). llama-tiny (one stage, about 95 s); the deep
+    qwen2-tiny (about 300 s) is rebuilt with other seeds by tests/test_toy_seeds.py."""
+    from cliffsweep.toy.build import BaseRecipe, build_model, greedy_accuracy
     from cliffsweep.models import load_model
 
     manifest = json.loads((WEIGHTS_DIR / "manifest.json").read_text())
-    name = "qwen2-tiny"
-    out = build_model(name, str(tmp_path / name), manifest[name]["seed"], manifest[name]["steps"])
+    name = "llama-tiny"
+    entry = manifest[name]
+    recipe = BaseRecipe(steps=entry["steps"], deepen=entry["deepen"], old_customs=entry["old_customs"])
+    out = build_model(name, str(tmp_path / name), entry["seed"], recipe)
     model, tok = load_model(out)
     arith = greedy_accuracy(model, tok, ToyArith(ToyArith.Params(n_eval=100)))
     facts = greedy_accuracy(model, tok, ToyFacts(ToyFacts.Params(n_eval=200)))
     assert arith >= RETAIN_MIN, arith
-    assert LEARN_RANGE[0] <= facts <= LEARN_RANGE[1], facts
+    assert facts <= LEARN_MAX, facts
