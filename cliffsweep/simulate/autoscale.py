@@ -20,9 +20,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from cliffsweep import bill
 from cliffsweep.orchestrator.policies import ROLE_RESOURCES
-from cliffsweep.simulate.engine import Cluster, Result, simulate
+from cliffsweep.simulate.engine import Cluster, Result
 from cliffsweep.simulate.rehearsal import Overheads, last_evaluation, rehearsal_of, scaled_plans
 
 SAMPLE_S = 1.0
@@ -161,9 +160,7 @@ def rehearse_autoscaling(spec, cluster: Cluster, scale: float, max_nodes: int = 
     slots = max(1, int(max_nodes * cluster.gpus_per_node // max(1e-9, r.gpus_per_worker * r.workers_per_trial)))
     plans = scaled_plans(plans if plans is not None else plan_spec(spec), scale)
     full = Cluster(max_nodes, cluster.gpus_per_node, cluster.cpus_per_node)
-    predicted = simulate(spec, plans, full, engine_start_s=bill.ENGINE_START_S * scale,
-                         job_start_s=overheads.job_start_s, point_overhead_s=overheads.point_s,
-                         start_s=overheads.start_s, start_cores=overheads.cores)
+    predicted = overheads.predict(spec, plans, full, scale)
     # A private cluster on loopback, as the static rehearsal's: without token authentication
     # (Ray turns it on by itself for `ray start` once ~/.ray/auth_token exists, and this driver
     # would then be refused); a mode already set is kept

@@ -113,6 +113,13 @@ class Overheads:
     cores: float | None = None
     """The cores job starts share (every fake node's processes run on this machine's)."""
 
+    def predict(self, spec, plans, cluster: Cluster, scale: float) -> Result:
+        """The simulator's makespan for `plans` (already scaled) on `cluster` with these overheads
+        and the engine start scaled as the rehearsal's evaluators scale it."""
+        return simulate(spec, plans, cluster, engine_start_s=bill.ENGINE_START_S * scale,
+                        job_start_s=self.job_start_s, point_overhead_s=self.point_s,
+                        start_s=self.start_s, start_cores=self.cores)
+
 
 def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[float, ...] = (),
              overheads: Overheads = Overheads(), stream=None) -> Rehearsed:
@@ -124,9 +131,7 @@ def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[floa
     from cliffsweep.plan import plan_spec
 
     plans = scaled_plans(plans if plans is not None else plan_spec(spec), scale)
-    predicted = simulate(spec, plans, cluster, engine_start_s=bill.ENGINE_START_S * scale,
-                         job_start_s=overheads.job_start_s, point_overhead_s=overheads.point_s,
-                         start_s=overheads.start_s, start_cores=overheads.cores)
+    predicted = overheads.predict(spec, plans, cluster, scale)
     rc = start_cluster(cluster, {**RAY_ENV, **LOCAL_RAY_ENV})
     # a cluster's address, as on a real one: Ray Train's placement-group cleaner then runs
     # (trainables/trial.py drops it on a local cluster), which frees what a job on a killed

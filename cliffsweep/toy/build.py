@@ -67,7 +67,7 @@ DEEP_DATA_SEED = 99
 """Offset of the deepening stage's data seed, so that its rows are fresh."""
 
 
-def _lr(step: int, steps: int = STEPS) -> float:
+def _lr(step: int, steps: int) -> float:
     """Linear warmup, then cosine decay to 0.1x peak over `steps`."""
     if step < WARMUP:
         return PEAK_LR * (step + 1) / WARMUP
