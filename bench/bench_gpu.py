@@ -229,8 +229,9 @@ def run_child(argv: list[str], timeout: float) -> dict:
     return {"error": f"exit {out.returncode}: " + " | ".join(tail)}
 
 
-def measure(a, archs: dict[str, Arch]) -> list[dict]:
-    """Every (model, recipe) row (or, with --stats, every (model, statistics method) row)."""
+def measure(a, archs: dict[str, Arch], save=lambda rows: None) -> list[dict]:
+    """Every (model, recipe) row (or, with --stats, every (model, statistics method) row); `save`
+    gets the rows so far after each one (a stage cut off by its time limit keeps what it measured)."""
     rows = []
     gpu_gb = next((g.memory_gb for g in plan.GPUS if g.name.split("-")[0] in device_name()), None)
     common = ["--micro", str(a.micro), "--seq", str(a.seq), "--steps", str(a.steps)] + (["--grad-ckpt"] if a.grad_ckpt else [])
@@ -250,11 +251,13 @@ def measure(a, archs: dict[str, Arch]) -> list[dict]:
                     row["skipped"] = f"plan: {row['plan_memory_gb']:.0f} GB > {gpu_gb:.0f} GB"
                     rows.append(row)
                     print(f"{name} {what}: skipped ({row['skipped']})", flush=True)
+                    save(rows)
                     continue
             row.update(run_child(model_args + common + (["--stats", "--method", what] if a.stats else ["--recipes", what]),
                                  a.timeout))
             rows.append(row)
             print(describe(row), flush=True)
+            save(rows)
     return rows
 
 
@@ -321,16 +324,19 @@ def main(argv: list[str] | None = None) -> int:
     if a.child:
         return child(a)
     archs = {"tiny": TINY} if a.tiny else {m: PUBLISHED[m] for m in a.models}
-    rows = measure(a, archs)
+    def save(rows: list[dict]) -> None:
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"rows": rows}, f, indent=2)
+
+    rows = measure(a, archs, save)
     if a.vllm:
         for name, arch in archs.items():
             v = bench_vllm(arch, "float32", a.prompts, a.prompt_len, a.gen_tokens)
             rows.append({"model": name, "params": arch.params, "gpu": device_name(), **v})
             print(f"{name} vLLM ({v['vllm_dtype']}): {v['gen_tokens_per_s']:,.0f} generated tokens/s "
                   f"({a.prompts} prompts x {a.gen_tokens}), engine start {v['vllm_start_s']:.0f} s", flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"rows": rows}, f, indent=2)
+    save(rows)
     return 1 if any("error" in r for r in rows) else 0
 
 

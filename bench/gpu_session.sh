@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# One lease of a GPU machine, as one command (docs/gpu.md, "A session's GPU checks"): the GPU
+# check in its quick form (bench/gpu_check.sh --quick) and a toy sweep through Ray Tune + Train
+# on CUDA with the hf evaluator (cliffsweep/configs/gpu_toy.yaml), each stage under its own time
+# limit so that the whole fits one 10-minute call and a 15-minute lease.
+#
+#   bash bench/gpu_session.sh --dry-run      # here, on a CPU: every stage, tiny model, CPU sweep
+#   bash bench/gpu_session.sh --out "$OUT"   # on the device, carrying .whl (below)
+#
+# The device has torch, transformers, peft, triton, pyarrow and pandas but no Ray, pydantic or
+# Liger, and no registry. `.whl/` (ignored) carries them: the wheels named in docs/gpu.md, and
+# Ray 2.60.0 for cp312 unpacked, its Java jar and dashboard web build removed, as one
+# `ray-slim.tar.xz` (26 MB; the wheel's 79 MB exceed one call's 64 MiB carry).
+# Results: DIR/log.txt (everything printed) and DIR/results.tgz (the check's JSON and markdown,
+# the sweep's status and tables), rewritten after every stage so a cut-off run keeps its stages.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=gpu-session
+dry=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --out) out=$2; shift 2 ;;
+    --dry-run) dry=1; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d /tmp/gpu-session.XXXX)
+exec > >(tee -a "$out/log.txt") 2>&1
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+if [ $dry = 1 ]; then
+  PY=${PYTHON:-.venv/bin/python}
+else
+  PY=python3
+  site=/tmp/site
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $site .whl/*.whl || exit 1
+  $PY -c "import tarfile; tarfile.open('.whl/ray-slim.tar.xz').extractall('$site', filter='fully_trusted')" || exit 1
+  export PYTHONPATH=$site:$PWD PATH=$site/bin:$PATH
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+save() { tar czf "$out/results.tgz" -C "$work" . ; }
+
+echo "== machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null || echo "no nvidia-smi"
+$PY - <<'EOF'
+import platform, torch, transformers, ray
+print("python", platform.python_version(), "| torch", torch.__version__, "| cuda", torch.version.cuda,
+      "| transformers", transformers.__version__, "| ray", ray.__version__,
+      "| gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")
+EOF
+
+check() {  # stages, limit
+  local t0=$SECONDS
+  if [ $dry = 1 ]; then
+    PYTHON=$PY bash bench/gpu_check.sh --dry-run --stages "$1" --limit "$2" --out "$work/gpu-check"
+  else
+    PYTHON=$PY bash bench/gpu_check.sh --quick --stages "$1" --limit "$2" --out "$work/gpu-check"
+  fi
+  echo "== check [$1]: exit $?, $((SECONDS - t0)) s"
+  save
+}
+
+sweep() {  # limit
+  local t0=$SECONDS spec=cliffsweep/configs/gpu_toy.yaml
+  if [ $dry = 1 ]; then  # no GPU here: the same file without GPU requests, one lr
+    spec=$work/gpu_toy_cpu.yaml
+    sed -e '/gpus_per_/d' -e 's/cpus_per_worker: 2/cpus_per_worker: 1/' -e 's/^lrs: .*/lrs: [3.0e-3]/' cliffsweep/configs/gpu_toy.yaml > "$spec"
+  fi
+  timeout -s INT "$1" $PY -m cliffsweep.cli run "$spec" --eval-backend hf --store "$work/gpu-toy"
+  echo "== sweep: exit $?, $((SECONDS - t0)) s"
+  $PY -m cliffsweep.cli status "$work/gpu-toy" > "$work/status.txt" 2>&1
+  cat "$work/status.txt"
+  $PY - "$work/gpu-toy" > "$work/tables.txt" 2>&1 <<'EOF'
+import sys
+import pandas as pd
+from cliffsweep.storage.store import Store
+store = Store(sys.argv[1])
+pd.set_option("display.width", 250)
+for table in ("trials", "evals", "errors"):
+    df = store.read(table)
+    print(f"== {table}: {len(df)} rows")
+    if len(df):
+        print(df.drop(columns=[c for c in df.columns if c in ("config", "traceback")]).to_string(max_colwidth=60))
+EOF
+  cat "$work/tables.txt" | head -80
+  save
+}
+
+stages=${GPU_SESSION_STAGES:-"fused small sweep rest"}
+for s in $stages; do
+  case $s in
+    fused) check fused 90 ;;
+    small) check train_small 150 ;;
+    sweep) sweep 180 ;;
+    rest) check "stats train_large" 50 ;;
+  esac
+done
+echo "== done"
