@@ -92,7 +92,7 @@ for s in $stages; do
   case $s in
     fused) check fused 90 ;;
     small) check train_small 150 ;;
-    sweep) sweep 180 ;;
+    sweep) sweep "${GPU_SESSION_SWEEP_S:-180}" ;;
     rest) check "stats train_large" 50 ;;
   esac
 done

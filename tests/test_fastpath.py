@@ -229,3 +229,38 @@ def test_the_gpu_check_runs_every_stage_in_its_dry_run(tmp_path):
     assert {(m.path, m.kernels, m.compile) for m in gpu_check_rows(out / "as_if_gpu.json")} == {
         ("autocast", "none", False), ("fsdp_bf16", "none", False), ("fsdp_bf16", "liger", False),
         ("fsdp_bf16", "liger", True), ("bf16_master", "none", False)}
+
+
+HOST_COPY_CHECK = r"""
+import json, sys
+import torch
+from cliffsweep.evals.canary import canary_ids, model_logprobs
+from cliffsweep.models import load_model, resolve_model
+from cliffsweep.trainables import fastpath, parallel
+
+model, tok = load_model(resolve_model("toy:qwen2-tiny"), "float32")
+ids = canary_ids(tok)
+before = model_logprobs(model, ids)
+fastpath.patch_model(model)  # Liger's layers, module-wide and in this instance, as on a GPU
+modeling = fastpath.modeling_module(model)
+with fastpath.host_modules():
+    copy = parallel.plain_model(model, model.state_dict())
+    inside = model_logprobs(copy, ids)
+    norm_inside = type(copy.model.norm).__name__
+norm_after = modeling.Qwen2RMSNorm.__name__
+print(json.dumps({"before": before, "inside": inside, "norm_inside": norm_inside, "norm_after": norm_after}))
+"""
+
+
+def test_a_checkpoints_cpu_copy_is_built_and_run_without_ligers_module_wide_kernels():
+    """The first GPU sweep (docs/gpu.md) failed at every fast-path checkpoint: Liger had replaced
+    Qwen2's RMSNorm, MLP and RoPE module-wide, so the checkpoint's plain CPU copy and its canary
+    ran Triton kernels on CPU tensors. Inside `host_modules` the copy is built from transformers'
+    own layers and its canary equals the unpatched model's; Liger's layers come back after."""
+    run = subprocess.run([sys.executable, "-c", HOST_COPY_CHECK], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["norm_inside"] == "Qwen2RMSNorm"
+    assert got["norm_after"] == "LigerRMSNorm"  # what a copy built outside the block would get
+    assert max(abs(a - b) for a, b in zip(got["before"], got["inside"])) < 1e-5

@@ -25,7 +25,11 @@ llm-foundry trains with fp32 masters under FSDP mixed precision at 40-46 % MFU. 
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Iterator
 
 import torch
 
@@ -113,9 +117,51 @@ def patch_model(model: torch.nn.Module) -> list[str]:
     if model_type not in MODEL_TYPE_TO_APPLY_LIGER_FN:  # Liger would only log it
         raise ValueError(f"Liger has no kernels for model type {model_type!r}; set recipe.kernels: none "
                          f"(supported: {sorted(MODEL_TYPE_TO_APPLY_LIGER_FN)[:12]} ...)")
+    modeling = modeling_module(model)
+    before = dict(vars(modeling))
     MODEL_TYPE_TO_APPLY_LIGER_FN[model_type](model=model, rope=True, rms_norm=True, swiglu=True,
                                              cross_entropy=False, fused_linear_cross_entropy=False)
+    originals = _REPLACED.setdefault(modeling, {})
+    for name, value in before.items():  # the first patch's originals: a later one sees Liger's
+        if vars(modeling).get(name) is not value and name not in originals:
+            originals[name] = value
     return ["rms_norm", "swiglu", "rope"]
+
+
+_REPLACED: dict[ModuleType, dict[str, Any]] = {}
+"""Per transformers modeling module, what Liger replaced module-wide (RMSNorm and MLP classes,
+the RoPE function) as transformers defined it."""
+
+
+def modeling_module(model: torch.nn.Module) -> ModuleType:
+    """The transformers module that defines `model`'s class (through peft and FSDP wrappers)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    for cls in type(base).__mro__:
+        if cls.__module__.startswith("transformers.models."):
+            return sys.modules[cls.__module__]
+    raise ValueError(f"{type(base).__name__} is not a transformers model")
+
+
+@contextmanager
+def host_modules() -> Iterator[None]:
+    """transformers' own layers in place of Liger's module-wide ones while the block runs.
+
+    Liger replaces RMSNorm, the MLP and RoPE in the modeling module, so every model of that type
+    built or run in the process afterwards uses Triton kernels, which fail on CPU tensors. A
+    checkpoint builds and runs such CPU models: a sharded model's plain copy (parallel.plain_model),
+    WiSE-FT's interpolation, and the canary's forward pass over either (the first GPU sweep,
+    docs/gpu.md, failed there). Models patched per instance (the live one) keep Liger's layers;
+    RoPE is the same function either way. No-op where nothing was patched."""
+    patched = {m: {name: vars(m)[name] for name in names} for m, names in _REPLACED.items()}
+    try:
+        for m, names in _REPLACED.items():
+            for name, value in names.items():
+                setattr(m, name, value)
+        yield
+    finally:
+        for m, names in patched.items():
+            for name, value in names.items():
+                setattr(m, name, value)
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:

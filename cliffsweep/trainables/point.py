@@ -326,7 +326,9 @@ def checkpoint(p: Point, loss: float) -> None:
     full = parallel.full_state(live) if sharded else None
     if p.ckpt is None:
         return
-    export = p.method.export(parallel.plain_model(live, full) if sharded else live)
+    with fastpath.host_modules():  # a CPU copy is built and run with transformers' layers
+        export = p.method.export(parallel.plain_model(live, full) if sharded else live)
+        canary = canary_of(export, p.tok)
     # Written off this thread, the live model's tensors are copied to host memory first, once
     # each (shared by the export and the state); a CPU copy of its own (FSDP's gathered model,
     # WiSE-FT's interpolation) is written as it is. Written synchronously: straight from them.
@@ -339,5 +341,5 @@ def checkpoint(p: Point, loss: float) -> None:
         state = copy(resume.training_state(p.step, live, p.opt, p.sched, p.method))
         p.state_at = train_s
     p.ckpt.save(Snapshot(step=p.step, epoch=p.step / p.per_epoch, loss=loss, kind=p.method.checkpoint_kind,
-                         export=export, weights=weights, canary=canary_of(export, p.tok), state=state,
+                         export=export, weights=weights, canary=canary, state=state,
                          report=rec), started)
