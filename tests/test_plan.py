@@ -333,7 +333,15 @@ def test_statistics_are_planned_within_the_training_step_memory():
                     assert stats <= train, (m.name, method, on_gpu, ckpt, stats / 2**30, train / 2**30)
 
 
-def test_plan_takes_the_mfu_measured_nearest_each_models_size_on_its_path(tmp_path):
+@pytest.fixture
+def built_in_rows_only(tmp_path, monkeypatch):
+    """No filed GPU check (cliffsweep/measured/): the mechanism's tests price from the built-in rows."""
+    from cliffsweep import plan
+
+    monkeypatch.setattr(plan, "MEASURED_DIR", tmp_path / "none-filed")
+
+
+def test_plan_takes_the_mfu_measured_nearest_each_models_size_on_its_path(tmp_path, built_in_rows_only):
     """Issue 15: GPU-hours from measured MFU per size and precision path, not a flat 35 %."""
     from cliffsweep import plan
 
@@ -355,7 +363,7 @@ def test_plan_takes_the_mfu_measured_nearest_each_models_size_on_its_path(tmp_pa
     assert hours(text, "qwen2.5-0.5b") == pytest.approx(hours(flat, "qwen2.5-0.5b") * 0.35 / 0.124, rel=0.05)
 
 
-def test_a_gpu_checks_rows_price_the_plan_without_code_changes(tmp_path):
+def test_a_gpu_checks_rows_price_the_plan_without_code_changes(tmp_path, built_in_rows_only):
     """Issue 23 part 4: `plan --measured gpu_check.json` (bench/gpu_check.sh's output) takes the
     fast path's measured MFU for fp32 models (recipe.precision auto = fsdp_bf16), preferring the
     recipe's kernels; without it the autocast rows stand in, and the plan says so."""
@@ -386,3 +394,14 @@ def test_a_gpu_checks_rows_price_the_plan_without_code_changes(tmp_path):
     def h100(t: str) -> float:
         return float(next(line for line in t.splitlines() if line.startswith("qwen2.5-1.5b ")).split()[7])
     assert h100(after) == pytest.approx(h100(before) * 0.204 / 0.45, rel=0.03)
+
+
+def test_the_filed_h200_check_prices_the_fast_path():
+    """The first GPU check that ran (docs/gpu.md, H200, 2026-11-26), filed in cliffsweep/measured/:
+    fp32 models on the default recipe are priced from its fsdp_bf16+liger rows, not the autocast
+    stand-in."""
+    from cliffsweep import plan
+
+    mfu, source = plan.measured_mfu(1.54e9, "float32")
+    assert 0.2 < mfu < 0.3 and source.startswith("measured: Qwen2.5-1.5B fsdp_bf16+liger, NVIDIA H200")
+    assert "Llama-3.2-3B fsdp_bf16+liger" in plan.measured_mfu(3.2e9, "float32")[1]
