@@ -5,7 +5,7 @@
     cliffsweep plan SWEEP.yaml [...]            budget: tokens, FLOPs, GPU-hours, checkpoints, memory
     cliffsweep status STORE                     trials done / running / failed, evals done
     cliffsweep analyze STORE --out DIR          frontiers, regimes and the report
-    cliffsweep compact STORE                    fold the store's small files into one per table
+    cliffsweep compact STORE [--repair]         fold the store's small files into one per table; set damaged ones aside
     cliffsweep export-tracking STORE            send the store to the sweep's trackers (MLflow, W&B, TensorBoard)
     cliffsweep submit SWEEP.yaml --address URL  run it on a Ray cluster (Jobs API); prints the job id
     cliffsweep logs JOB --address URL           the job's output (--follow: until it ends)
@@ -14,8 +14,10 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
+from cliffsweep.storage.health import StoreDamaged
 from cliffsweep.sweep.spec import SpecError
 
 from cliffsweep.orchestrator.specfile import default_spec_path, load_spec
@@ -93,35 +95,44 @@ def cmd_simulate(args) -> int:
 
 def cmd_run(args) -> int:
     from cliffsweep.orchestrator.driver import run_sweep
-    from cliffsweep.orchestrator.summary import summary_text
+    from cliffsweep.orchestrator.outcome import Exit, ending_text, exit_code
+    from cliffsweep.orchestrator.summary import status_text, summary_text
 
     spec = _load(args.spec, args.store)
+    again = ["cliffsweep", *args.argv]
     print(f"cliffsweep: sweep {spec.name!r} -> {spec.store_uri}", flush=True)
     _warn_tracking(spec)
-    store = run_sweep(spec, eval_backend=args.eval_backend, retry_failed=args.retry_failed,
-                      num_cpus=args.num_cpus, verbose=args.verbose)
+    try:
+        store = run_sweep(spec, eval_backend=args.eval_backend, retry_failed=args.retry_failed,
+                          num_cpus=args.num_cpus, verbose=args.verbose)
+    except KeyboardInterrupt:  # outside Tune (which stops its trials itself): nothing was running
+        print("\nInterrupted (Ctrl-C or SIGTERM) before or after training; every finished result is in the "
+              f"store. Run the same command again to resume:\n  {shlex.join(again)}", file=sys.stderr)
+        return Exit.INTERRUPTED
     print("\nFinal learn / retain accuracy per lr (last checkpoint; lr 0 = base model):")
     print(summary_text(store))
-    from cliffsweep.orchestrator.summary import status_text
-
     print("\n" + status_text(store))
     print(f"\nResults: {store.uri}  (cliffsweep status {store.uri}; cliffsweep analyze {store.uri} --out report/)")
-    status = store.read("trials")["status"]
-    unfinished = int(status.isin(["pending", "running"]).sum())
-    unevaluated = int((status == "trained").sum())
-    if unfinished:
-        print(f"\nInterrupted: {unfinished} trial(s) not finished. Run the same command again to resume "
-              "(finished trials and evaluations are kept; Tune's 'Tuner.restore' hint does not apply).")
-    if unevaluated:
-        print(f"\n{unevaluated} trial(s) trained but not every checkpoint of theirs is evaluated (the "
-              "evaluation errors are in `cliffsweep status`). Run the same command again to retry them.")
-    return 1 if unfinished or unevaluated else 0
+    trials = store.read("trials")
+    ending = ending_text(trials, again)
+    if ending:
+        print("\n" + ending)
+    return exit_code(trials)
 
 
 def cmd_compact(args) -> int:
-    from cliffsweep.storage.store import Store
+    from cliffsweep.storage.health import ensure_readable, repair
+    from cliffsweep.storage.store import Store, is_store
 
-    folded = Store(args.store).compact()
+    if not is_store(args.store):
+        print(f"error: no cliffsweep store at {args.store} (no spec.json there)", file=sys.stderr)
+        return 2
+    store = Store(args.store)
+    if args.repair:
+        for d in repair(store):
+            print(f"set aside: {d.path} ({d.problem})")
+    ensure_readable(store)
+    folded = store.compact()
     print(", ".join(f"{t}: {n} unit file(s) folded" for t, n in folded.items()))
     return 0
 
@@ -162,8 +173,19 @@ def cmd_status(args) -> int:
         print(f"error: no cliffsweep store at {args.store} (no spec.json there; `cliffsweep run` "
               "writes one when a sweep starts)", file=sys.stderr)
         return 2
-    print(status_text(Store(args.store)))
+    from cliffsweep.storage.health import ensure_readable
+
+    store = Store(args.store)
+    ensure_readable(store)
+    print(status_text(store))
     return 0
+
+
+EXIT_CODES = """exit codes:
+  0    every trial done (or diverged) and every checkpoint evaluated
+  1    some trial failed or some evaluation failed for good; all else finished and is recorded
+  2    input refused, nothing started (wrong sweep file, damaged store, another driver on it)
+  130  interrupted (Ctrl-C or SIGTERM): unfinished trials back to pending; the same command resumes"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -171,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="run a sweep (default: the packaged toy sweep)")
+    r = sub.add_parser("run", help="run a sweep (default: the packaged toy sweep)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_CODES)
     r.add_argument("spec", nargs="?", help="sweep YAML (default: cliffsweep/configs/toy.yaml)")
     r.add_argument("--store", help="override the store path/URI of the sweep file")
     r.add_argument("--eval-backend", choices=["vllm", "hf"], help="override eval.backend")
@@ -212,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compact", help="fold a store's small files into one per table (no sweep writing)")
     c.add_argument("store")
+    c.add_argument("--repair", action="store_true",
+                   help="first move every unreadable file to STORE/_damaged/<time>/ (nothing is deleted; every "
+                        "readable row stays; the next run redoes what they held)")
     c.set_defaults(fn=cmd_compact)
 
     x = sub.add_parser("export-tracking", help="send a store to experiment trackers (what they missed)")
@@ -247,9 +273,13 @@ def cmd_analyze(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a re-run repeats
     try:
         return args.fn(args)
     except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except StoreDamaged as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

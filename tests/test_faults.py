@@ -81,34 +81,44 @@ def test_driver_killed_when_a_final_checkpoint_reaches_it_then_rerun(tmp_path):
     assert_invariant(store, parse_spec(data))
 
 
-def test_ctrl_c_then_rerun(tmp_path):
-    """Ctrl-C once the first checkpoint is recorded (deterministic: two trials of three are
-    still to come, one at a time): interrupted trials go back to pending, none is left
-    'running', the command says how to resume and exits 1; the same command finishes the grid."""
+def interrupt_at_a_checkpoint(cmd: list[str], store: Store, sig: int, checkpoints: int) -> str:
+    """Start `cmd`, send `sig` once `checkpoints` checkpoints are recorded; its output."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 900  # a first trial's start can take minutes on a loaded 2-core machine
+    while len(store.read("checkpoints")) < checkpoints:
+        if time.time() > deadline or proc.poll() is not None:
+            proc.kill()
+            pytest.fail(f"no checkpoint {checkpoints} within 900 s: " + (proc.stdout.read() or "")[-2000:])
+        time.sleep(0.3)
+    os.kill(proc.pid, sig)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 130, out[-3000:]  # outcome.Exit.INTERRUPTED
+    return out
+
+
+def test_ctrl_c_and_sigterm_then_rerun(tmp_path):
+    """Ctrl-C once the first checkpoint is recorded (deterministic: trials are still to come, one
+    at a time), then SIGTERM (kill, timeout, Kubernetes, Slurm) into the re-run: each time the
+    interrupted trials go back to pending, none is left 'running', the command says how to resume
+    and exits 130 with no signal dump; the same command finishes the grid."""
     # one point per Train job: a job runs on until Tune stops it, and 4-step toy trials can all
     # finish inside that moment, which would leave nothing to interrupt
-    data = sweep(tmp_path / "store", lrs=(1e-3, 3e-3, 1e-2),
+    data = sweep(tmp_path / "store", lrs=(1e-3, 3e-3, 1e-2, 3e-2),
                  resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 1})
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(data))
     cmd = [sys.executable, "-m", "cliffsweep.cli", "run", str(path)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 900  # a first trial's start can take minutes on a loaded 2-core machine
-    while Store(str(tmp_path / "store")).read("checkpoints").empty:
-        if time.time() > deadline or proc.poll() is not None:
-            proc.kill()
-            pytest.fail("no checkpoint recorded within 900 s: " + (proc.stdout.read() or "")[-2000:])
-        time.sleep(0.3)
-    os.kill(proc.pid, signal.SIGINT)
-    out, _ = proc.communicate(timeout=300)
-    trials = Store(str(tmp_path / "store")).read("trials")
-    assert proc.returncode == 1, out[-3000:]
-    assert "Interrupted:" in out and "Run the same command again to resume" in out
-    assert not (trials["status"] == "running").any(), trials[["trial_id", "status"]]
-    assert (trials["status"] == "pending").sum() >= 2
+    store = Store(str(tmp_path / "store"))
+    for sig, checkpoints in ((signal.SIGINT, 1), (signal.SIGTERM, 3)):  # of 8 (4 trials x 2)
+        out = interrupt_at_a_checkpoint(cmd, store, sig, checkpoints)
+        trials = store.read("trials")
+        assert "Interrupted" in out and "Run the same command again to resume" in out, out[-3000:]
+        assert "core dumped" not in out and "SIGTERM received" not in out, out[-3000:]
+        assert not (trials["status"] == "running").any(), trials[["trial_id", "status"]]
+        assert (trials["status"] == "pending").sum() >= 1, trials[["trial_id", "status"]]
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert_invariant(Store(str(tmp_path / "store")), parse_spec(data))
+    assert_invariant(store, parse_spec(data))
 
 
 def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_work(tmp_path, monkeypatch):

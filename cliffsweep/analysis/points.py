@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from cliffsweep.storage.health import ensure_readable
 from cliffsweep.storage.store import Store
 
 POINT_COLUMNS = ["point_id", "trial_id", "model", "series", "method", "optimizer", "lr", "epochs", "seed",
@@ -169,6 +170,8 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
     and scorer versions checked across all of them; see :func:`merge_tables` for rows that
     several stores hold."""
     stores = [Store(u) for u in uris]
+    for store in stores:  # every damaged file named before anything is read (issue 29)
+        ensure_readable(store, ("evals", "trials", "samples", "steps"))
     notes: list[str] = []
     read = {t: merge_tables([s.read(t) for s in stores], t, uris, notes) for t in ("evals", "trials", "samples", "steps")}
     evals = read["evals"]

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 import os
+import signal
+import threading
 import time
 
 import yaml
@@ -27,6 +29,7 @@ from cliffsweep.orchestrator.policies import role_resources, sweep_concurrency
 from cliffsweep.orchestrator.refiner import TrialQueue, max_refine_trials, sweep_searcher
 from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.orchestrator.sweeprun import SweepRun, _abs_uri
+from cliffsweep.storage.health import ensure_readable
 from cliffsweep.storage.store import Store
 
 # Per-trial overhead is a first-class cost (docs/benchmarks.md). Ray Train V2 polls its workers
@@ -42,6 +45,24 @@ RAY_ENV = {
 }
 # A local cluster has no preemptible nodes: skip the per-trial preemption-watcher actor.
 LOCAL_RAY_ENV = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (what `kill`, `timeout`, Kubernetes and Slurm send) stops the sweep as Ctrl-C does:
+    it goes to whatever handles SIGINT now (Tune's graceful stop while trials run, else a
+    KeyboardInterrupt). Installed after `ray.init`, whose own handler exits at once and left
+    interrupted trials `running` (issue 29). Signal handlers belong to the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def as_interrupt(signum, frame) -> None:
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, as_interrupt)
 
 
 def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool) -> None:
@@ -148,12 +169,14 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
 
     check_preflight(spec, eval_backend)
     store = Store(spec.store_uri)
+    ensure_readable(store)  # a damaged store is named file by file before Ray starts
     store.write_text("spec.yaml", yaml.safe_dump(spec.model_dump(), sort_keys=False))
     store.write_json("spec.json", spec.model_dump())
     run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose, rehearsal)
     syncer = start_syncer(spec, store.uri)  # mirrors the store to MLflow / W&B / TensorBoard, off this thread
     todo = run.resume(retry_failed)
     init_ray(spec, num_cpus, verbose)
+    stop_on_sigterm()
     concurrency = concurrency_of(spec)
     run.start(concurrency, stream)
     with run.progress:
