@@ -180,14 +180,26 @@ def local_folder(path: str) -> str | None:
     return folder if os.path.isdir(folder) else None
 
 
+class UnknownArch(ValueError):
+    """A model `plan` cannot size; the message says what it needs."""
+
+
 def arch_for(path: str) -> Arch:
     """The architecture of spec path `path`: its local config.json, else PUBLISHED."""
     folder = local_folder(path)
     if folder is not None:
         cfg_path = os.path.join(folder, "config.json")
-        with open(cfg_path) as f:
-            return from_config(json.load(f), cfg_path)
+        try:
+            with open(cfg_path) as f:
+                return from_config(json.load(f), cfg_path)
+        except FileNotFoundError:
+            raise UnknownArch(f"{path}: the folder has no config.json (a transformers model folder has one: "
+                              "save_pretrained writes it)") from None
+        except (ValueError, KeyError) as e:
+            raise UnknownArch(f"{cfg_path}: cannot read the architecture from it ({type(e).__name__}: {e})") from None
     if path in PUBLISHED:
         return PUBLISHED[path]
-    raise KeyError(f"{path}: no local folder and not in the table of published configs "
-                   f"(cliffsweep/archs.py PUBLISHED: {sorted(PUBLISHED)}); point path: at a local copy")
+    raise UnknownArch(f"{path}: cannot size this model: no local folder and not in the table of published "
+                      f"configs ({', '.join(sorted(PUBLISHED)[:4])}, ...). Point path: at a local copy with its "
+                      "config.json, or add an Arch entry to PUBLISHED in cliffsweep/archs.py (hidden, layers, heads, "
+                      "kv_heads, intermediate, vocab from the model's config.json)")

@@ -18,6 +18,7 @@ import shlex
 import sys
 
 from cliffsweep.storage.health import StoreDamaged
+from cliffsweep.storage.lease import StoreBusy
 from cliffsweep.sweep.spec import SpecError
 
 from cliffsweep.orchestrator.specfile import default_spec_path, load_spec
@@ -68,9 +69,14 @@ def _warn_tracking(spec) -> None:
 
 
 def cmd_plan(args) -> int:
+    from cliffsweep.archs import UnknownArch
     from cliffsweep.plan_text import plan_text
 
-    print(plan_text(args.specs, args.mfu, args.bandwidth * 1e9, tuple(args.measured)))
+    try:
+        print(plan_text(args.specs, args.mfu, args.bandwidth * 1e9, tuple(args.measured)))
+    except UnknownArch as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -104,7 +110,7 @@ def cmd_run(args) -> int:
     _warn_tracking(spec)
     try:
         store = run_sweep(spec, eval_backend=args.eval_backend, retry_failed=args.retry_failed,
-                          num_cpus=args.num_cpus, verbose=args.verbose)
+                          num_cpus=args.num_cpus, verbose=args.verbose, force=args.force)
     except KeyboardInterrupt:  # outside Tune (which stops its trials itself): nothing was running
         print("\nInterrupted (Ctrl-C or SIGTERM) before or after training; every finished result is in the "
               f"store. Run the same command again to resume:\n  {shlex.join(again)}", file=sys.stderr)
@@ -201,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--retry-failed", action="store_true", help="re-run trials recorded as failed")
     r.add_argument("--num-cpus", type=int, help="CPUs of the local Ray cluster (default: all)")
     r.add_argument("-v", "--verbose", action="store_true", help="stream Ray worker logs")
+    r.add_argument("--force", action="store_true",
+                   help="take the store's lease even if another driver seems to hold it (one known dead on "
+                        "another machine; a dead one on this machine, or one silent for 90 s, is taken anyway)")
     r.set_defaults(fn=cmd_run)
 
     v = sub.add_parser("validate", help="check a sweep file; start nothing")
@@ -279,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except StoreDamaged as e:
+    except (StoreDamaged, StoreBusy) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from cliffsweep import plan
-from cliffsweep.archs import PUBLISHED, Arch, arch_for
+from cliffsweep.archs import PUBLISHED, Arch, UnknownArch, arch_for
 from cliffsweep.tokenstats import PACKAGED, Lengths
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +63,7 @@ def test_local_config_json_is_read_for_toy_models():
         arch = arch_for(f"toy:{name}")
         model, _ = load_model(resolve_model(f"toy:{name}"))
         assert arch.params == n_params(model) and arch.source.endswith("config.json")
-    with pytest.raises(KeyError, match="published configs"):
+    with pytest.raises(UnknownArch, match="published configs"):
         arch_for("nobody/unknown-model")
 
 

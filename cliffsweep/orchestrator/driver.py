@@ -30,6 +30,7 @@ from cliffsweep.orchestrator.refiner import TrialQueue, max_refine_trials, sweep
 from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.orchestrator.sweeprun import SweepRun, _abs_uri
 from cliffsweep.storage.health import ensure_readable
+from cliffsweep.storage.lease import Lease
 from cliffsweep.storage.store import Store
 
 # Per-trial overhead is a first-class cost (docs/benchmarks.md). Ray Train V2 polls its workers
@@ -161,15 +162,28 @@ def tune_jobs(run: SweepRun, queue: TrialQueue, concurrency: int, n_todo: int) -
 
 
 def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed: bool = False,
-              num_cpus: int | None = None, verbose: bool = False, stream=None, rehearsal=None) -> Store:
+              num_cpus: int | None = None, verbose: bool = False, stream=None, rehearsal=None,
+              force: bool = False) -> Store:
     """`rehearsal` (sweep/rehearsal.py): every piece of work a timed wait of its planned length
-    (cliffsweep/simulate/rehearsal.py starts such a run on fake GPU nodes)."""
+    (cliffsweep/simulate/rehearsal.py starts such a run on fake GPU nodes). The store is checked
+    and its lease taken (storage/health.py, storage/lease.py; `force` takes a live-looking one)
+    before anything is written or started."""
     from cliffsweep.orchestrator.preflight import check_preflight
-    from cliffsweep.tracking.sync import start_syncer
 
     check_preflight(spec, eval_backend)
     store = Store(spec.store_uri)
     ensure_readable(store)  # a damaged store is named file by file before Ray starts
+    lease = Lease(store, force)
+    try:
+        _sweep(spec, store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal)
+    finally:
+        lease.release()
+    return store
+
+
+def _sweep(spec: SweepSpec, store: Store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal) -> None:
+    from cliffsweep.tracking.sync import start_syncer
+
     store.write_text("spec.yaml", yaml.safe_dump(spec.model_dump(), sort_keys=False))
     store.write_json("spec.json", spec.model_dump())
     run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose, rehearsal)
@@ -191,4 +205,3 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
     # One file per table instead of one per write unit: `status` / `analyze` / the next run read
     # the store in a few requests (docs/store.md, docs/benchmarks.md).
     store.compact()
-    return store

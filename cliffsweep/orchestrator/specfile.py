@@ -64,7 +64,15 @@ def _semantic_problems(data: dict) -> list[str]:
             problems.append(f"models.{i}.path: unknown toy model {path[4:]!r}; valid: {sorted(TOY_MODELS)}")
         if isinstance(path, str) and realmodels.is_real_path(path) and realmodels.path_problem(path):
             problems.append(f"models.{i}.path: {realmodels.path_problem(path)}")
+        folder = Path(path).expanduser() if isinstance(path, str) and path.startswith(("/", ".", "~")) else None
+        if folder is not None and folder.is_dir() and not (folder / "config.json").is_file():
+            # (a path that does not exist here may exist on the cluster's nodes: not refused)
+            problems.append(f"models.{i}.path: {path} has no config.json (not a transformers model folder)")
+    seen_methods: dict[str, int] = {}
     for i, m in _items(data, "methods"):
+        first = seen_methods.setdefault(yaml.safe_dump(m, sort_keys=True), i)
+        if first != i:
+            problems.append(f"methods.{i}: the same as methods.{first} (its trials would repeat those trial ids)")
         name = m.get("name")
         if isinstance(name, str) and name not in METHODS:
             problems.append(f"methods.{i}.name: unknown method {name!r}; valid: {sorted(METHODS)}")
@@ -143,15 +151,59 @@ def parse_spec(data: Any, source: str = "<spec>") -> SweepSpec:
     return spec
 
 
-def load_spec(path: str | Path) -> SweepSpec:
-    path = Path(path)
-    if not path.exists():
-        raise SpecError(str(path), ["file not found"])
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader that notes a mapping key given twice (YAML keeps the last one silently:
+    a sweep file's second `lrs:` would replace the first without a word)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.duplicates: list[str] = []
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            try:
+                key = self.construct_object(key_node, deep=True)
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: the type check reports the field
+                continue
+            if first != key_node.start_mark.line + 1:
+                self.duplicates.append(f"line {key_node.start_mark.line + 1}: key {key!r} given again (first on "
+                                       f"line {first}); YAML would keep the last one silently")
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(path: Path) -> tuple[Any, list[str]]:
+    """(the file's data, its problems as a file: not UTF-8, not YAML, keys given twice)."""
+    raw = path.read_bytes()
     try:
-        data = yaml.safe_load(path.read_text())
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise SpecError(str(path), [f"not UTF-8 text: byte 0x{raw[e.start]:02x} at offset {e.start} (line {line}); "
+                                    "save the file as UTF-8"]) from None
+    loader = _Loader(text)
+    try:
+        data = loader.get_single_data()
     except yaml.YAMLError as e:
         raise SpecError(str(path), [f"not valid YAML: {e}"]) from None
-    return parse_spec(data, str(path))
+    finally:
+        loader.dispose()
+    return data, loader.duplicates
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(str(path), ["file not found" if not path.exists() else "not a file"])
+    data, duplicates = read_yaml(path)
+    try:
+        spec = parse_spec(data, str(path))
+    except SpecError as e:
+        raise SpecError(str(path), duplicates + e.problems) from None
+    if duplicates:
+        raise SpecError(str(path), duplicates)
+    return spec
 
 
 def default_spec_path() -> Path:

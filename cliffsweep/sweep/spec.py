@@ -10,6 +10,7 @@ one `SpecError` listing every problem. Unknown keys are errors, never defaults.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -25,6 +26,19 @@ class SpecError(ValueError):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"{source}: {len(problems)} problem(s) in the sweep file:\n{lines}")
+
+
+MAX_EPOCHS = 1000
+"""Bounds on the counts that size a sweep, so that a typo cannot make `plan` or `run` spin."""
+MAX_POINTS_PER_TRIAL = 1000
+
+
+def _distinct(axis: str, v: list) -> list:
+    """A grid axis lists each value once: a repeat would repeat trial ids (the same trial twice)."""
+    repeated = sorted({x for x in v if v.count(x) > 1}, key=str)
+    if repeated:
+        raise ValueError(f"{axis} lists {repeated} more than once (each value is one grid axis point)")
+    return v
 
 
 class _Strict(BaseModel):
@@ -45,7 +59,7 @@ class MethodSpec(_Strict):
     name: str
     params: dict[str, Any] = {}
     """Method hyperparameters. A list value is a grid axis (wrap a list-valued param in a list)."""
-    optimizers: list[str] | None = None
+    optimizers: list[str] | None = Field(None, min_length=1)
     """This method's optimizer axis; None = the sweep's `optimizers`."""
 
 
@@ -120,7 +134,7 @@ DEFAULT_MAX_MODEL_LEN = 4096
 
 
 class EvalSpec(_Strict):
-    points_per_trial: int = Field(3, ge=1)
+    points_per_trial: int = Field(3, ge=1, le=MAX_POINTS_PER_TRIAL)
     """Evenly spaced checkpoints per trial; the last is the end of training."""
     every_epoch: bool = False
     """Also evaluate at each epoch end."""
@@ -195,12 +209,12 @@ class SweepSpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     models: list[ModelSpec] = Field(min_length=1)
     methods: list[MethodSpec] = Field(min_length=1)
-    optimizers: list[str] = ["adamw"]
+    optimizers: list[str] = Field(["adamw"], min_length=1)
     """Optimizer axis (001): adamw, muon, sgd; crossed with every method."""
     lrs: list[float] = Field(min_length=1)
     """Peak learning rates."""
-    epochs: list[int] = [3]
-    seeds: list[int] = [0]
+    epochs: list[int] = Field([3], min_length=1)
+    seeds: list[int] = Field([0], min_length=1)
     tasks: TasksSpec
     recipe: RecipeSpec = RecipeSpec()
     eval: EvalSpec = EvalSpec()
@@ -236,17 +250,26 @@ class SweepSpec(_Strict):
     @field_validator("lrs")
     @classmethod
     def _positive_lrs(cls, v: list[float]) -> list[float]:
-        bad = [x for x in v if not x > 0]
-        if bad:
-            raise ValueError(f"learning rates must be > 0 (the base model is the lr=0 point), got {bad}")
+        bad = [x for x in v if not (math.isfinite(x) and x > 0)]
+        repeated = sorted({x for x in v if v.count(x) > 1})
+        if bad or repeated:
+            raise ValueError("; ".join(
+                ([f"learning rates must be finite and > 0 (the base model is the lr=0 point; YAML reads "
+                  f"1.0e+400 as infinity), got {bad}"] if bad else [])
+                + ([f"lrs lists {repeated} more than once (each value is one grid axis point)"] if repeated else [])))
         return v
 
     @field_validator("epochs")
     @classmethod
     def _positive_epochs(cls, v: list[int]) -> list[int]:
-        if not v or any(e < 1 for e in v):
-            raise ValueError(f"epochs must be a non-empty list of integers >= 1, got {v}")
-        return v
+        if any(e < 1 or e > MAX_EPOCHS for e in v):
+            raise ValueError(f"epochs must be integers from 1 to {MAX_EPOCHS}, got {v}")
+        return _distinct("epochs", v)
+
+    @field_validator("seeds", "optimizers")
+    @classmethod
+    def _distinct_axis(cls, v: list, info) -> list:
+        return _distinct(info.field_name, v)
 
     @property
     def store_uri(self) -> str:
