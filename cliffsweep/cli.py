@@ -110,7 +110,8 @@ def cmd_run(args) -> int:
     _warn_tracking(spec)
     try:
         store = run_sweep(spec, eval_backend=args.eval_backend, retry_failed=args.retry_failed,
-                          num_cpus=args.num_cpus, verbose=args.verbose, force=args.force)
+                          num_cpus=args.num_cpus, verbose=args.verbose, force=args.force,
+                          node_ip=args.node_ip_address)
     except KeyboardInterrupt:  # outside Tune (which stops its trials itself): nothing was running
         print("\nInterrupted (Ctrl-C or SIGTERM) before or after training; every finished result is in the "
               f"store. Run the same command again to resume:\n  {shlex.join(again)}", file=sys.stderr)
@@ -207,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--retry-failed", action="store_true", help="re-run trials recorded as failed")
     r.add_argument("--num-cpus", type=int, help="CPUs of the local Ray cluster (default: all)")
     r.add_argument("-v", "--verbose", action="store_true", help="stream Ray worker logs")
+    r.add_argument("--node-ip-address", default="127.0.0.1",
+                   help="address the local Ray cluster of this run listens on (default 127.0.0.1: loopback only, "
+                        "nothing reachable from the network; another address exposes Ray's unauthenticated "
+                        "ports to that network). A sweep with ray_address joins its cluster as it is")
     r.add_argument("--force", action="store_true",
                    help="take the store's lease even if another driver seems to hold it (one known dead on "
                         "another machine; a dead one on this machine, or one silent for 90 s, is taken anyway)")

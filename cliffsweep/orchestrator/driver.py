@@ -66,7 +66,13 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, as_interrupt)
 
 
-def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool) -> None:
+LOOPBACK = "127.0.0.1"
+"""Where a local sweep's own Ray cluster listens: GCS, raylet, object manager and workers bind to
+the node address Ray is given (Ray 2.60: loopback binds loopback only), so a laptop's run is not
+reachable from its network without authentication (issue 29)."""
+
+
+def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool, node_ip: str = LOOPBACK) -> None:
     import ray
 
     if ray.is_initialized():
@@ -80,7 +86,7 @@ def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool) -> None:
         # reads on a local cluster (the store holds the sweep's own timings). No worker
         # prestart: every actor of a sweep carries its own runtime env, so prestarted idle
         # workers are rarely the ones used, and each costs a Python start with `import ray`.
-        ray.init(num_cpus=num_cpus or local_cpus(spec), include_dashboard=False,
+        ray.init(num_cpus=num_cpus or local_cpus(spec), include_dashboard=False, _node_ip_address=node_ip,
                  runtime_env=env, log_to_driver=verbose,
                  _system_config={"enable_metrics_collection": False, "enable_worker_prestart": False})
 
@@ -163,7 +169,7 @@ def tune_jobs(run: SweepRun, queue: TrialQueue, concurrency: int, n_todo: int) -
 
 def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed: bool = False,
               num_cpus: int | None = None, verbose: bool = False, stream=None, rehearsal=None,
-              force: bool = False) -> Store:
+              force: bool = False, node_ip: str = LOOPBACK) -> Store:
     """`rehearsal` (sweep/rehearsal.py): every piece of work a timed wait of its planned length
     (cliffsweep/simulate/rehearsal.py starts such a run on fake GPU nodes). The store is checked
     and its lease taken (storage/health.py, storage/lease.py; `force` takes a live-looking one)
@@ -175,13 +181,14 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
     ensure_readable(store)  # a damaged store is named file by file before Ray starts
     lease = Lease(store, force)
     try:
-        _sweep(spec, store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal)
+        _sweep(spec, store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal, node_ip)
     finally:
         lease.release()
     return store
 
 
-def _sweep(spec: SweepSpec, store: Store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal) -> None:
+def _sweep(spec: SweepSpec, store: Store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal,
+           node_ip: str) -> None:
     from cliffsweep.tracking.sync import start_syncer
 
     store.write_text("spec.yaml", yaml.safe_dump(spec.model_dump(), sort_keys=False))
@@ -189,7 +196,7 @@ def _sweep(spec: SweepSpec, store: Store, eval_backend, retry_failed, num_cpus, 
     run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose, rehearsal)
     syncer = start_syncer(spec, store.uri)  # mirrors the store to MLflow / W&B / TensorBoard, off this thread
     todo = run.resume(retry_failed)
-    init_ray(spec, num_cpus, verbose)
+    init_ray(spec, num_cpus, verbose, node_ip)
     stop_on_sigterm()
     concurrency = concurrency_of(spec)
     run.start(concurrency, stream)

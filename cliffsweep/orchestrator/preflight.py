@@ -1,4 +1,5 @@
-"""Checks that need more than the sweep file: each model's own config, read before anything starts.
+"""Checks that need more than the sweep file: each model's own config and each task's local
+data files, read before anything starts.
 
 A sweep whose evaluations can never succeed must not train first (issue 10: `eval.max_model_len`
 above the toy's 256-token context trained every trial, then failed every evaluation). What a
@@ -72,10 +73,21 @@ def engine_context(max_model_len: int | None, model_folder: str) -> int | None:
     return min(ctx, DEFAULT_MAX_MODEL_LEN) if ctx else None
 
 
+def task_data_problems(spec: SweepSpec) -> list[str]:
+    """Every malformed row of every task's local data files, all of them (issue 29: a row missing
+    a field was found only by the base evaluation, after Ray had started, and a second broken
+    file never)."""
+    from cliffsweep.evals.tasks import build_task
+
+    entries = [("tasks.learn", spec.tasks.learn)] + [(f"tasks.retain.{i}", t) for i, t in enumerate(spec.tasks.retain)]
+    return [f"{where} ({t.name}): {p}" for where, t in entries for p in build_task(t.name, t.params).data_problems()]
+
+
 def check_preflight(spec: SweepSpec, backend: str | None = None, source: str = "<spec>") -> None:
-    """Raise SpecError with every problem found in the models' configs."""
+    """Raise SpecError with every problem found in the models' configs and the tasks' data."""
     problems = preflight_problems(spec, {m.name: local_config(m.path) for m in spec.models},
                                   backend or spec.eval.backend)
+    problems += task_data_problems(spec)
     if problems:
         raise SpecError(source, problems)
 

@@ -106,6 +106,11 @@ class Task:
     def __init__(self, params: TaskParams | None = None):
         self.params = params if params is not None else self.Params()
 
+    def data_problems(self) -> list[str]:
+        """Every malformed row of this task's local data files ('file:line: problem'), read
+        before anything starts; [] for data made in code or fetched at run time."""
+        return []
+
     def train_examples(self) -> list[Example]:
         raise NotImplementedError(f"task {self.name} has no training split")
 

@@ -36,8 +36,8 @@ from pydantic import Field
 
 from cliffsweep.evals.scoring import LETTER_SCORER_VERSION, LETTERS, letter_score
 from cliffsweep.evals.tasks.base import EvalExample, Example, Sampling, Score, Task, TaskParams
-from cliffsweep.evals.tasks.rows import (DataError, DataWarning, field, read_jsonl, seeded_subset, stable_unit,
-                                        stratified_subset)
+from cliffsweep.evals.tasks.rows import (DataError, DataWarning, field, read_jsonl, row_problems, seeded_subset,
+                                        stable_unit, stratified_subset)
 
 HUB_ID = "hicai-zju/SciKnowEval"
 HUB_FILE = "data/Chemistry/sciknoweval_chemistry_test.jsonl"  # all levels; L3 rows are selected
@@ -89,6 +89,12 @@ class ChemL3(Task):
         super().__init__(params)
         self.sampling = Sampling(max_tokens=self.params.max_tokens, stop=())
         self._rows: list[Row] | None = None
+
+    def data_problems(self) -> list[str]:
+        if self.params.path is None:  # the hub's copy: read at run time
+            return []
+        files = sorted(Path(self.params.path).glob("*.jsonl"))
+        return row_problems(files, parse_row) if files else [f"{self.params.path}: no *.jsonl files"]
 
     def rows(self) -> list[Row]:
         """Every kept multiple-choice row, in file order."""

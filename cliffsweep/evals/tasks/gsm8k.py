@@ -30,7 +30,7 @@ from pydantic import Field, model_validator
 
 from cliffsweep.evals.scoring import GSM8K_SCORER_VERSION, gsm8k_reference, gsm8k_score
 from cliffsweep.evals.tasks.base import EvalExample, Example, Sampling, Score, Task, TaskParams
-from cliffsweep.evals.tasks.rows import DataError, field, read_jsonl, seeded_subset
+from cliffsweep.evals.tasks.rows import DataError, field, read_jsonl, row_problems, seeded_subset
 
 HUB_ID = "openai/gsm8k"
 HUB_FILES = {"train": "main/train-00000-of-00001.parquet", "test": "main/test-00000-of-00001.parquet"}
@@ -98,6 +98,11 @@ class GSM8K(Task):
         # The protocol changes the numbers as much as the scorer does: analysis must not mix them.
         self.scorer_version = f"{GSM8K_SCORER_VERSION}+{protocol}"
         self._splits: dict[str, list[tuple[str, str, str]]] = {}
+
+    def data_problems(self) -> list[str]:
+        if self.params.path is None:  # the hub's copy: read at run time
+            return []
+        return row_problems([Path(self.params.path) / f"{s}.jsonl" for s in ("train", "test")], _parse)
 
     def _split(self, split: str) -> list[tuple[str, str, str]]:
         """(row id, question, answer) of every row of `split`, validated, in file order."""

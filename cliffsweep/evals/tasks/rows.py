@@ -10,7 +10,7 @@ import hashlib
 import json
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,23 +24,50 @@ class DataWarning(UserWarning):
     the message names them (file:line)."""
 
 
-def read_jsonl(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(location 'file:line', row) for every non-blank line of a JSON-lines file."""
-    path = Path(path)
+def _lines(path: Path) -> Iterator[tuple[str, str]]:
+    """(location 'file:line', text) of every non-blank line of a text file."""
     if not path.is_file():
         raise DataError(f"{path}: data file not found")
     with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: bad JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-            yield where, row
+        try:
+            for lineno, line in enumerate(f, start=1):
+                if line.strip():
+                    yield f"{path}:{lineno}", line
+        except UnicodeDecodeError as e:
+            raise DataError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x}); save it as UTF-8") from None
+
+
+def _json_row(where: str, line: str) -> dict[str, Any]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{where}: bad JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    return row
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(location 'file:line', row) for every non-blank line of a JSON-lines file."""
+    for where, line in _lines(Path(path)):
+        yield where, _json_row(where, line)
+
+
+def row_problems(files: Iterable[str | Path], parse: Callable[[str, dict[str, Any]], Any]) -> list[str]:
+    """Every problem of `files` ('file:line: ...'), each row parsed by `parse` (which raises
+    DataError): all of them, where reading stops at the first. What `validate` and `run` list
+    before anything starts (orchestrator/preflight.py)."""
+    problems = []
+    for path in files:
+        try:
+            for where, line in _lines(Path(path)):
+                try:
+                    parse(where, _json_row(where, line))
+                except DataError as e:
+                    problems.append(str(e))
+        except DataError as e:  # the file itself: missing, not UTF-8
+            problems.append(str(e))
+    return problems
 
 
 def field(row: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
