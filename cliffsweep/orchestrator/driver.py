@@ -17,6 +17,7 @@ pool -> store.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import signal
@@ -152,6 +153,11 @@ def tune_jobs(run: SweepRun, queue: TrialQueue, concurrency: int, n_todo: int) -
 
     spec, r = run.spec, run.spec.resources
     run.progress.phase = "training"
+    # Tune logs every failed trial's traceback; the callback says each root cause once instead
+    # (orchestrator/failures.py) and the store keeps every traceback. --verbose shows them all.
+    os.environ["TUNE_PRINT_ALL_TRIAL_ERRORS"] = "1" if run.verbose else "0"
+    if not run.verbose:  # its closing "Trials did not complete" list of Tune's trial names
+        logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)
     pin_train_coordinator()
     tune.Tuner(
         tune.with_resources(trial_fn(), {"CPU": 0.01, **role_resources(r.cluster_roles, "driver")}),

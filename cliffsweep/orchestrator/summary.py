@@ -73,9 +73,26 @@ def status_text(store: Store) -> str:
                      "(they count as done once evaluated)")
     lines += waiting_lines(store, trials)
     lines += tracking_lines(store, trials, evals, errors)
-    for _, e in errors.tail(5).iterrows():
-        lines.append(f"  {e['kind']} {e['trial_id']} step {e['step']}: {str(e['message']).strip().splitlines()[-1][:160]}")
+    lines += error_lines(errors)
     return "\n".join(lines)
+
+
+def error_lines(errors: pd.DataFrame, show: int = 5) -> list[str]:
+    """The latest errors, one line per kind and root cause (orchestrator/failures.py) however
+    many trials it stopped: a full disk is said once, not once per trial."""
+    from cliffsweep.orchestrator.failures import root_cause
+
+    groups: dict[tuple[str, str], tuple[str, list[str]]] = {}
+    for _, e in errors.sort_values("at").iterrows() if not errors.empty else ():
+        key, sentence = root_cause(str(e["message"]))
+        _, tids = groups.pop((e["kind"], key), (sentence, []))
+        groups[(e["kind"], key)] = (sentence, tids + [f"{e['trial_id']} step {e['step']}"])
+    lines = []
+    for (kind, key), (sentence, tids) in list(groups.items())[-show:]:
+        who = tids[0] if len(tids) == 1 else f"{len(tids)} times ({tids[0]}, ...)"
+        said = sentence if key == sentence else f"{key}: {sentence}"  # the OS's words first
+        lines.append(f"  {kind} {who}: {said[:240]}")
+    return lines
 
 
 def waiting_lines(store: Store, trials: pd.DataFrame, show: int = 3) -> list[str]:

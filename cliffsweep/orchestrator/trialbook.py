@@ -112,6 +112,9 @@ class TrialBook:
             self.progress.trial_seconds.append((now() - self.started[tid]).total_seconds())
         self.finished_at[tid] = now()
         self.record(tid, status, finished_at=self.finished_at[tid], **extra)
+        if status is TrialStatus.FAILED:  # the errors table holds every failure, not only retries
+            self.store.write("errors", f"trial__{tid}__attempt{self.attempts.get(tid, 0)}", [{
+                "trial_id": tid, "step": -1, "kind": "trial_failed", "message": extra.get("error", ""), "at": now()}])
         if status is TrialStatus.TRAINED:
             self.trained[tid] = self.reports.get(tid, TrialRecord()).total_steps
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from cliffsweep.orchestrator.failures import FailureLog
 from cliffsweep.orchestrator.live import lookup, register
 from cliffsweep.orchestrator.policies import TrialStatus
 from cliffsweep.orchestrator.sweeprun import SweepRun
@@ -34,6 +35,7 @@ def sweep_callback(run: SweepRun):
 
     key = register(run)  # Tune pickles its callbacks; the live run stays here (live.py)
     book = run.book
+    failures = FailureLog()  # one terminal line per root cause; the store keeps every traceback
 
     class SweepCallback(tune.Callback):
         """Tune events (one Tune trial = one Train job of several grid points) -> trial rows and
@@ -72,8 +74,10 @@ def sweep_callback(run: SweepRun):
         def on_trial_recover(self, iteration, trials, trial, **info):
             job: JobRun = trial.config[JOB_KEY]
             self._flush_reports()
-            for tid in self._unended(job):
-                book.retry(tid, _error_text(trial))  # the one it was training starts again
+            text, unended = _error_text(trial), self._unended(job)
+            for tid in unended:
+                book.retry(tid, text)  # the one it was training starts again
+            failures.note(unended[0] if unended else job.job_id, text, "a trial failed and is retried")
 
         def on_trial_error(self, iteration, trials, trial, **info):
             job: JobRun = trial.config[JOB_KEY]
@@ -82,8 +86,10 @@ def sweep_callback(run: SweepRun):
             # The trial it was training failed for good; the ones after it never started: they
             # get a job of their own instead of sharing its failure.
             failed = [tid for tid in unended if tid in run.progress.running] or unended[:1]
+            text = _error_text(trial)
             for tid in failed:
-                book.finish(tid, TrialStatus.FAILED, error=_error_text(trial))
+                book.finish(tid, TrialStatus.FAILED, error=text)
+                failures.note(tid, text, "a trial failed for good")
             rest = [run.by_id[tid] for tid in unended if tid not in failed]
             if rest:
                 run.queue.add(run.job_configs(rest))

@@ -149,7 +149,9 @@ class Checkpointer:
     def _raise(self) -> None:
         if self._error is not None:
             err, self._error = self._error, None
-            raise RuntimeError(f"checkpoint of {self.trial_id} could not be written") from err
+            cause = os_cause(err)
+            said = f": {cause}" if cause is not None else f" ({type(err).__name__}: {err})"
+            raise RuntimeError(f"checkpoint of {self.trial_id} could not be written under {self.root}{said}") from err
 
     # --- writer thread --------------------------------------------------------------------------
     def _run(self) -> None:
@@ -213,6 +215,18 @@ class Checkpointer:
 
 def folder_bytes(folder: str) -> int:
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
+def os_cause(err: BaseException) -> OSError | None:
+    """The OS's own error under `err` (no space, permission, read-only filesystem), if any: what
+    the user must read, where a storage wrapper's retries would hide it."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno is not None:
+            return err
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def canary_of(model: torch.nn.Module, tokenizer) -> dict[str, Any]:
