@@ -53,9 +53,12 @@ def test_twenty_ewc_trials_share_one_fisher(ray_local, tmp_path):
 
 
 def test_failed_statistics_fail_only_their_trials(ray_local, tmp_path):
-    """A model whose statistics cannot be computed (here: an empty model folder) costs its own
-    trials, recorded with the error; the other model's statistics are still computed."""
+    """A model whose statistics cannot be computed (here: a model folder whose config.json names
+    no architecture transformers knows; an empty folder is refused by the sweep file's checks)
+    costs its own trials, recorded with the error; the other model's statistics are still
+    computed."""
     (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "config.json").write_text('{"model_type": "no-such-architecture"}')
     spec = parse_spec({
         "name": "stats", "models": [{"name": "q", "path": "toy:qwen2-tiny"},
                                     {"name": "broken", "path": str(tmp_path / "empty")}],

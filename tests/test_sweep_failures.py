@@ -4,8 +4,8 @@ first of three points packed into one Train job, so the job's two other points, 
 get a job of their own and train (issue 24 part 1: this path once ended the whole sweep); a model
 folder whose weights file is corrupt fails its base evaluation, so its trials are not trained at
 all (recorded failed, saying why); the healthy trials, their evaluations and the sweep carry on,
-and `cliffsweep run` exits as for any failed trial (0: failures are recorded, nothing is left
-to resume)."""
+and `cliffsweep run` exits 1, the code for failed trials (issue 29: it exited 0, so a script
+could not tell)."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_model_whose_base_evaluation_fails_is_not_trained(swept):
 
 def test_packed_points_after_a_failing_one_train_in_a_job_of_their_own(swept):
     spec, store, crashing, code = swept
-    assert code == 0  # as for any failed trial: recorded, nothing left to resume
+    assert code == 1  # outcome.Exit.FAILED: failures recorded, everything else finished
     trials = store.read("trials").set_index("trial_id")
     healthy = [t.trial_id for t in expand_grid(spec) if t.model == "ok" and t.trial_id != crashing]
     assert len(healthy) == 2

@@ -82,20 +82,22 @@ def sweep_callback(run: SweepRun):
         def on_trial_error(self, iteration, trials, trial, **info):
             job: JobRun = trial.config[JOB_KEY]
             self._flush_reports()
-            unended = self._unended(job)
-            # The trial it was training failed for good; the ones after it never started: they
-            # get a job of their own instead of sharing its failure.
-            failed = [tid for tid in unended if tid in run.progress.running] or unended[:1]
-            text = _error_text(trial)
-            for tid in failed:
-                book.finish(tid, TrialStatus.FAILED, error=text)
-                failures.note(tid, text, "a trial failed for good")
-            rest = [run.by_id[tid] for tid in unended if tid not in failed]
-            if rest:
-                run.queue.add(run.job_configs(rest))
-            run.job_ended(job)
+            _job_failed(run, failures, job, self._unended(job), _error_text(trial))
 
     return SweepCallback()
+
+
+def _job_failed(run: SweepRun, failures: FailureLog, job: JobRun, unended: list[str], text: str) -> None:
+    """A Train job failed for good: the point it was training failed; the ones after it never
+    started, so they get a job of their own instead of sharing its failure."""
+    failed = [tid for tid in unended if tid in run.progress.running] or unended[:1]
+    for tid in failed:
+        run.book.finish(tid, TrialStatus.FAILED, error=text)
+        failures.note(tid, text, "a trial failed for good")
+    rest = [run.by_id[tid] for tid in unended if tid not in failed]
+    if rest:
+        run.queue.add(run.job_configs(rest))
+    run.job_ended(job)
 
 
 def _callback_from_key(key: int):
