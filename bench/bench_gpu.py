@@ -2,7 +2,7 @@
 MFU and peak memory per training recipe (issue 23: the fast path and its alternatives), the
 once-per-model statistics' peak memory beside training's, and vLLM generation throughput, on
 real-size architectures built with random weights on the device from their published configs
-(cliffsweep/archs.py PUBLISHED: no hub, no download).
+(cliffsweep/planner/archs.py PUBLISHED: no hub, no download).
 
     python bench/bench_gpu.py                                    # every recipe that fits, 4 models
     python bench/bench_gpu.py --models Qwen/Qwen2.5-1.5B-Instruct --recipes fsdp_bf16+liger
@@ -30,8 +30,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from cliffsweep import plan
-from cliffsweep.archs import PUBLISHED, Arch
+from cliffsweep.planner import costs, mfu, plan
+from cliffsweep.planner.archs import PUBLISHED, Arch
 
 # vLLM's CPU attention supports head sizes such as 32 (toy/models.py); everything else tiny.
 TINY = Arch("qwen2", hidden=128, layers=2, heads=4, kv_heads=2, intermediate=256, vocab=512, tied=True,
@@ -51,7 +51,7 @@ class Recipe:
     master: bool = True
     """recipe.master_weights, for bf16 weights."""
     path: str = ""
-    """The precision path `plan` files the measurement under (plan.MeasuredMFU.path)."""
+    """The precision path `plan` files the measurement under (mfu.MeasuredMFU.path)."""
 
 
 RECIPES: dict[str, Recipe] = {
@@ -67,15 +67,15 @@ DEFAULT_RECIPE = "fsdp_bf16+liger"
 
 
 def peak_tflops(device_name: str) -> float | None:
-    for gpu in plan.GPUS:
+    for gpu in mfu.GPUS:
         if gpu.name.split("-")[0] in device_name:
             return gpu.bf16_tflops
     return None
 
 
 def plan_memory_gb(arch: Arch, recipe: Recipe, micro: int, seq: int, grad_ckpt: bool, method: str = "sft") -> float:
-    prec = plan.precision(recipe.dtype, True, recipe.master)
-    return plan.train_memory(arch, method, {}, "adamw", prec, "ddp", 1, micro, seq, grad_ckpt).total / 1e9
+    prec = costs.precision(recipe.dtype, True, recipe.master)
+    return costs.train_memory(arch, method, {}, "adamw", prec, "ddp", 1, micro, seq, grad_ckpt).total / 1e9
 
 
 def one_rank_group(device_type: str) -> None:
@@ -158,13 +158,13 @@ def bench_training(arch: Arch, recipe: Recipe, micro: int, seq: int, steps: int,
     tok_s = micro * seq * steps / seconds
     peak = peak_tflops(torch.cuda.get_device_name()) if cuda else None
     return {"train_tokens_per_s": tok_s, "step_seconds": seconds / steps,
-            "mfu": tok_s * plan.flops_per_token(arch, "sft", grad_ckpt) / (peak * 1e12) if peak else None,
+            "mfu": tok_s * costs.flops_per_token(arch, "sft", grad_ckpt) / (peak * 1e12) if peak else None,
             "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else None,
             "compute": fast.label, "kernels_used": kernels, "first_loss": first, "last_loss": float(last)}
 
 
 STATS_METHODS = ("ewc", "mas", "sib", "flow")
-"""The methods with once-per-model statistics passes over data (plan.STATS_PASSES; rpsft's is an SVD)."""
+"""The methods with once-per-model statistics passes over data (each declares its pass in its own file: methods/costs.py; rpsft's is an SVD)."""
 
 
 def bench_stats(arch: Arch, method_name: str, micro: int, seq: int, batches: int, grad_ckpt: bool) -> dict:
@@ -233,7 +233,7 @@ def measure(a, archs: dict[str, Arch], save=lambda rows: None) -> list[dict]:
     """Every (model, recipe) row (or, with --stats, every (model, statistics method) row); `save`
     gets the rows so far after each one (a stage cut off by its time limit keeps what it measured)."""
     rows = []
-    gpu_gb = next((g.memory_gb for g in plan.GPUS if g.name.split("-")[0] in device_name()), None)
+    gpu_gb = next((g.memory_gb for g in mfu.GPUS if g.name.split("-")[0] in device_name()), None)
     common = ["--micro", str(a.micro), "--seq", str(a.seq), "--steps", str(a.steps)] + (["--grad-ckpt"] if a.grad_ckpt else [])
     for name, arch in archs.items():
         model_args = ["--tiny"] if a.tiny else ["--models", name]

@@ -69,11 +69,12 @@ def _warn_tracking(spec) -> None:
 
 
 def cmd_plan(args) -> int:
-    from cliffsweep.archs import UnknownArch
-    from cliffsweep.plan_text import plan_text
+    from cliffsweep.planner.archs import UnknownArch
+    from cliffsweep.planner.text import plan_text
 
     try:
-        print(plan_text(args.specs, args.mfu, args.bandwidth * 1e9, tuple(args.measured)))
+        specs = [(path, load_spec(path)) for path in args.specs]
+        print(plan_text(specs, args.mfu, args.bandwidth * 1e9, tuple(args.measured)))
     except UnknownArch as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -82,7 +83,8 @@ def cmd_plan(args) -> int:
 
 def cmd_simulate(args) -> int:
     from cliffsweep.orchestrator.specfile import load_spec
-    from cliffsweep.plan import measured_rows, plan_spec
+    from cliffsweep.planner.mfu import measured_rows
+    from cliffsweep.planner.plan import plan_spec
     from cliffsweep.simulate.engine import Cluster, simulate
     from cliffsweep.simulate.report import figure, text
 
@@ -221,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("spec")
     v.set_defaults(fn=cmd_validate)
 
-    from cliffsweep.plan import DEFAULT_MFU
+    from cliffsweep.planner.mfu import DEFAULT_MFU
 
     pl = sub.add_parser("plan", help="what a sweep costs (tokens, FLOPs, GPU-hours, checkpoints, "
                                      "memory per GPU); offline, starts nothing")

@@ -1,4 +1,4 @@
-"""The whole bill (cliffsweep/bill.py, issue 21 part 4): which checkpoints save the training
+"""The whole bill (cliffsweep/planner/bill.py, issue 21 part 4): which checkpoints save the training
 state, what the training loop waits on, and `plan`'s figures for the paper grid."""
 
 from __future__ import annotations
@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from cliffsweep import bill
+from cliffsweep.planner import bill
+
+
+def loaded(path: str) -> list:
+    """[(path, spec)] as `cliffsweep plan PATH` reads it."""
+    from cliffsweep.orchestrator.specfile import load_spec
+
+    return [(path, load_spec(path))]
 
 
 def test_the_training_state_is_saved_every_resume_every_s_of_training():
@@ -29,8 +36,8 @@ def test_blocked_seconds_synchronous_vs_asynchronous():
 
 def test_paper_grid_writes_under_13_tb_with_the_defaults_and_prices_the_whole_bill(tmp_path):
     from cliffsweep.orchestrator.specfile import load_spec
-    from cliffsweep.plan import plan_spec
-    from cliffsweep.plan_text import plan_text
+    from cliffsweep.planner.plan import plan_spec
+    from cliffsweep.planner.text import plan_text
 
     after = plan_spec(load_spec("cliffsweep/configs/paper.yaml"))
     assert sum(p.ckpt_written for p in after) <= 13e12
@@ -41,5 +48,5 @@ def test_paper_grid_writes_under_13_tb_with_the_defaults_and_prices_the_whole_bi
     assert sum(p.ckpt_written for p in before) == pytest.approx(52.2e12, rel=0.01)  # the issue's figure
     assert sum(p.ckpt_blocked_s for p in after) < 0.2 * sum(p.ckpt_blocked_s for p in before)
     assert all(p.eval_s > 0 and p.setup_s > 0 and p.prompt_tokens > 0 for p in after)
-    text = plan_text(["cliffsweep/configs/paper.yaml"])
+    text = plan_text(loaded("cliffsweep/configs/paper.yaml"))
     assert "The whole bill, H100-hours" in text and "train share" in text and "ckpt wait h" in text

@@ -221,7 +221,7 @@ def test_the_gpu_check_runs_every_stage_in_its_dry_run(tmp_path):
     md = (out / "gpu_check.md").read_text()
     assert "## Training, per recipe" in md and "MFU >= 40%: not measured" in md
     # what `cliffsweep plan --measured` reads: the rows a GPU fills in (a CPU measures no MFU)
-    from cliffsweep.plan import gpu_check_rows
+    from cliffsweep.planner.mfu import gpu_check_rows
 
     assert gpu_check_rows(out / "gpu_check.json") == []
     gpu = {**report, "train_small": {"rows": [{**r, "mfu": 0.5} for r in report["train_small"]["rows"]]}}

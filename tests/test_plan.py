@@ -1,4 +1,4 @@
-"""`cliffsweep plan` (cliffsweep/plan.py, archs.py, tokenstats.py): each number of the budget is
+"""`cliffsweep plan` (cliffsweep/planner/: plan.py, costs.py, mfu.py, archs.py, tokenstats.py): each number of the budget is
 checked against the real thing on small models: parameter counts against transformers' models
 and the model cards, FLOPs against torch's FLOP counter, activation bytes against the tensors
 autograd really saves, checkpoint bytes against the files training writes, method memory against
@@ -13,9 +13,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from cliffsweep import plan
-from cliffsweep.archs import PUBLISHED, Arch, UnknownArch, arch_for
-from cliffsweep.tokenstats import PACKAGED, Lengths
+from cliffsweep.planner import costs, mfu, plan
+from cliffsweep.planner.archs import PUBLISHED, Arch, UnknownArch, arch_for
+from cliffsweep.planner.tokenstats import PACKAGED, Lengths
+
+
+def loaded(path: str) -> list:
+    """[(path, spec)] as `cliffsweep plan PATH` reads it."""
+    from cliffsweep.orchestrator.specfile import load_spec
+
+    return [(path, load_spec(path))]
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {kind: Arch(kind, hidden=64, layers=2, heads=4, kv_heads=2, intermediate=96, vocab=256, tied=tied,
@@ -82,7 +89,7 @@ def test_six_n_d_matches_torch_flop_counter(kind):
     with FlopCounterMode(display=False) as fc:
         model(input_ids=ids, labels=ids).loss.backward()
     attention = 3 * 2 * 2 * arch.layers * rows * seq * seq * arch.heads * arch.hd  # QK^T and AV, fwd + 2x bwd
-    assert fc.get_total_flops() == pytest.approx(plan.flops_per_token(arch, "sft", False) * rows * seq + attention, rel=0.02)
+    assert fc.get_total_flops() == pytest.approx(costs.flops_per_token(arch, "sft", False) * rows * seq + attention, rel=0.02)
 
 
 @pytest.mark.parametrize("kind", ["qwen2", "llama", "qwen3", "olmo2"])
@@ -102,7 +109,7 @@ def test_activation_estimate_matches_what_autograd_saves(kind):
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         hidden = model.model(input_ids=ids).last_hidden_state  # the layers, without the LM head
     hidden.sum().backward()
-    est = plan.train_memory(arch, "sft", {}, "adamw", plan.precision("float32", False), "ddp", 1, rows, seq,
+    est = costs.train_memory(arch, "sft", {}, "adamw", costs.precision("float32", False), "ddp", 1, rows, seq,
                             False).parts["activations"]
     assert sum(seen.values()) == pytest.approx(est, rel=0.15), (sum(seen.values()), est)
 
@@ -125,7 +132,7 @@ def test_checkpoint_bytes_match_the_files_training_writes(method, tmp_path):
     opt.step()
     resume.save(tmp_path, 1, model, opt, sched, m)
     m.export(model).save_pretrained(tmp_path / "export", safe_serialization=True)
-    got = plan.checkpoint_bytes(arch, method, "adamw", "float32", 4 if method == "lora" else None, "ddp")
+    got = costs.checkpoint_bytes(arch, method, {"rank": 4} if method == "lora" else {}, "adamw", "float32", "ddp")
     from safetensors.torch import load_file
 
     exported = [t for f in (tmp_path / "export").glob("*.safetensors") for t in load_file(f).values()]
@@ -164,24 +171,31 @@ def test_method_copies_match_what_the_method_holds(method):
 
     walk(vars(m))
     weights = arch.params * 4
-    assert sum(held.values()) / weights == pytest.approx(plan.EXTRA_COPIES[method], abs=0.05)
+    assert sum(held.values()) / weights == pytest.approx(type(m).costs.weight_copies, abs=0.05)
 
 
-def test_every_method_and_optimizer_has_plan_facts():
+def test_every_method_declares_its_costs_in_its_own_file_and_every_optimizer_has_plan_facts():
+    """Issue 33: a new method touches one file and one registry line. It must declare `costs`
+    itself (not inherit SFT's silently), a statistics pass exactly when it computes statistics,
+    and nothing about it lives in the planner."""
     from cliffsweep.trainables.methods import METHODS, method_class
     from cliffsweep.trainables.methods.base import Method
     from cliffsweep.trainables.optimizers import OPTIMIZERS
 
-    assert set(plan.EXTRA_COPIES) == set(METHODS)
-    assert set(plan.OPTIMIZER_STATES) == set(OPTIMIZERS)
+    undeclared = sorted(n for n in METHODS if "costs" not in vars(method_class(n)))
+    assert not undeclared, f"methods that do not declare `costs = Costs(...)` in their own class: {undeclared}"
+    assert set(costs.OPTIMIZER_STATES) == set(OPTIMIZERS)
     with_stats = {n for n in METHODS if method_class(n).compute_stats is not Method.compute_stats}
-    assert set(plan.STATS_PASSES) == with_stats
+    assert {n for n in METHODS if method_class(n).costs.stats_data is not None} == with_stats
+    planner = Path(costs.__file__).parent
+    for n in METHODS:  # no method named in the planner's code
+        assert not [f.name for f in planner.glob("*.py") if f'"{n}"' in f.read_text()], n
 
 
 def test_fsdp_shards_weights_grads_and_optimizer_but_not_the_kl_base():
-    arch, prec = PUBLISHED["meta-llama/Llama-3.1-8B-Instruct"], plan.precision("float32", True)
-    ddp = plan.train_memory(arch, "kl", {}, "adamw", prec, "ddp", 4, 1, 1024, True).parts
-    fsdp = plan.train_memory(arch, "kl", {}, "adamw", prec, "fsdp", 4, 1, 1024, True).parts
+    arch, prec = PUBLISHED["meta-llama/Llama-3.1-8B-Instruct"], costs.precision("float32", True)
+    ddp = costs.train_memory(arch, "kl", {}, "adamw", prec, "ddp", 4, 1, 1024, True).parts
+    fsdp = costs.train_memory(arch, "kl", {}, "adamw", prec, "fsdp", 4, 1, 1024, True).parts
     for k in ("weights", "grads", "optimizer"):
         assert fsdp[k] == pytest.approx(ddp[k] / 4)
     assert fsdp["method"] == ddp["method"] == arch.params * 4
@@ -200,7 +214,7 @@ def test_lengths_quantiles_mean_and_padded_width():
 
 
 def test_packaged_proxy_follows_n_train_and_split():
-    from cliffsweep.tokenstats import packaged
+    from cliffsweep.planner.tokenstats import packaged
 
     assert packaged("chem_l3", {}).n == PACKAGED["chem_l3"].n
     assert packaged("chem_l3", {"n_train": 100}).n == 100
@@ -240,7 +254,7 @@ def test_kept_checkpoint_bytes_follow_keep_checkpoints():
         assert f.ckpt_written == a.ckpt_written
         assert f.ckpt_kept < a.ckpt_kept <= a.ckpt_written
         assert 0 < f.ckpt_running <= a.ckpt_written
-    ck = plan.CheckpointBytes(export=10.0, train_state=30.0)
+    ck = costs.CheckpointBytes(export=10.0, train_state=30.0)
     assert (ck.kept(4, "final"), ck.kept(4, "all"), ck.running(4), ck.written(4)) == (10, 100, 100, 160)
     assert ck.kept(1, "all") == ck.running(1) == 40
 
@@ -303,10 +317,10 @@ def test_gpu_bench_generates_with_vllm_on_cpu(tmp_path):
 
 @pytest.mark.slow
 def test_packaged_token_lengths_reproduce_from_the_real_data(smollm2_folder, real_data):
-    """PACKAGED is what `python -m cliffsweep.tokenstats "$(python tests/realdata.py)"` measures."""
+    """PACKAGED is what `python -m cliffsweep.planner.tokenstats "$(python tests/realdata.py)"` measures."""
     from transformers import AutoTokenizer
 
-    from cliffsweep.tokenstats import measure
+    from cliffsweep.planner.tokenstats import measure
 
     tok = AutoTokenizer.from_pretrained(smollm2_folder)
     for name, sub in (("chem_l3", "sciknoweval-chem-l3"), ("gsm8k", "gsm8k")):
@@ -318,47 +332,47 @@ def test_statistics_are_planned_within_the_training_step_memory():
     """Issue 15: the statistics task runs in the recipe's micro-batches (with its checkpointing and
     precision), so its planned peak stays under the same series' training peak, for every
     statistics method on every paper model, with and without checkpointing."""
-    from cliffsweep.archs import arch_for
+    from cliffsweep.planner.archs import arch_for
     from cliffsweep.orchestrator.specfile import load_spec
 
     spec = load_spec(ROOT / "cliffsweep/configs/paper.yaml")
     for m in spec.models:
         arch = arch_for(m.path)
         for on_gpu in (True, False):
-            prec = plan.precision("float32", on_gpu)
+            prec = costs.precision("float32", on_gpu)
             for ckpt in (False, True):
                 for method, params in (("ewc", {}), ("mas", {}), ("sib", {}), ("flow", {}), ("rpsft", {"k": 768})):
-                    stats = plan.stats_memory(arch, method, params, prec, 8, 1024, ckpt).total
-                    train = plan.train_memory(arch, method, params, "adamw", prec, "ddp", 2, 8, 1024, ckpt).total
+                    stats = costs.stats_memory(arch, method, params, prec, 8, 1024, ckpt).total
+                    train = costs.train_memory(arch, method, params, "adamw", prec, "ddp", 2, 8, 1024, ckpt).total
                     assert stats <= train, (m.name, method, on_gpu, ckpt, stats / 2**30, train / 2**30)
 
 
 @pytest.fixture
 def built_in_rows_only(tmp_path, monkeypatch):
     """No filed GPU check (cliffsweep/measured/): the mechanism's tests price from the built-in rows."""
-    from cliffsweep import plan
 
-    monkeypatch.setattr(plan, "MEASURED_DIR", tmp_path / "none-filed")
+
+    monkeypatch.setattr(mfu, "MEASURED_DIR", tmp_path / "none-filed")
 
 
 def test_plan_takes_the_mfu_measured_nearest_each_models_size_on_its_path(tmp_path, built_in_rows_only):
     """Issue 15: GPU-hours from measured MFU per size and precision path, not a flat 35 %."""
-    from cliffsweep import plan
 
-    assert plan.measured_mfu(0.5e9, "float32")[0] == 0.124  # Qwen2.5-0.5B's own row
-    mfu, source = plan.measured_mfu(3e9, "float32")  # nearest measured: 1.5B
-    assert mfu == 0.204 and "nearest size" in source
-    assert plan.measured_mfu(8e9, "bfloat16")[0] == 0.422 and plan.measured_mfu(1e9, "bfloat16")[0] == 0.422
-    from cliffsweep.plan_text import plan_text
 
-    text = plan_text(["cliffsweep/configs/paper.yaml"])
+    assert mfu.measured_mfu(0.5e9, "float32")[0] == 0.124  # Qwen2.5-0.5B's own row
+    got, source = mfu.measured_mfu(3e9, "float32")  # nearest measured: 1.5B
+    assert got == 0.204 and "nearest size" in source
+    assert mfu.measured_mfu(8e9, "bfloat16")[0] == 0.422 and mfu.measured_mfu(1e9, "bfloat16")[0] == 0.422
+    from cliffsweep.planner.text import plan_text
+
+    text = plan_text(loaded("cliffsweep/configs/paper.yaml"))
     assert "qwen2.5-0.5b 12.4% (measured: Qwen2.5-0.5B" in text and "qwen2.5-1.5b 20.4%" in text
     # the hours follow each model's MFU: a flat --mfu gives 0.124 / 0.35 of the 0.5B model's hours
     def hours(t: str, model: str) -> float:
         row = next(line for line in t.splitlines() if line.startswith(model + " "))
         return float(row.split()[6].replace(",", ""))  # A100-80GB h (the largest figures: least rounding)
 
-    flat = plan_text(["cliffsweep/configs/paper.yaml"], mfu=0.35)
+    flat = plan_text(loaded("cliffsweep/configs/paper.yaml"), mfu=0.35)
     assert "--mfu" in flat
     assert hours(text, "qwen2.5-0.5b") == pytest.approx(hours(flat, "qwen2.5-0.5b") * 0.35 / 0.124, rel=0.05)
 
@@ -369,11 +383,11 @@ def test_a_gpu_checks_rows_price_the_plan_without_code_changes(tmp_path, built_i
     recipe's kernels; without it the autocast rows stand in, and the plan says so."""
     import json
 
-    from cliffsweep import plan
-    from cliffsweep.plan_text import plan_text
 
-    mfu, source = plan.measured_mfu(1.54e9, "float32")
-    assert mfu == 0.204 and "autocast path; fsdp_bf16 not measured yet" in source
+    from cliffsweep.planner.text import plan_text
+
+    got, source = mfu.measured_mfu(1.54e9, "float32")
+    assert got == 0.204 and "autocast path; fsdp_bf16 not measured yet" in source
     row = {"model": "Qwen/Qwen2.5-1.5B-Instruct", "params": 1.54e9, "gpu": "NVIDIA H100 80GB HBM3", "date": "2026-12-01",
            "micro": 8, "seq": 1024, "grad_ckpt": False, "recipe": "fsdp_bf16+liger", "path": "fsdp_bf16",
            "kernels": "liger", "compile": False, "mfu": 0.45}
@@ -381,14 +395,14 @@ def test_a_gpu_checks_rows_price_the_plan_without_code_changes(tmp_path, built_i
             {**row, "recipe": "autocast", "path": "autocast", "kernels": "none", "mfu": None, "error": "exit 1"}]
     f = tmp_path / "gpu_check.json"
     f.write_text(json.dumps({"gpu": row["gpu"], "train_small": {"rows": rows}, "fused": {}}))
-    measured = plan.measured_rows((str(f),))
-    assert len(measured) == len(plan.MEASURED_MFU) + 2  # the failed row prices nothing
-    assert plan.measured_mfu(1.54e9, "float32", rows=measured) == (0.45, "measured: Qwen2.5-1.5B fsdp_bf16+liger, "
+    measured = mfu.measured_rows((str(f),))
+    assert len(measured) == len(mfu.MEASURED_MFU) + 2  # the failed row prices nothing
+    assert mfu.measured_mfu(1.54e9, "float32", rows=measured) == (0.45, "measured: Qwen2.5-1.5B fsdp_bf16+liger, "
                                                                    "NVIDIA H100 80GB HBM3, 2026-12-01, micro 8")
-    assert plan.measured_mfu(1.54e9, "float32", kernels="none", rows=measured)[0] == 0.33
-    assert plan.measured_mfu(1.54e9, "float32", precision="autocast", rows=measured)[0] == 0.204
-    before = plan_text(["cliffsweep/configs/paper.yaml"])
-    after = plan_text(["cliffsweep/configs/paper.yaml"], measured=(str(f),))
+    assert mfu.measured_mfu(1.54e9, "float32", kernels="none", rows=measured)[0] == 0.33
+    assert mfu.measured_mfu(1.54e9, "float32", precision="autocast", rows=measured)[0] == 0.204
+    before = plan_text(loaded("cliffsweep/configs/paper.yaml"))
+    after = plan_text(loaded("cliffsweep/configs/paper.yaml"), measured=(str(f),))
     assert "qwen2.5-1.5b 45.0% (measured: Qwen2.5-1.5B fsdp_bf16+liger" in after
 
     def h100(t: str) -> float:
@@ -400,8 +414,8 @@ def test_the_filed_h200_check_prices_the_fast_path():
     """The first GPU check that ran (docs/gpu.md, H200, 2026-11-26), filed in cliffsweep/measured/:
     fp32 models on the default recipe are priced from its fsdp_bf16+liger rows, not the autocast
     stand-in."""
-    from cliffsweep import plan
 
-    mfu, source = plan.measured_mfu(1.54e9, "float32")
-    assert 0.2 < mfu < 0.3 and source.startswith("measured: Qwen2.5-1.5B fsdp_bf16+liger, NVIDIA H200")
-    assert "Llama-3.2-3B fsdp_bf16+liger" in plan.measured_mfu(3.2e9, "float32")[1]
+
+    got, source = mfu.measured_mfu(1.54e9, "float32")
+    assert 0.2 < got < 0.3 and source.startswith("measured: Qwen2.5-1.5B fsdp_bf16+liger, NVIDIA H200")
+    assert "Llama-3.2-3B fsdp_bf16+liger" in mfu.measured_mfu(3.2e9, "float32")[1]

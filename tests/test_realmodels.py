@@ -57,7 +57,7 @@ def test_built_folder_is_the_gguf_model_as_a_plain_hf_folder(smollm2_folder):
     assert info["max_abs_logit_diff_vs_gguf"] <= 1e-4  # the builder's own check, recorded
     model, tok = load_model(smollm2_folder)
     assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()  # still tied
-    from cliffsweep.archs import arch_for  # what `cliffsweep plan` reads for this path
+    from cliffsweep.planner.archs import arch_for  # what `cliffsweep plan` reads for this path
 
     assert arch_for(SMOLLM2).params == sum(p.numel() for p in model.parameters())
     prompt = render_prompt(tok, "What is 2 + 3?")

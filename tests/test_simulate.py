@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cliffsweep import bill
+from cliffsweep.planner import bill
 from cliffsweep.orchestrator.specfile import parse_spec
-from cliffsweep.plan import ModelPlan
+from cliffsweep.planner.plan import ModelPlan
 from cliffsweep.simulate.engine import Cluster, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ def spec(**resources):
 
 
 def plans(n: int = 2, stats: bool = False) -> list[ModelPlan]:
-    from cliffsweep.archs import PUBLISHED
+    from cliffsweep.planner.archs import PUBLISHED
 
     p = ModelPlan("m", PUBLISHED["Qwen/Qwen2.5-0.5B-Instruct"], base_eval_s=3.0)
     p.points = [bill.PointCost(f"t{i}", "m", 1.0, 1.0, 10.0, 0.0, 2, 3.0, "k" if stats else None) for i in range(n)]
@@ -92,7 +92,7 @@ def test_the_drivers_packing_decides_the_jobs():
 @pytest.mark.parametrize("nodes", [3, 4])  # paper_lora: 13 models, an evaluator GPU each
 def test_any_sweep_evaluates_every_checkpoint_once_and_conserves_its_work(nodes):
     from cliffsweep.orchestrator.specfile import load_spec
-    from cliffsweep.plan import plan_spec
+    from cliffsweep.planner.plan import plan_spec
 
     s = load_spec(str(ROOT / "cliffsweep/configs/paper_lora.yaml"))
     ps = plan_spec(s)

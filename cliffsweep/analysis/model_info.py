@@ -1,7 +1,7 @@
 """The models of a store with their family and size (cliff paper, seed 000, Sec. 3 and Fig. 9:
 "across model sizes within a family and across families at comparable scales").
 
-Family and size come from each model's architecture (:func:`cliffsweep.archs.family_and_size`:
+Family and size come from each model's architecture (:func:`cliffsweep.planner.archs.family_and_size`:
 the table of published configs, or a config.json already on this machine); nothing is built or
 downloaded. A model neither knows keeps an empty family and size, and the report says so.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cliffsweep.archs import family_and_size
+from cliffsweep.planner.archs import family_and_size
 
 MODEL_COLUMNS = ["model", "model_path", "family", "size_b"]
 

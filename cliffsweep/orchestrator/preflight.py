@@ -22,7 +22,7 @@ CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length",
 def local_config(path: str) -> dict | None:
     """The model's config.json when its folder is on this machine or can be built here without
     the hub (toy and smollm2 models, cached once built: archs.local_folder); None for a hub id."""
-    from cliffsweep.archs import local_folder
+    from cliffsweep.planner.archs import local_folder
 
     folder = local_folder(path)
     cfg = os.path.join(folder, "config.json") if folder else None

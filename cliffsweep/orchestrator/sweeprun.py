@@ -95,7 +95,7 @@ class SweepRun:
     def engine_start_s(self) -> float:
         """What one evaluator's engine start costs (an idle one gives way to training only after
         idling that long: policies.evaluator_changes)."""
-        from cliffsweep import bill
+        from cliffsweep.planner import bill
 
         return self.rehearsal.engine_start_s if self.rehearsal is not None else bill.ENGINE_START_S
 

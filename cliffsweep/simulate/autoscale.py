@@ -150,7 +150,7 @@ def rehearse_autoscaling(spec, cluster: Cluster, scale: float, max_nodes: int = 
     import ray
 
     from cliffsweep.orchestrator.driver import LOCAL_RAY_ENV, RAY_ENV, run_sweep
-    from cliffsweep.plan import plan_spec
+    from cliffsweep.planner.plan import plan_spec
     from cliffsweep.simulate.localray import stop_processes
 
     # As on the shipped autoscaling configs: cluster roles, one driver slot per job the full

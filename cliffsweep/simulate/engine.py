@@ -29,7 +29,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
-from cliffsweep import bill
+from cliffsweep.planner import bill
 from cliffsweep.orchestrator.policies import (evaluator_changes, evaluator_cap, job_slots, pack, sweep_concurrency,
                                               trials_per_job)
 from cliffsweep.trainables.stats import stats_task_resources

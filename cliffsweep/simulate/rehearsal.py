@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 
-from cliffsweep import bill
+from cliffsweep.planner import bill
 from cliffsweep.simulate.engine import Cluster, Result, simulate
 from cliffsweep.sweep.rehearsal import PointWork, Rehearsal
 
@@ -128,7 +128,7 @@ def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[floa
     import ray
 
     from cliffsweep.orchestrator.driver import LOCAL_RAY_ENV, RAY_ENV, run_sweep
-    from cliffsweep.plan import plan_spec
+    from cliffsweep.planner.plan import plan_spec
 
     plans = scaled_plans(plans if plans is not None else plan_spec(spec), scale)
     predicted = overheads.predict(spec, plans, cluster, scale)

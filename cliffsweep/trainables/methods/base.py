@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from cliffsweep.trainables.losses import response_ce, token_norm
+from cliffsweep.trainables.methods.costs import Costs
 
 
 class MethodParams(BaseModel):
@@ -56,6 +57,20 @@ class Method:
     wrapping would need shard-aware code: validation refuses them under FSDP."""
     retain_fraction: float = 0.0
     """Share of every training batch drawn from the retain task's train split (replay)."""
+    costs: ClassVar[Costs] = Costs()
+    """What it costs beyond SFT (methods/costs.py), declared in each method's own file."""
+
+    # --- its size, for the planner (arch: the planner's Arch; read, never imported) ----------
+    @classmethod
+    def trainable_params(cls, arch: Any, params: dict) -> int | None:
+        """Weights the method trains on `arch` with `params`; None: every weight."""
+        return None
+
+    @classmethod
+    def extra_fp32_elements(cls, arch: Any, params: dict) -> int:
+        """fp32 elements it holds on the training device beyond its weight copies (RPSFT's
+        bases), also during its statistics pass."""
+        return 0
 
     def __init__(self, params: MethodParams | None = None):
         self.params = params if params is not None else self.Params()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from cliffsweep.trainables.losses import response_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method
+from cliffsweep.trainables.methods.costs import Costs
 
 
 def dft_weights(ce):
@@ -19,6 +20,7 @@ def dft_weights(ce):
 class DFT(Method):
     name = "dft"
     fsdp_safe = True  # changes the loss only
+    costs = Costs()
 
     def data_loss(self, model, batch, n_tokens=None):
         ce, mask = response_ce(model, batch)

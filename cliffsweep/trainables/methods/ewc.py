@@ -18,6 +18,7 @@ from torch import nn
 
 from cliffsweep.trainables import penalties
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 class EWCParams(MethodParams):
@@ -27,6 +28,7 @@ class EWCParams(MethodParams):
 
 class EWC(Method):
     name = "ewc"
+    costs = Costs(weight_copies=2, stats_data="retain", stats_flops=6, stats_accumulator=True)  # theta*, the Fisher
     Params = EWCParams
 
     def stats_inputs(self):

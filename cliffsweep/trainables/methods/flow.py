@@ -18,6 +18,7 @@ from torch import nn
 
 from cliffsweep.trainables.losses import response_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method
+from cliffsweep.trainables.methods.costs import Costs
 
 
 def flow_weights(seq_losses: torch.Tensor) -> torch.Tensor:
@@ -30,6 +31,7 @@ def flow_weights(seq_losses: torch.Tensor) -> torch.Tensor:
 class Flow(Method):
     name = "flow"
     fsdp_safe = True  # sequence weights change the loss only
+    costs = Costs(stats_data="learn", stats_flops=2)  # per-sequence CE on the learn data, no autograd
 
     def stats_inputs(self):
         # No params; the stats depend on the model and the learn split (see compute_stats).

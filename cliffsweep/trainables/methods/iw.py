@@ -18,6 +18,7 @@ from torch import nn
 
 from cliffsweep.trainables.losses import frozen_copy, frozen_response_ce, response_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 class IWParams(MethodParams):
@@ -36,6 +37,7 @@ def iw_weights(ce: torch.Tensor, base_ce: torch.Tensor, mask: torch.Tensor, clip
 class IW(Method):
     name = "iw"
     fsdp_safe = True  # each worker keeps a whole frozen base copy; changes the loss only
+    costs = Costs(weight_copies=1, extra_flops=2, loss_heads=2)  # the frozen base: a copy, its forward, its head
     Params = IWParams
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:

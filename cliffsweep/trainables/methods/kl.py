@@ -14,6 +14,7 @@ from torch import nn
 
 from cliffsweep.trainables.losses import frozen_copy, response_ce_kl, token_norm
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 class KLParams(MethodParams):
@@ -24,6 +25,7 @@ class KLParams(MethodParams):
 class KL(Method):
     name = "kl"
     fsdp_safe = True  # each worker keeps a whole frozen base copy; changes the loss only
+    costs = Costs(weight_copies=1, extra_flops=2, loss_heads=2)  # the frozen base: a copy, its forward, its head
     Params = KLParams
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:

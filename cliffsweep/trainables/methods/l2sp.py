@@ -13,6 +13,7 @@ from torch import nn
 
 from cliffsweep.trainables import penalties
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 class L2SPParams(MethodParams):
@@ -22,6 +23,7 @@ class L2SPParams(MethodParams):
 
 class L2SP(Method):
     name = "l2sp"
+    costs = Costs(weight_copies=1)  # theta*
     Params = L2SPParams
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:

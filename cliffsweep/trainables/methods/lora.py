@@ -7,10 +7,13 @@ with a LoRARequest on the base model's engine.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 from torch import nn
 
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 class LoRAParams(MethodParams):
@@ -25,6 +28,11 @@ class LoRAParams(MethodParams):
 
 class LoRA(Method):
     name = "lora"
+    costs = Costs(extra_flops=-2)  # frozen weights take no weight gradient; trainable_params
+
+    @classmethod
+    def trainable_params(cls, arch: Any, params: dict) -> int | None:
+        return arch.lora_params(cls.Params(**params).rank)  # A and B of every adapted linear
     Params = LoRAParams
     checkpoint_kind = "lora"
 

@@ -19,6 +19,7 @@ from torch import nn
 from cliffsweep.trainables import penalties
 from cliffsweep.trainables.losses import chunk_rows, final_hidden, lm_head, over_chunks
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 def output_sq_norm(model: nn.Module, batch: dict[str, torch.Tensor], n_tokens: float | None = None) -> torch.Tensor:
@@ -45,6 +46,7 @@ class MASParams(MethodParams):
 
 class MAS(Method):
     name = "mas"
+    costs = Costs(weight_copies=2, stats_data="retain", stats_flops=6, stats_accumulator=True)  # theta*, the importances
     Params = MASParams
 
     def stats_inputs(self):

@@ -23,6 +23,7 @@ from pydantic import Field
 from torch import nn
 
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 class MIGUParams(MethodParams):
@@ -37,6 +38,7 @@ def low_magnitude_rows(act_mean: torch.Tensor, q: float) -> torch.Tensor:
 
 class MIGU(Method):
     name = "migu"
+    costs = Costs()  # gradient masks come and go within the step
     Params = MIGUParams
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:

@@ -24,6 +24,7 @@ from pydantic import Field
 from torch import nn
 
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 class NanoAdamParams(MethodParams):
@@ -44,6 +45,7 @@ def smallest_magnitude_mask(w: torch.Tensor, fraction: float) -> torch.Tensor:
 
 class NanoAdam(Method):
     name = "nanoadam"
+    costs = Costs(weight_copies=1.5, state_weight_copies=1, state_bytes_per_weight=1)  # anchors, bool masks
     Params = NanoAdamParams
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:

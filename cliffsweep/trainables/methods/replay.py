@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 class ReplayParams(MethodParams):
@@ -20,6 +21,7 @@ class ReplayParams(MethodParams):
 class Replay(Method):
     name = "replay"
     fsdp_safe = True  # changes the batches only
+    costs = Costs()  # retain rows replace learn rows in the same batch
     Params = ReplayParams
 
     def __init__(self, params: ReplayParams | None = None):

@@ -21,6 +21,8 @@ small fine-tuning drift; W - W0 is (nearly) exact in any dtype and is projected 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from pydantic import Field
 from torch import nn
@@ -28,6 +30,7 @@ from torch import nn
 from cliffsweep.trainables import penalties
 from cliffsweep.trainables.losses import unwrap
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 def covered_weights(model: nn.Module) -> dict[str, nn.Parameter]:
@@ -64,6 +67,13 @@ class RPSFTParams(MethodParams):
 
 class RPSFT(Method):
     name = "rpsft"
+    costs = Costs(weight_copies=1, stats_data="weights")  # theta*; the U_k / V_k bases: extra_fp32_elements
+
+    @classmethod
+    def extra_fp32_elements(cls, arch: Any, params: dict) -> int:
+        """The U_k / V_k bases of every linear layer, in fp32."""
+        k = cls.Params(**params).k
+        return arch.layers * sum(min(k, a, b) * (a + b) for a, b in arch.layer_linears().values())
     Params = RPSFTParams
 
     def stats_inputs(self):

@@ -40,6 +40,7 @@ from torch import nn
 
 from cliffsweep.trainables import penalties
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ class SIBParams(MethodParams):
 class SIB(Method):
     name = "sib"
     fsdp_safe = True  # rescales before the model is sharded, then trains as sft
+    costs = Costs(stats_data="retain", stats_flops=6)  # the gradients the alphas come from
     Params = SIBParams
 
     def stats_inputs(self):

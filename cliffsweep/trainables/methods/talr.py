@@ -24,6 +24,7 @@ from pydantic import Field
 
 from cliffsweep.trainables.losses import response_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 class TALRParams(MethodParams):
@@ -56,6 +57,7 @@ def talr_weights(ce: torch.Tensor, mask: torch.Tensor, min_weight: float,
 class TALR(Method):
     name = "talr"
     fsdp_safe = True  # token weights change the loss only
+    costs = Costs()
     Params = TALRParams
 
     step_tau: torch.Tensor | None = None

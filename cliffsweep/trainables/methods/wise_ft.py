@@ -20,6 +20,7 @@ from torch import nn
 from cliffsweep.trainables import penalties
 from cliffsweep.trainables.losses import unwrap
 from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.costs import Costs
 
 
 def interpolate(base: torch.Tensor, tuned: torch.Tensor, a: float) -> torch.Tensor:
@@ -34,6 +35,7 @@ class WiSEFTParams(MethodParams):
 
 class WiSEFT(Method):
     name = "wise_ft"
+    costs = Costs()  # theta* lives on the CPU
     Params = WiSEFTParams
 
     def prepare(self, model: nn.Module, stats) -> nn.Module:

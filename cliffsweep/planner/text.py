@@ -3,8 +3,12 @@ bill.py prices what is beyond training), its memory per GPU, and the assumptions
 
 from __future__ import annotations
 
-from cliffsweep import bill
-from cliffsweep.plan import GB, GPUS, Batching, ModelPlan, gpu_hours, measured_rows, plan_spec, precision, recipe_extras
+from typing import Any
+
+from cliffsweep.planner import bill
+from cliffsweep.planner.costs import Batching, precision
+from cliffsweep.planner.mfu import GB, GPUS, gpu_hours, measured_rows
+from cliffsweep.planner.plan import ModelPlan, plan_spec, recipe_extras
 
 
 def _si(x: float, unit: str = "") -> str:
@@ -108,7 +112,7 @@ def render(plans: list[ModelPlan], spec, source: str, bandwidth: float = bill.BA
     return "\n".join(out)
 
 
-ASSUMPTIONS = """Assumptions (cliffsweep/plan.py):
+ASSUMPTIONS = """Assumptions (cliffsweep/planner/costs.py):
    FLOPs = 6 N D: N = matmul parameters (all but the input embedding), D = token positions incl.
    padding; +2 N D for kl/iw (frozen base forward) and for activation checkpointing, -2 N D for
    lora (no weight gradients of frozen weights); attention scores and eval FLOPs not counted.
@@ -127,24 +131,22 @@ ASSUMPTIONS = """Assumptions (cliffsweep/plan.py):
    running trial" below, times the trials that run at once). Memory: no CUDA context/fragmentation."""
 
 
-def plan_text(paths: list[str], mfu: float | None = None, bandwidth: float = bill.BANDWIDTH,
+def plan_text(specs: list[tuple[str, Any]], mfu: float | None = None, bandwidth: float = bill.BANDWIDTH,
               measured: tuple[str, ...] = ()) -> str:
-    """The plan of one or more sweep files (several: the parts of one study, e.g. the paper grid
-    split by resources), with a grand total when there are several. `measured`: GPU checks'
-    JSON files (bench/gpu_check.sh) whose MFU rows join the built-in and filed ones."""
-    from cliffsweep.orchestrator.specfile import load_spec
-
+    """The plan of one or more validated sweep files, (path, spec) each (several: the parts of one
+    study, e.g. the paper grid split by resources), with a grand total when there are several.
+    `measured`: GPU checks' JSON files (bench/gpu_check.sh) whose MFU rows join the built-in and
+    filed ones."""
     rows = measured_rows(tuple(measured))
     parts, everything = [], []
-    for path in paths:
-        spec = load_spec(path)
+    for path, spec in specs:
         plans = plan_spec(spec, bandwidth, rows)
         if mfu is not None:  # the user's figure for every model
             for p in plans:
                 p.mfu, p.mfu_source = mfu, "--mfu"
         everything += plans
         parts.append(render(plans, spec, path, bandwidth))
-    if len(paths) > 1:
+    if len(specs) > 1:
         header, rows = budget_rows(everything)
         bill_header, bill_total = bill_rows(everything)
         parts.append("== all files\n" + "\n".join(_table(header, rows[-1:])) + "\n\n"
