@@ -142,6 +142,17 @@ def test_trial_path_functions_fit_a_screen():
     assert not long, long
 
 
+def test_orchestrator_and_planner_functions_fit_a_screen():
+    """Issue 33: no function over 60 lines in the orchestrator or the planner."""
+    long = []
+    for folder in ("orchestrator", "planner"):
+        for p in sorted((PKG / folder).glob("*.py")):
+            for node in ast.walk(ast.parse(p.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                    long.append(f"{folder}/{p.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, long
+
+
 def test_no_file_past_600_lines():
     big = [f"{p.relative_to(PKG)} ({n})" for p in PKG.rglob("*.py") if (n := len(p.read_text().splitlines())) > 600]
     assert not big, big

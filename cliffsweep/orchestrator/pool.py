@@ -57,7 +57,7 @@ def copy_for_eval(fs, folder: str, dest: str) -> None:
     the optimizer's moments, several times the model's size, and evaluation never reads it."""
     import pyarrow.fs as pafs
 
-    from cliffsweep.trainables.resume import TRAIN_STATE
+    from cliffsweep.storage.ledger import TRAIN_STATE
 
     root = folder.rstrip("/")
     for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
@@ -218,8 +218,11 @@ def evaluator_starter(models: dict[str, tuple[str, str]], spec, store_uri: str, 
     options: dict[str, Any] = {}
     if backend == "vllm":
         from cliffsweep.sweep.grid import expand_params
+        from cliffsweep.trainables.methods import method_class
 
-        ranks = [p.get("rank", 16) for m in spec.methods if m.name == "lora" for p in expand_params(m.params)]
+        # adapter methods' ranks (their checkpoints are served as LoRA adapters)
+        ranks = [method_class(m.name).Params(**p).rank for m in spec.methods
+                 if method_class(m.name).checkpoint_kind == "lora" for p in expand_params(m.params)]
         options = {"kv_cache_mb": e.kv_cache_mb, "max_model_len": e.max_model_len,
                    "enable_lora": bool(ranks), "max_lora_rank": max(ranks, default=16),
                    "enforce_eager": e.enforce_eager if e.enforce_eager is not None else e.gpus_per_evaluator == 0}

@@ -47,11 +47,26 @@ def _semantic_problems(data: dict) -> list[str]:
     """Checks pydantic cannot do alone: registry names and each plug-in's own params.
     Works on the raw mapping so that it runs even when type validation failed elsewhere:
     one `validate` lists every problem of the file."""
+    problems = _model_problems(data) + _method_problems(data) + _task_problems(data)
+    tracking = data.get("tracking") if isinstance(data.get("tracking"), dict) else {}
+    for tool, section in tracking.items():
+        for key in section if isinstance(section, dict) else ():
+            if str(key).lower() in CREDENTIAL_KEYS:
+                problems.append(f"tracking.{tool}.{key}: credentials are never read from the sweep file (it is "
+                                f"copied into the store); set the tool's own environment variable instead "
+                                f"(docs/tracking.md: MLFLOW_TRACKING_TOKEN, WANDB_API_KEY, ...)")
+    res = data.get("resources") if isinstance(data.get("resources"), dict) else {}
+    recipe = data.get("recipe") if isinstance(data.get("recipe"), dict) else {}
+    if res.get("strategy") == "fsdp":
+        problems += _fsdp_problems(data, "resources.strategy fsdp")
+    elif recipe.get("precision") == "fsdp_bf16":  # FSDP2's mixed precision shards the model too
+        problems += _fsdp_problems(data, "recipe.precision fsdp_bf16")
+    return problems
+
+
+def _model_problems(data: dict) -> list[str]:
     from cliffsweep import realmodels
-    from cliffsweep.evals.tasks import TASKS, task_class
     from cliffsweep.toy import TOY_MODELS
-    from cliffsweep.trainables.methods import METHODS, method_class
-    from cliffsweep.trainables.optimizers import OPTIMIZERS
 
     problems: list[str] = []
     models = _items(data, "models")
@@ -68,9 +83,17 @@ def _semantic_problems(data: dict) -> list[str]:
         if folder is not None and folder.is_dir() and not (folder / "config.json").is_file():
             # (a path that does not exist here may exist on the cluster's nodes: not refused)
             problems.append(f"models.{i}.path: {path} has no config.json (not a transformers model folder)")
-    seen_methods: dict[str, int] = {}
+    return problems
+
+
+def _method_problems(data: dict) -> list[str]:
+    from cliffsweep.trainables.methods import METHODS, method_class
+    from cliffsweep.trainables.optimizers import OPTIMIZERS
+
+    problems: list[str] = []
+    seen: dict[str, int] = {}
     for i, m in _items(data, "methods"):
-        first = seen_methods.setdefault(yaml.safe_dump(m, sort_keys=True), i)
+        first = seen.setdefault(yaml.safe_dump(m, sort_keys=True), i)
         if first != i:
             problems.append(f"methods.{i}: the same as methods.{first} (its trials would repeat those trial ids)")
         name = m.get("name")
@@ -86,6 +109,13 @@ def _semantic_problems(data: dict) -> list[str]:
     for i, o in enumerate(opts if isinstance(opts, list) else []):
         if isinstance(o, str) and o not in OPTIMIZERS:
             problems.append(f"optimizers.{i}: unknown optimizer {o!r}; valid: {sorted(OPTIMIZERS)}")
+    return problems
+
+
+def _task_problems(data: dict) -> list[str]:
+    from cliffsweep.evals.tasks import TASKS, task_class
+
+    problems: list[str] = []
     tasks = data.get("tasks") if isinstance(data.get("tasks"), dict) else {}
     entries = [("tasks.learn", tasks.get("learn"))]
     retain = tasks.get("retain")
@@ -97,19 +127,6 @@ def _semantic_problems(data: dict) -> list[str]:
             problems.append(f"{where}.name: unknown task {t['name']!r}; valid: {sorted(TASKS)}")
         else:
             problems += _params_problems(where, task_class(t["name"]), t.get("params"), f"task {t['name']}")
-    tracking = data.get("tracking") if isinstance(data.get("tracking"), dict) else {}
-    for tool, section in tracking.items():
-        for key in section if isinstance(section, dict) else ():
-            if str(key).lower() in CREDENTIAL_KEYS:
-                problems.append(f"tracking.{tool}.{key}: credentials are never read from the sweep file (it is "
-                                f"copied into the store); set the tool's own environment variable instead "
-                                f"(docs/tracking.md: MLFLOW_TRACKING_TOKEN, WANDB_API_KEY, ...)")
-    res = data.get("resources") if isinstance(data.get("resources"), dict) else {}
-    recipe = data.get("recipe") if isinstance(data.get("recipe"), dict) else {}
-    if res.get("strategy") == "fsdp":
-        problems += _fsdp_problems(data, "resources.strategy fsdp")
-    elif recipe.get("precision") == "fsdp_bf16":  # FSDP2's mixed precision shards the model too
-        problems += _fsdp_problems(data, "recipe.precision fsdp_bf16")
     return problems
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from cliffsweep.storage.ledger import saves_state
+
 
 @dataclass(frozen=True)
 class EvalThroughput:
@@ -59,12 +61,12 @@ its points, imports, data; the model's read from storage is added per point."""
 
 def state_points(points: int, train_s: float, resume_every_s: float) -> list[bool]:
     """For each of a trial's `points` evenly spaced checkpoints (the last at the end of
-    `train_s` seconds of training): whether it also saves the training state (trainables/point.py:
-    `resume_every_s` of training since the last one that did)."""
+    `train_s` seconds of training): whether it also saves the training state (the trainer's rule,
+    storage/ledger.py saves_state)."""
     out, last = [], 0.0
     for k in range(1, points + 1):
         t = train_s * k / points
-        due = t - last >= resume_every_s
+        due = saves_state(t, last, resume_every_s)
         out.append(due)
         if due:
             last = t

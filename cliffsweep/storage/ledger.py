@@ -8,11 +8,12 @@ Why the store and not the driver's memory: a driver can be SIGKILLed between any
 What it knew then (reports in flight, evaluations queued on actors) is gone; what the store
 holds is not. So the bookkeeping is two tables and pure functions over them:
 
-- `checkpoints`: one row per reported checkpoint (trial, step, URI, kind). Rank 0 of the trial
-  writes it right after `ray.train.report` returns, when the folder is complete in storage
-  (trainables/loop.py), and again when a retried trial resumes from that checkpoint, so a
-  worker killed between the report and the row leaves no gap. The driver writes it too when
-  the report reaches it (idempotent: same key, same content).
+- `checkpoints`: one row per reported checkpoint (trial, step, URI, kind). Rank 0's checkpoint
+  writer (trainables/checkpoints.py) writes it once the folder is complete in storage (its
+  META file written last), before it reports the checkpoint to the driver's inbox, and again
+  when a retried trial resumes from that checkpoint, so a worker killed between the write and
+  the report leaves no gap. The driver writes it too when the report reaches it (idempotent:
+  same key, same content).
 - `evals`: one write unit per (trial, step, task), written by the evaluator actor after the
   task's samples.
 
@@ -33,6 +34,14 @@ TRAIN_STATE = "train_state.pt"
 """A checkpoint folder's training state, for resume (trainables/resume.py); evaluators skip it."""
 META = "cliffsweep_meta.json"
 """Written last into a checkpoint folder: a folder without it is incomplete."""
+
+
+def saves_state(train_s: float, last_state_s: float, resume_every_s: float) -> bool:
+    """Whether a checkpoint taken after `train_s` seconds of training also saves the training
+    state: `resume_every_s` of training has passed since the last one that did (at
+    `last_state_s`). The trainer follows it (trainables/point.py), the bill prices it
+    (planner/bill.py state_points)."""
+    return train_s - last_state_s >= resume_every_s
 
 
 def checkpoint_dir_name(step: int) -> str:

@@ -27,7 +27,7 @@ import torch
 from cliffsweep.evals.tasks import build_task
 from cliffsweep.faults import maybe_fail
 from cliffsweep.models import load_model, resolve_model
-from cliffsweep.storage.ledger import checkpoint_uri
+from cliffsweep.storage.ledger import checkpoint_uri, saves_state
 from cliffsweep.storage.store import Store
 from cliffsweep.sweep.reports import REPORT_KEY, Begin, CheckpointReport, EndReport
 from cliffsweep.trainables import data, fastpath, microbatch, parallel, resume
@@ -336,7 +336,7 @@ def checkpoint(p: Point, loss: float) -> None:
     copy = (lambda x: host_copy(x, memo)) if cfg.async_checkpoints else (lambda x: x)  # noqa: E731
     weights = copy(export.state_dict()) if export is live and cfg.async_checkpoints else None
     state = None
-    if not sharded and train_s - p.state_at >= cfg.resume_every_s:  # resume_every_s: worth saving
+    if not sharded and saves_state(train_s, p.state_at, cfg.resume_every_s):  # worth saving
         # as trained (WiSE-FT resumes from its fine-tuned weights, not the interpolation)
         state = copy(resume.training_state(p.step, live, p.opt, p.sched, p.method))
         p.state_at = train_s
