@@ -43,7 +43,7 @@ def main() -> None:
     from cliffsweep.orchestrator.sweeprun import SweepRun
     from cliffsweep.orchestrator.tunecallback import sweep_callback
     from cliffsweep.orchestrator.progress import Progress
-    from cliffsweep.orchestrator.refiner import TrialQueue, sweep_searcher
+    from cliffsweep.orchestrator.jobqueue import TrialQueue, sweep_searcher
     from cliffsweep.orchestrator.specfile import parse_spec
     from cliffsweep.storage.store import Store
     from cliffsweep.sweep.reports import EndReport

@@ -26,8 +26,9 @@ import time
 
 import yaml
 
-from cliffsweep.orchestrator.policies import role_resources, sweep_concurrency
-from cliffsweep.orchestrator.refiner import TrialQueue, max_refine_trials, sweep_searcher
+from cliffsweep.orchestrator.policies import Phase, role_resources, sweep_concurrency
+from cliffsweep.orchestrator.jobqueue import TrialQueue, sweep_searcher
+from cliffsweep.orchestrator.refiner import max_refine_trials
 from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.orchestrator.sweeprun import SweepRun, _abs_uri
 from cliffsweep.storage.health import ensure_readable
@@ -152,7 +153,7 @@ def tune_jobs(run: SweepRun, queue: TrialQueue, concurrency: int, n_todo: int) -
     from cliffsweep.orchestrator.tunecallback import sweep_callback, trial_fn
 
     spec, r = run.spec, run.spec.resources
-    run.progress.phase = "training"
+    run.progress.phase = Phase.TRAINING
     # Tune logs every failed trial's traceback; the callback says each root cause once instead
     # (orchestrator/failures.py) and the store keeps every traceback. --verbose shows them all.
     os.environ["TUNE_PRINT_ALL_TRIAL_ERRORS"] = "1" if run.verbose else "0"

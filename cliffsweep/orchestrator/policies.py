@@ -7,6 +7,25 @@ from enum import Enum
 from cliffsweep.sweep.reports import EndReport
 
 
+class Phase(str, Enum):
+    """A run's phases, in order (driver.py, sweeprun.py): what the progress line and the live
+    state that `cliffsweep status` reads say the run is doing. No trial trains before TRAINING."""
+
+    STARTING = "starting"
+    STATISTICS = "statistics"
+    BASE_EVALUATION = "base evaluation"
+    TRAINING = "training"
+    EVALUATING = "evaluating"
+    FINISHED = "finished"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def before_training(self) -> bool:
+        return self in (Phase.STARTING, Phase.STATISTICS, Phase.BASE_EVALUATION)
+
+
 class TrialStatus(str, Enum):
     PENDING = "pending"
     RUNNING = "running"
@@ -138,7 +157,7 @@ def wait_reasons(pending: list[str], phase: str, running_jobs: dict[str, list[st
     short = [f"{k} {v:g}" for k, v in sorted(need.items()) if free.get(k, 0.0) < v]
     out = {}
     for tid in pending:
-        if phase in ("starting", "statistics", "base evaluation"):
+        if Phase(phase).before_training:
             out[tid] = f"the run's {phase} (no trial trains before the base evaluations and statistics)"
         elif tid in in_job:
             job = in_job[tid]

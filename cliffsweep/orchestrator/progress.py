@@ -7,6 +7,7 @@ import sys
 import time
 from collections import Counter
 
+from cliffsweep.orchestrator.policies import Phase
 from cliffsweep.sweep.reports import TrialRecord
 
 
@@ -24,7 +25,7 @@ class Progress:
         self.interval = interval
         self._last_print = 0.0
         self._live = None
-        self.phase = "starting"
+        self.phase = Phase.STARTING
         self.running: dict[str, TrialRecord | None] = {}  # trial id -> its reports so far (None: none yet)
 
     # --- state ------------------------------------------------------------------------------

@@ -3,9 +3,8 @@ so that a series adds its next round's lrs as soon as its own points are in.
 
 The policy (which lrs) is `analysis/next_lrs.py`; this module is the glue to the driver:
 
-- `TrialQueue` holds the Train jobs (JobRun: grid points of one model) still to start. Tune takes them through a `Searcher`
-  (`sweep_searcher`), which answers "nothing yet" while refinement may still add trials and
-  "finished" once no series can; without a `refine:` section it is a plain queue of the grid.
+- Tune's queue of Train jobs lives in orchestrator/jobqueue.py; it answers "nothing yet" while
+  refinement may still add trials (`Refiner.more_may_come`) and "finished" once no series can.
 - `Refiner.check()` runs on the driver's tick whenever a trial settled or ended: a series
   whose current round is all terminal (done / diverged / failed, so every checkpoint is
   evaluated), and whose model's base evaluation landed, gets `next_lrs` from the store's points;
@@ -18,13 +17,10 @@ and the same stored points give the same next lrs.
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Any, Callable
+from typing import Callable
 
 from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid, refined_trials, series_key
-from cliffsweep.orchestrator.live import lookup, register
 from cliffsweep.orchestrator.policies import TrialStatus
-from cliffsweep.trainables.config import JOB_KEY, JobRun
 
 TERMINAL = {TrialStatus.DONE.value, TrialStatus.DIVERGED.value, TrialStatus.FAILED.value}
 
@@ -46,29 +42,17 @@ def stored_refined_trials(spec, grid: list[Trial], stored: list[dict]) -> list[T
     return out
 
 
-class TrialQueue:
-    """Trial configs waiting for Tune, and whether more may come (`more`: a callable). `pump`
-    runs the driver's tick: when nothing is running, Tune blocks in the searcher (asking once a
-    second) and calls no callback, so the searcher itself must keep evaluations, settling and
-    refinement moving, or a series waiting for its last evaluation would wait forever."""
-
-    def __init__(self, configs: list[JobRun], more: Callable[[], bool], pump: Callable[[], None] = lambda: None,
-                 hold: Callable[[], bool] = lambda: False):
-        self.items: deque = deque(configs)
-        self.more = more
-        self.pump = pump
-        self.hold = hold  # true while no new job should start (an evaluator waits for resources)
-
-    def add(self, configs: list[JobRun]) -> None:
-        self.items.extend(configs)
-
-
 class Refiner:
     def __init__(self, run, tracker, queue_configs: Callable[[list[Trial]], None]):
         self.run, self.tracker, self.queue_configs = run, tracker, queue_configs
         self.cfg = run.spec.refine
         self.asked: dict[tuple, int] = {}  # series -> the round whose next lrs were computed
-        self.dirty = True
+        self.seen_changes = -1  # the trial book's terminal changes when last checked (-1: never)
+
+    @property
+    def dirty(self) -> bool:
+        """A trial reached a terminal status since the last check (or none was made)."""
+        return self.run.book.terminal_changes != self.seen_changes
 
     @property
     def on(self) -> bool:
@@ -78,7 +62,7 @@ class Refiner:
         """Add the next round of every series that is ready; returns the new trials."""
         if not self.on or not self.dirty:
             return []
-        self.dirty = False
+        self.seen_changes = self.run.book.terminal_changes
         run, spec = self.run, self.run.spec
         series: dict[tuple, list[Trial]] = {}
         for t in run.grid:
@@ -115,43 +99,6 @@ class Refiner:
             return False
         self.check()
         return self.dirty or any(self.run.book.status.get(t.trial_id) not in TERMINAL for t in self.run.grid)
-
-
-def sweep_searcher(queue: TrialQueue) -> Any:
-    """A Tune Searcher that hands out `queue`'s configs (Tune pickles its search algorithm with
-    the experiment state: the live queue stays here, the searcher carries only its key)."""
-    from ray.tune.search import Searcher
-
-    key = register(queue)
-
-    class SweepSearcher(Searcher):
-        def __reduce__(self):
-            return (_searcher_from_key, (key,))
-
-        def suggest(self, trial_id: str):
-            if not queue.items or queue.hold():
-                queue.pump()
-            if queue.items and queue.hold():
-                return None  # asked again in a second
-            if queue.items:
-                return {JOB_KEY: queue.items.popleft()}
-            return None if queue.more() else Searcher.FINISHED
-
-        def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
-            pass  # the driver's callback and the store keep the state
-
-        def save(self, checkpoint_path: str) -> None:
-            with open(checkpoint_path, "w") as f:
-                f.write("{}")  # nothing to save: the store is the source of truth on resume
-
-        def restore(self, checkpoint_path: str) -> None:
-            pass
-
-    return SweepSearcher()
-
-
-def _searcher_from_key(key: int):
-    return sweep_searcher(lookup(key))
 
 
 def max_refine_trials(spec) -> int:

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import os
 import time
+from functools import partial
 
 from cliffsweep.faults import maybe_fail
 from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
-from cliffsweep.orchestrator.policies import (TrialStatus, evaluator_cap, final_status, job_slots, pack, role_resources,
+from cliffsweep.orchestrator.policies import (Phase, TrialStatus, evaluator_cap, final_status, job_slots, pack, role_resources,
                                               trials_per_job, trials_to_run, wait_reasons, LIVE_EVERY_S, LIVE_FILE)
 from cliffsweep.orchestrator.pool import EvalRequest, evaluator_resources, evaluator_starter
 from cliffsweep.orchestrator.progress import Progress
-from cliffsweep.orchestrator.refiner import Refiner, TrialQueue, stored_refined_trials
+from cliffsweep.orchestrator.jobqueue import TrialQueue
+from cliffsweep.orchestrator.refiner import Refiner, stored_refined_trials
 from cliffsweep.orchestrator.trialbook import TrialBook, now
 from cliffsweep.storage import ledger
 from cliffsweep.storage.store import Store
@@ -49,7 +51,8 @@ class SweepRun:
         self.checkpoint_root = _abs_uri(spec.checkpoint_uri)
         self.task_names = [spec.tasks.learn.name] + [t.name for t in spec.tasks.retain]
         self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
-        self.book = TrialBook(store, self.by_id, lambda t: self.point_config(t, None).to_json(), self._refine_later)
+        self.book = TrialBook(store, self.by_id, partial(config_json, spec, self.checkpoint_root, self.inbox_name,
+                                                         rehearsal))
         self.progress: Progress | None = None
         self.refiner: Refiner | None = None
         self.inbox: InboxReader | None = None  # set once Ray is up
@@ -61,10 +64,6 @@ class SweepRun:
         self._reaped_at = 0.0
         self.tracker: EvalTracker | None = None  # set by start()
         self.queue: TrialQueue | None = None  # Train jobs waiting for Tune (set by queue_jobs)
-
-    def _refine_later(self) -> None:
-        if self.refiner is not None:
-            self.refiner.dirty = True
 
     # --- a run, step by step (driver.run_sweep) -----------------------------------------------
     def resume(self, retry_failed: bool) -> list[Trial]:
@@ -183,13 +182,13 @@ class SweepRun:
         for m in spec.models:
             tracker.submit(base_request(m.name))
         self.reconcile()  # checkpoints an earlier run reported but never evaluated
-        progress.phase = "statistics"
+        progress.phase = Phase.STATISTICS
         progress.refresh(force=True)
         stats, stats_failed = ensure_stats(self, todo)
         self.stats_uri.update(stats)
         for tid, msg in stats_failed.items():
             self.book.fail(tid, msg)
-        progress.phase = "base evaluation"
+        progress.phase = Phase.BASE_EVALUATION
         while any((base_trial_id(m.name), 0) in tracker.queued for m in spec.models):
             self.tick(wait=0.5)
         broken = {m.name: tracker.failed_keys[(base_trial_id(m.name), 0)] for m in spec.models
@@ -209,11 +208,20 @@ class SweepRun:
                                       self.spec.resources.trials_per_job)
         # While a job runs it may hand trials back (one that failed for good: its other,
         # unstarted trials get a job of their own), so Tune is not told "finished" before.
-        self.queue = TrialQueue(self.job_configs(todo), lambda: bool(self.running_jobs) or self.refiner.more_may_come(),
-                                pump=lambda: self.tick(wait=0.2), hold=self.tracker.placing)
+        self.queue = TrialQueue(self.job_configs(todo), more=self.jobs_may_come, pump=self.pump,
+                                hold=self.tracker.placing)
         self.refiner = Refiner(self, self.tracker, self.queue_refined)
         self.refiner.check()  # a series an earlier run left between two rounds
         return self.queue
+
+    def jobs_may_come(self) -> bool:
+        """Whether Tune must wait for more jobs: one runs (it may hand trials back) or refinement
+        may still add a round."""
+        return bool(self.running_jobs) or self.refiner.more_may_come()
+
+    def pump(self) -> None:
+        """The driver's tick while Tune waits in the searcher (refiner.TrialQueue)."""
+        self.tick(wait=0.2)
 
     def queue_refined(self, trials: list[Trial]) -> None:
         """Refinement added these trials: record them pending and hand them to Tune."""
@@ -231,12 +239,12 @@ class SweepRun:
     def finish_evaluations(self) -> None:
         """Every checkpoint evaluated: what is in flight, then whatever a report or a dead
         worker left unevaluated (the store is the truth), then the trials settle."""
-        self.progress.phase = "evaluating"
+        self.progress.phase = Phase.EVALUATING
         self.drain()
         self.reconcile()
         self.drain()
         self.count_settled()
-        self.progress.phase = "finished"
+        self.progress.phase = Phase.FINISHED
         self.write_live()
 
     def close(self) -> None:
@@ -251,17 +259,7 @@ class SweepRun:
 
     # --- configs ------------------------------------------------------------------------------
     def point_config(self, t: Trial, stats_uri: str | None) -> TrainConfig:
-        """What one grid point's training needs across the Ray boundary, typed (trainables/config.py)."""
-        from cliffsweep.trainables.parallel import torch_threads
-
-        s = self.spec
-        return TrainConfig(
-            trial=t, recipe=s.recipe, learn=s.tasks.learn, retain=s.tasks.retain[0],
-            store_uri=_abs_uri(s.store_uri), checkpoint_root=self.checkpoint_root, stats_uri=stats_uri,
-            eval_points=s.eval.points_per_trial, every_epoch=s.eval.every_epoch, strategy=s.resources.strategy,
-            torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows,
-            inbox=self.inbox_name, resume_every_s=s.resume_every_s, async_checkpoints=s.async_checkpoints,
-            rehearsal=self.rehearsal.points[t.trial_id] if self.rehearsal is not None else None)
+        return point_config(self.spec, self.checkpoint_root, self.inbox_name, self.rehearsal, t, stats_uri)
 
     def job_configs(self, trials: list[Trial], size: int | None = None) -> list[JobRun]:
         """`trials` as Train jobs of up to `size` (default: self.per_job) points of one model each
@@ -331,6 +329,26 @@ class SweepRun:
         except OSError as exc:  # space not freed is no reason to stop the sweep; say so
             self.store.write("errors", f"prune__{tid}", [{"trial_id": tid, "step": -1, "kind": "prune",
                                                           "message": f"{type(exc).__name__}: {exc}", "at": now()}])
+
+
+def point_config(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None, t: Trial,
+                 stats_uri: str | None) -> TrainConfig:
+    """What one grid point's training needs across the Ray boundary, typed (trainables/config.py)."""
+    from cliffsweep.trainables.parallel import torch_threads
+
+    s = spec
+    return TrainConfig(
+        trial=t, recipe=s.recipe, learn=s.tasks.learn, retain=s.tasks.retain[0],
+        store_uri=_abs_uri(s.store_uri), checkpoint_root=checkpoint_root, stats_uri=stats_uri,
+        eval_points=s.eval.points_per_trial, every_epoch=s.eval.every_epoch, strategy=s.resources.strategy,
+        torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows,
+        inbox=inbox, resume_every_s=s.resume_every_s, async_checkpoints=s.async_checkpoints,
+        rehearsal=rehearsal.points[t.trial_id] if rehearsal is not None else None)
+
+
+def config_json(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None, t: Trial) -> str:
+    """A trial's resolved config as its `trials` row stores it (no statistics URI, no attempt)."""
+    return point_config(spec, checkpoint_root, inbox, rehearsal, t, None).to_json()
 
 
 REBALANCE_EVERY_S = 1.0

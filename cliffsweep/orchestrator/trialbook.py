@@ -42,9 +42,10 @@ class TrialBook:
     """The trials of one run. `trials`: id -> grid point (shared with the run, which adds
     refined trials to it); `config_json`: a trial's resolved config as its row stores it."""
 
-    def __init__(self, store: Store, trials: dict[str, Trial], config_json: Callable[[Trial], str],
-                 on_terminal: Callable[[], None] = lambda: None):
-        self.store, self.trials, self.config_json, self.on_terminal = store, trials, config_json, on_terminal
+    def __init__(self, store: Store, trials: dict[str, Trial], config_json: Callable[[Trial], str]):
+        self.store, self.trials, self.config_json = store, trials, config_json
+        self.terminal_changes = 0
+        """How many times a trial reached a terminal status: refinement asks again when it moves."""
         self.status: dict[str, str] = {}  # trial id -> its status, as last recorded
         self.attempts: dict[str, int] = {}
         self.started: dict[str, datetime] = {}
@@ -169,7 +170,7 @@ class TrialBook:
     def record(self, tid: str, status: TrialStatus, **extra: Any) -> None:
         self.status[tid] = status.value
         if status.terminal:
-            self.on_terminal()
+            self.terminal_changes += 1
         if tid not in self.reports and tid in self.stored_rows and status is TrialStatus.DONE:
             # trained by an earlier run: only its status changes
             self.store.write("trials", tid, [dict(self.stored_rows[tid], status=status.value, **extra)])

@@ -1,0 +1,69 @@
+"""Tune's queue of Train jobs (issue 33: it lived in refiner.py, where nobody looked for it).
+
+`TrialQueue` holds the Train jobs (JobRun: grid points of one model) still to start; Tune takes
+them through a `Searcher` (`sweep_searcher`), which answers "nothing yet" while more may come (a
+running job can hand trials back; refinement can add a round) and "finished" once none can;
+without a `refine:` section it is a plain queue of the grid.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable
+
+from cliffsweep.orchestrator.live import lookup, register
+from cliffsweep.trainables.config import JOB_KEY, JobRun
+
+
+class TrialQueue:
+    """Trial configs waiting for Tune, and whether more may come (`more`: a callable). `pump`
+    runs the driver's tick: when nothing is running, Tune blocks in the searcher (asking once a
+    second) and calls no callback, so the searcher itself must keep evaluations, settling and
+    refinement moving, or a series waiting for its last evaluation would wait forever."""
+
+    def __init__(self, configs: list[JobRun], more: Callable[[], bool], pump: Callable[[], None] = lambda: None,
+                 hold: Callable[[], bool] = lambda: False):
+        self.items: deque = deque(configs)
+        self.more = more
+        self.pump = pump
+        self.hold = hold  # true while no new job should start (an evaluator waits for resources)
+
+    def add(self, configs: list[JobRun]) -> None:
+        self.items.extend(configs)
+
+
+def sweep_searcher(queue: TrialQueue) -> Any:
+    """A Tune Searcher that hands out `queue`'s configs (Tune pickles its search algorithm with
+    the experiment state: the live queue stays here, the searcher carries only its key)."""
+    from ray.tune.search import Searcher
+
+    key = register(queue)
+
+    class SweepSearcher(Searcher):
+        def __reduce__(self):
+            return (_searcher_from_key, (key,))
+
+        def suggest(self, trial_id: str):
+            if not queue.items or queue.hold():
+                queue.pump()
+            if queue.items and queue.hold():
+                return None  # asked again in a second
+            if queue.items:
+                return {JOB_KEY: queue.items.popleft()}
+            return None if queue.more() else Searcher.FINISHED
+
+        def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
+            pass  # the driver's callback and the store keep the state
+
+        def save(self, checkpoint_path: str) -> None:
+            with open(checkpoint_path, "w") as f:
+                f.write("{}")  # nothing to save: the store is the source of truth on resume
+
+        def restore(self, checkpoint_path: str) -> None:
+            pass
+
+    return SweepSearcher()
+
+
+def _searcher_from_key(key: int):
+    return sweep_searcher(lookup(key))
