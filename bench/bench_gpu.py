@@ -30,7 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from cliffsweep.planner import costs, mfu, plan
+from cliffsweep.planner import costs, mfu
 from cliffsweep.planner.archs import PUBLISHED, Arch
 
 # vLLM's CPU attention supports head sizes such as 32 (toy/models.py); everything else tiny.

@@ -39,10 +39,8 @@ def main() -> None:
 
     from cliffsweep.orchestrator import driver
     from cliffsweep.orchestrator.evaltracker import EvalTracker
-    from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
     from cliffsweep.orchestrator.sweeprun import SweepRun
     from cliffsweep.orchestrator.tunecallback import sweep_callback
-    from cliffsweep.orchestrator.progress import Progress
     from cliffsweep.orchestrator.jobqueue import TrialQueue, sweep_searcher
     from cliffsweep.orchestrator.specfile import parse_spec
     from cliffsweep.storage.store import Store
@@ -58,11 +56,10 @@ def main() -> None:
             "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]},
             "eval": {"backend": "hf"}, "store": f"{tmp}/store"})
         store = Store(spec.store_uri)
-        run = SweepRun(spec, store, "hf")
         driver.init_ray(spec, num_cpus=args.concurrency + 1, verbose=False)
-        run.inbox = InboxReader(start_inbox(run.inbox_name))
+        run = SweepRun(spec, store, "hf", concurrency=args.concurrency, stream=open(os.devnull, "w"))
         tracker = EvalTracker(store, lambda model: None, run.task_names, [])
-        progress = run.progress = Progress(len(run.grid), args.concurrency, stream=open(os.devnull, "w"))
+        progress = run.progress
         run.book.show(progress)
         finished = [0]
 

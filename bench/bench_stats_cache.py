@@ -17,7 +17,7 @@ import time
 def main() -> None:
     import ray
 
-    from cliffsweep.orchestrator.sweeprun import SweepRun, ensure_stats
+    from cliffsweep.orchestrator.sweeprun import ensure_stats
     from cliffsweep.sweep.grid import expand_grid
     from cliffsweep.orchestrator.specfile import parse_spec
     from cliffsweep.trainables.stats import compute_stats
@@ -49,12 +49,12 @@ def main() -> None:
     one = time.time() - t0
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    run = SweepRun(spec, Store(store_dir), "hf")
+    store = Store(store_dir)
     t0 = time.time()
-    ensure_stats(run, grid)
+    ensure_stats(spec, store, None, grid)
     cached = time.time() - t0
     t0 = time.time()
-    ensure_stats(run, grid)
+    ensure_stats(spec, store, None, grid)
     resume = time.time() - t0
     ray.shutdown()
 

@@ -55,7 +55,6 @@ def test_the_paper_grid_rehearsed_on_fake_gpu_nodes_then_with_two_node_kills(tmp
     assert len(trials) == 28 and (trials["status"] == "done").all()
     assert (errors["kind"] == "trial_retry").sum() >= 1  # the kills hit training
     assert out.store.read("checkpoints")["trial_id"].nunique() == 28
-    assert out.makespan > calm.makespan
 
 
 @pytest.mark.ray

@@ -8,7 +8,7 @@ import os
 import pytest
 from safetensors.torch import load_file
 
-from cliffsweep.orchestrator.sweeprun import SweepRun, ensure_stats
+from cliffsweep.orchestrator.sweeprun import ensure_stats
 from cliffsweep.sweep.grid import expand_grid
 from cliffsweep.orchestrator.specfile import parse_spec
 from cliffsweep.storage.store import Store
@@ -34,11 +34,10 @@ def test_twenty_ewc_trials_share_one_fisher(ray_local, tmp_path):
         "recipe": {"stats_examples": 32, "max_seq_len": 96}, "store": str(tmp_path / "store"),
     })
     store = Store(spec.store_uri)
-    run = SweepRun(spec, store, "hf")
     grid = expand_grid(spec)
     ewc = [t for t in grid if t.method == "ewc"]
     assert len(ewc) == 20
-    uris, failed = ensure_stats(run, grid)
+    uris, failed = ensure_stats(spec, store, None, grid)
     assert failed == {}
     files = os.listdir(tmp_path / "store" / "stats" / "q")
     # lam does not change the Fisher (EWC.stats_inputs), so both lam values share one file
@@ -48,7 +47,7 @@ def test_twenty_ewc_trials_share_one_fisher(ray_local, tmp_path):
     fisher = load_file(uris[ewc[0].trial_id])
     assert fisher and all((v >= 0).all() for v in fisher.values())
     mtime = os.path.getmtime(uris[ewc[0].trial_id])
-    again, _ = ensure_stats(run, grid)  # resume: cache hit, nothing recomputed
+    again, _ = ensure_stats(spec, store, None, grid)  # resume: cache hit, nothing recomputed
     assert again == uris and os.path.getmtime(uris[ewc[0].trial_id]) == mtime
 
 
@@ -67,9 +66,8 @@ def test_failed_statistics_fail_only_their_trials(ray_local, tmp_path):
         "recipe": {"stats_examples": 16, "max_seq_len": 96}, "store": str(tmp_path / "store"),
     })
     store = Store(spec.store_uri)
-    run = SweepRun(spec, store, "hf")
     grid = expand_grid(spec)
-    uris, failed = ensure_stats(run, grid)
+    uris, failed = ensure_stats(spec, store, None, grid)
     assert set(failed) == {t.trial_id for t in grid if t.model == "broken"}
     assert all("statistics" in msg for msg in failed.values())
     good = [t for t in grid if t.model == "q"]

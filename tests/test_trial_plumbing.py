@@ -110,19 +110,18 @@ def test_the_trial_config_crosses_ray_typed_and_frozen(tmp_path):
     import json
     import pickle
 
-    from cliffsweep.orchestrator.sweeprun import SweepRun
+    from cliffsweep.orchestrator.sweeprun import job_configs
+    from cliffsweep.sweep.grid import expand_grid
     from cliffsweep.sweep.spec import RecipeSpec
     from cliffsweep.orchestrator.specfile import parse_spec
-    from cliffsweep.storage.store import Store
 
     spec = parse_spec({"name": "t", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],
                        "methods": [{"name": "ewc", "params": {"lam": 10}}], "lrs": [1e-3],
                        "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]},
                        "recipe": {"micro_batch_size": 4}, "store": str(tmp_path / "store")})
-    run = SweepRun(spec, Store(spec.store_uri), "hf")
-    t = run.grid[0]
-    run.stats_uri[t.trial_id] = "stats.safetensors"
-    (job,) = pickle.loads(pickle.dumps(run.job_configs([t])))
+    t = expand_grid(spec)[0]
+    jobs = job_configs(spec, [t], 1, {t.trial_id: "stats.safetensors"}, str(tmp_path / "ckpt"), "inbox", None)
+    (job,) = pickle.loads(pickle.dumps(jobs))
     (cfg,) = job.points
     assert job.trial_ids == (t.trial_id,) and cfg.trial == t and cfg.trial.method_params == {"lam": 10}
     assert isinstance(cfg.recipe, RecipeSpec) and cfg.recipe.micro_batch_size == 4 and cfg.learn.name == "toy_facts"

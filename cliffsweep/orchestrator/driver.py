@@ -2,9 +2,11 @@
 pool -> store.
 
     run_sweep(spec)
-      1. check what can be checked before anything starts (preflight.py); write the resolved
-         spec; find what the store already holds (resume: SweepRun.resume)
-      2. start Ray, the evaluator pool (one engine per model, started once) and the inbox
+      1. check what can be checked before anything starts: the sweep file, each model's
+         config, every task file (preflight.py), the store's files (storage/health.py); take the
+         store's lease (storage/lease.py); write the resolved spec
+      2. start Ray; the run (SweepRun: progress, evaluator pool started on first use, inbox,
+         Tune's job queue, refiner) finds what the store already holds (SweepRun.resume)
       3. evaluate each base model once, and every checkpoint of an earlier run that still
          lacks an evaluation (storage/ledger.py); compute once-per-model method statistics; a
          model whose base evaluation fails does not train (SweepRun.prepare_training)
@@ -12,7 +14,9 @@ pool -> store.
          each checkpoint a trial reports is handed to the pool at once (training never waits
          for evaluation)
       5. settle the ledger from the store: every reported checkpoint evaluated, then the
-         trials whose checkpoints all are count as `done` (SweepRun.finish_evaluations)
+         trials whose checkpoints all are count as `done` (SweepRun.finish_evaluations);
+         compact the store, release the lease; the CLI's exit code says how it ended
+         (outcome.py)
 """
 
 from __future__ import annotations
@@ -200,16 +204,15 @@ def _sweep(spec: SweepSpec, store: Store, eval_backend, retry_failed, num_cpus, 
 
     store.write_text("spec.yaml", yaml.safe_dump(spec.model_dump(), sort_keys=False))
     store.write_json("spec.json", spec.model_dump())
-    run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose, rehearsal)
     syncer = start_syncer(spec, store.uri)  # mirrors the store to MLflow / W&B / TensorBoard, off this thread
-    todo = run.resume(retry_failed)
     init_ray(spec, num_cpus, verbose, node_ip)
     stop_on_sigterm()
     concurrency = concurrency_of(spec)
-    run.start(concurrency, stream)
+    run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose, rehearsal, concurrency, stream)
+    todo = run.resume(retry_failed)
     with run.progress:
         todo = run.prepare_training(todo)
-        queue = run.queue_jobs(todo, concurrency)
+        queue = run.queue_jobs(todo)
         if queue.items:
             tune_jobs(run, queue, concurrency, len(todo))
         run.finish_evaluations()

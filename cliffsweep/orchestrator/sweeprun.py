@@ -42,7 +42,9 @@ class SweepRun:
     """The phases of one `cliffsweep run`; the Tune callback and the driver loop share it."""
 
     def __init__(self, spec: SweepSpec, store: Store, eval_backend: str, verbose: bool = False,
-                 rehearsal: Rehearsal | None = None):
+                 rehearsal: Rehearsal | None = None, concurrency: int = 1, stream=None):
+        """Made once Ray is up (it starts the inbox actor): everything a run's phases share exists
+        from here on, nothing is filled in later (issue 33)."""
         self.spec, self.store, self.backend, self.verbose = spec, store, eval_backend, verbose
         self.rehearsal = rehearsal  # timed waits instead of work (sweep/rehearsal.py)
         self.grid = expand_grid(spec)  # + refined trials, as refinement adds them (refiner.py)
@@ -53,43 +55,39 @@ class SweepRun:
         self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
         self.book = TrialBook(store, self.by_id, partial(config_json, spec, self.checkpoint_root, self.inbox_name,
                                                          rehearsal))
-        self.progress: Progress | None = None
-        self.refiner: Refiner | None = None
-        self.inbox: InboxReader | None = None  # set once Ray is up
-        self.per_job = 1  # grid points per Train job (policies.trials_per_job), set once Ray is up
+        self.concurrency = concurrency  # Train jobs at once
+        self.per_job = 1  # grid points per Train job (policies.trials_per_job), set by queue_jobs
         self.running_jobs: dict[str, JobRun] = {}  # Train jobs Tune runs now
-        self.concurrency = 1  # Train jobs at once (set by start)
-        self._live_at = 0.0
-        self._rebalanced_at = 0.0
-        self._reaped_at = 0.0
-        self.tracker: EvalTracker | None = None  # set by start()
-        self.queue: TrialQueue | None = None  # Train jobs waiting for Tune (set by queue_jobs)
+        self._live_at = self._rebalanced_at = self._reaped_at = 0.0
+        self.progress = Progress(len(self.grid), concurrency, stream=stream)
+        models = {m.name: (m.path, m.dtype) for m in spec.models}
+        # the evaluator pool is started on first use
+        self.tracker = EvalTracker(store, evaluator_starter(models, spec, store.uri, eval_backend, rehearsal),
+                                   self.task_names, list(models), spec.eval.evaluators_per_model,
+                                   evaluator_cap(spec.eval), linger_s=self.engine_start_s())
+        self.inbox = InboxReader(start_inbox(self.inbox_name))
+        # Train jobs waiting for Tune; while a job runs it may hand trials back (one that failed
+        # for good: its other, unstarted trials get a job of their own), and refinement may add
+        # some, so Tune is not told "finished" before (jobqueue.py)
+        self.queue = TrialQueue([], more=self.jobs_may_come, pump=self.pump, hold=self.tracker.placing)
+        self.refiner = Refiner(self, self.tracker, self.queue_refined)
 
     # --- a run, step by step (driver.run_sweep) -----------------------------------------------
     def resume(self, retry_failed: bool) -> list[Trial]:
         """What the store already holds: refined trials of earlier runs rejoin the grid, trials
-        that need no training keep their status; returns the trials to train (recorded pending)."""
+        that need no training keep their status (and count on the progress line); returns the
+        trials to train (recorded pending)."""
         stored = self.store.read("trials").to_dict("records")
         self.add_trials(stored_refined_trials(self.spec, self.grid, stored))
+        self.progress.n_trials = len(self.grid)
         self.book.load(stored)
+        self.book.show(self.progress)
         todo_ids = set(trials_to_run([t.trial_id for t in self.grid], self.book.status, retry_failed))
         todo = [t for t in self.grid if t.trial_id in todo_ids]
         for t in todo:
             self.book.trained.pop(t.trial_id, None)
             self.book.pending(t.trial_id)
         return todo
-
-    def start(self, concurrency: int, stream=None) -> None:
-        """Ray is up: the progress display, the evaluator pool (started on first use), the inbox."""
-        spec = self.spec
-        self.concurrency = concurrency
-        self.progress = Progress(len(self.grid), concurrency, stream=stream)
-        self.book.show(self.progress)
-        models = {m.name: (m.path, m.dtype) for m in spec.models}
-        self.tracker = EvalTracker(self.store, evaluator_starter(models, spec, self.store.uri, self.backend, self.rehearsal),
-                                   self.task_names, list(models), spec.eval.evaluators_per_model,
-                                   evaluator_cap(spec.eval), linger_s=self.engine_start_s())
-        self.inbox = InboxReader(start_inbox(self.inbox_name))
 
     def engine_start_s(self) -> float:
         """What one evaluator's engine start costs (an idle one gives way to training only after
@@ -110,8 +108,7 @@ class SweepRun:
             self._reaped_at = time.time()
             reap_orphaned_placement_groups()
         self.count_settled()
-        if self.refiner is not None:
-            self.refiner.check()
+        self.refiner.check()
         progress.evals_done, progress.evals_failed = tracker.done, tracker.failed
         progress.evals_pending = tracker.waiting
         progress.refresh()
@@ -128,7 +125,7 @@ class SweepRun:
         running = {c.job_id: list(c.trial_ids) for c in self.running_jobs.values()}
         training = {job: next((t for t in tids if t in self.progress.running), tids[0])
                     for job, tids in running.items() if tids}
-        queued = [list(c.trial_ids) for c in (self.queue.items if self.queue is not None else [])]
+        queued = [list(c.trial_ids) for c in self.queue.items]
         need = {k: v * res.workers_per_trial for k, v in worker_resources(res)}
         pending = [tid for tid, s in book.status.items() if s == TrialStatus.PENDING.value]
         free = ray.available_resources() if ray.is_initialized() else {}
@@ -184,7 +181,7 @@ class SweepRun:
         self.reconcile()  # checkpoints an earlier run reported but never evaluated
         progress.phase = Phase.STATISTICS
         progress.refresh(force=True)
-        stats, stats_failed = ensure_stats(self, todo)
+        stats, stats_failed = ensure_stats(self.spec, self.store, self.rehearsal, todo)
         self.stats_uri.update(stats)
         for tid, msg in stats_failed.items():
             self.book.fail(tid, msg)
@@ -200,17 +197,13 @@ class SweepRun:
                                f"with --retry-failed. The evaluation's error:\n{broken[t.model]}")
         return [t for t in todo if t.trial_id not in stats_failed and t.model not in broken]
 
-    def queue_jobs(self, todo: list[Trial], concurrency: int) -> TrialQueue:
-        """The trials to train as Train jobs in Tune's queue, and the refiner that adds more."""
+    def queue_jobs(self, todo: list[Trial]) -> TrialQueue:
+        """The trials to train as Train jobs in Tune's queue; refinement may add more."""
         import ray
 
         self.per_job = trials_per_job(len(todo), job_slots(self.spec, ray.cluster_resources()),
                                       self.spec.resources.trials_per_job)
-        # While a job runs it may hand trials back (one that failed for good: its other,
-        # unstarted trials get a job of their own), so Tune is not told "finished" before.
-        self.queue = TrialQueue(self.job_configs(todo), more=self.jobs_may_come, pump=self.pump,
-                                hold=self.tracker.placing)
-        self.refiner = Refiner(self, self.tracker, self.queue_refined)
+        self.queue.add(self.job_configs(todo))
         self.refiner.check()  # a series an earlier run left between two rounds
         return self.queue
 
@@ -226,7 +219,7 @@ class SweepRun:
     def queue_refined(self, trials: list[Trial]) -> None:
         """Refinement added these trials: record them pending and hand them to Tune."""
         self.add_trials(trials)
-        new_stats, failed = ensure_stats(self, trials)
+        new_stats, failed = ensure_stats(self.spec, self.store, self.rehearsal, trials)
         self.stats_uri.update(new_stats)
         for t in trials:
             if t.trial_id in failed:
@@ -262,20 +255,9 @@ class SweepRun:
         return point_config(self.spec, self.checkpoint_root, self.inbox_name, self.rehearsal, t, stats_uri)
 
     def job_configs(self, trials: list[Trial], size: int | None = None) -> list[JobRun]:
-        """`trials` as Train jobs of up to `size` (default: self.per_job) points of one model each
-        (policies.pack)."""
-        import hashlib
-
-        jobs = []
-        for idx in pack([f"{t.model_path}|{t.dtype}" for t in trials], size or self.per_job):
-            points = tuple(self.point_config(trials[i], self.stats_uri.get(trials[i].trial_id)) for i in idx)
-            ids = "\n".join(p.trial.trial_id for p in points)
-            job_id = f"job-{points[0].trial.model}-{hashlib.sha1(ids.encode()).hexdigest()[:10]}"
-            jobs.append(JobRun(job_id=job_id, points=points, resources=self.spec.resources,
-                               resources_per_worker=worker_resources(self.spec.resources),
-                               checkpoint_root=self.checkpoint_root, local_cluster=not self.spec.ray_address,
-                               inbox=self.inbox_name))
-        return jobs
+        """`trials` as Train jobs of up to `size` (default: self.per_job) points of one model each."""
+        return job_configs(self.spec, trials, size or self.per_job, self.stats_uri, self.checkpoint_root,
+                           self.inbox_name, self.rehearsal)
 
     # --- reports, checkpoints, evaluations ----------------------------------------------------
     def on_report(self, tid: str, rec: Report) -> None:
@@ -346,6 +328,24 @@ def point_config(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: R
         rehearsal=rehearsal.points[t.trial_id] if rehearsal is not None else None)
 
 
+def job_configs(spec: SweepSpec, trials: list[Trial], size: int, stats_uri: dict[str, str | None],
+                checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None) -> list[JobRun]:
+    """`trials` as Train jobs of up to `size` points of one model each (policies.pack), typed
+    for the Ray boundary (trainables/config.py)."""
+    import hashlib
+
+    jobs = []
+    for idx in pack([f"{t.model_path}|{t.dtype}" for t in trials], size):
+        points = tuple(point_config(spec, checkpoint_root, inbox, rehearsal, trials[i], stats_uri.get(trials[i].trial_id))
+                       for i in idx)
+        ids = "\n".join(p.trial.trial_id for p in points)
+        job_id = f"job-{points[0].trial.model}-{hashlib.sha1(ids.encode()).hexdigest()[:10]}"
+        jobs.append(JobRun(job_id=job_id, points=points, resources=spec.resources,
+                           resources_per_worker=worker_resources(spec.resources), checkpoint_root=checkpoint_root,
+                           local_cluster=not spec.ray_address, inbox=inbox))
+    return jobs
+
+
 def config_json(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None, t: Trial) -> str:
     """A trial's resolved config as its `trials` row stores it (no statistics URI, no attempt)."""
     return point_config(spec, checkpoint_root, inbox, rehearsal, t, None).to_json()
@@ -407,7 +407,8 @@ def base_request(model: str) -> EvalRequest:
                        optimizer="", lr=0.0, epochs=0, seed=0, step=0, epoch=0.0, checkpoint=None)
 
 
-def ensure_stats(run: SweepRun, todo: list[Trial]) -> tuple[dict[str, str | None], dict[str, str]]:
+def ensure_stats(spec: SweepSpec, store: Store, rehearsal: Rehearsal | None,
+                 todo: list[Trial]) -> tuple[dict[str, str | None], dict[str, str]]:
     """Compute each distinct (model, method stats inputs) once, in parallel Ray tasks, unless
     the store already holds it. Returns (trial_id -> stats URI or None when the method needs
     none, trial_id -> error for trials whose statistics could not be computed)."""
@@ -415,7 +416,6 @@ def ensure_stats(run: SweepRun, todo: list[Trial]) -> tuple[dict[str, str | None
 
     from cliffsweep.trainables.methods import build_method
 
-    spec, store = run.spec, run.store
     r = spec.recipe
     learn, retain = spec.tasks.learn.model_dump(), spec.tasks.retain[0].model_dump()
     out: dict[str, str | None] = {}
@@ -436,11 +436,11 @@ def ensure_stats(run: SweepRun, todo: list[Trial]) -> tuple[dict[str, str | None
     res = spec.resources
     options = dict(max_retries=1, resources=role_resources(res.cluster_roles, "trainer", res.gpus_per_worker),
                    **stats_task_resources(res.cpus_per_worker, res.gpus_per_worker, res.workers_per_trial))
-    if run.rehearsal is not None:  # its planned length as a timed wait (sweep/rehearsal.py)
+    if rehearsal is not None:  # its planned length as a timed wait (sweep/rehearsal.py)
         from cliffsweep.trainables.rehearsal import timed_stats
 
         task = ray.remote(**options)(timed_stats)
-        refs = {task.remote(run.rehearsal.points[t.trial_id].stats_s): rel for rel, t in jobs.items()}
+        refs = {task.remote(rehearsal.points[t.trial_id].stats_s): rel for rel, t in jobs.items()}
     else:
         task = ray.remote(**options)(compute_stats)
         refs = {task.remote(StatsJob(model_path=t.model_path, dtype=t.dtype, method=t.method,
