@@ -156,3 +156,16 @@ def test_orchestrator_and_planner_functions_fit_a_screen():
 def test_no_file_past_600_lines():
     big = [f"{p.relative_to(PKG)} ({n})" for p in PKG.rglob("*.py") if (n := len(p.read_text().splitlines())) > 600]
     assert not big, big
+
+
+def test_no_circle_between_the_rooms_inside_a_layer():
+    """Issue 33: inside a layer, its rooms (sub-packages and modules: evals/tasks, evals/scoring,
+    evals/canary.py, trainables/methods, trainables/microbatch.py, ...) do not import each other
+    round a loop either (scoring <-> tasks, canary <-> backends and microbatch <-> methods did)."""
+    rooms: dict[str, set[str]] = {}
+    for m, targets in import_graph().items():
+        room = ".".join(m.split(".")[:3])
+        rooms.setdefault(room, set()).update(".".join(t.split(".")[:3]) for t in targets)
+    for room, targets in rooms.items():
+        targets.discard(room)
+    assert cycles(rooms) == []

@@ -26,7 +26,14 @@ from pathlib import Path
 
 import torch
 
-from cliffsweep.evals.backends.base import CANARY_FILE, StaleWeightsError
+CANARY_FILE = "cliffsweep_canary.json"
+"""Written by the trainer into every checkpoint folder: {"token_ids": [...], "logprobs": [...]},
+the log-probabilities the trained model itself gives each token of a fixed text."""
+
+
+class StaleWeightsError(RuntimeError):
+    """The engine does not serve the checkpoint it was asked to load (canary mismatch)."""
+
 
 CANARY_TEXT = "Canary: 17 + 25 = 42. The quick brown fox jumps over the lazy dog."
 """Short on purpose (a few dozen tokens even with a character vocabulary): it costs one tiny

@@ -47,8 +47,7 @@ from typing import Any
 
 import torch
 
-from cliffsweep.evals.backends.base import CANARY_FILE
-from cliffsweep.evals.canary import CANARY_TEXT, canary_ids, model_logprobs
+from cliffsweep.evals.canary import CANARY_FILE, CANARY_TEXT, canary_ids, model_logprobs
 from cliffsweep.faults import maybe_fail
 from cliffsweep.storage.ledger import TRAIN_STATE, record_checkpoint
 from cliffsweep.storage.store import Store

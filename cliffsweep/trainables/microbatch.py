@@ -19,12 +19,12 @@ the optimizer steps once. The sum equals the whole batch's gradient because
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
+from typing import Protocol
 
 import torch
 from torch import nn
 
 from cliffsweep.trainables import parallel
-from cliffsweep.trainables.methods.base import Method
 
 
 def autocast_dtype(param_dtype: torch.dtype, device_type: str) -> torch.dtype | None:
@@ -62,7 +62,19 @@ def stats_mode(model: nn.Module):
         model.train(was_training)
 
 
-def accumulate(model: nn.Module, method: Method, micro: list[dict[str, torch.Tensor]], n_tokens: int,
+class StepHooks(Protocol):
+    """What a step needs of a method (trainables/methods/base.py `Method` has it): declared here
+    so that this module does not import the methods, which use its `stats_mode`."""
+
+    def begin_step(self, model: nn.Module, micro_batches: list[dict[str, torch.Tensor]]) -> None: ...
+
+    def data_loss(self, model: nn.Module, batch: dict[str, torch.Tensor],
+                  n_tokens: float | None = None) -> tuple[torch.Tensor, dict[str, float]]: ...
+
+    def penalty_term(self, model: nn.Module) -> tuple[torch.Tensor, float] | None: ...
+
+
+def accumulate(model: nn.Module, method: StepHooks, micro: list[dict[str, torch.Tensor]], n_tokens: int,
                world: int, amp: torch.dtype | None = None, logs: dict[str, float] | None = None) -> torch.Tensor:
     """Forward and backward over one step's micro-batches, leaving the step's gradient in .grad
     (synced across workers). Returns the step's loss on this worker (detached): the whole batch's

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from cliffsweep.registry import lookup
-from cliffsweep.evals.backends.base import Backend, CheckpointRef, StaleWeightsError, CANARY_FILE
+from cliffsweep.evals.backends.base import Backend, CheckpointRef
+from cliffsweep.evals.canary import CANARY_FILE, StaleWeightsError
 
 BACKENDS: dict[str, str] = {
     "vllm": "cliffsweep.evals.backends.vllm_backend:VLLMBackend",

@@ -15,9 +15,7 @@ from typing import Literal, Protocol
 from cliffsweep.chat import render_prompt
 from cliffsweep.evals.tasks.base import Prompt, Sampling
 
-CANARY_FILE = "cliffsweep_canary.json"
-"""Written by the trainer into every checkpoint folder: {"token_ids": [...], "logprobs": [...]},
-the log-probabilities the trained model itself gives each token of a fixed text."""
+
 
 
 @dataclass(frozen=True)
@@ -28,9 +26,6 @@ class CheckpointRef:
     path: str | None
     kind: Literal["full", "lora"] = "full"
 
-
-class StaleWeightsError(RuntimeError):
-    """The engine does not serve the checkpoint it was asked to load (canary mismatch)."""
 
 
 class Backend(Protocol):

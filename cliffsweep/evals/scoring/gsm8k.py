@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-from cliffsweep.evals.tasks.base import Score
+from cliffsweep.evals.scoring.score import Score
 
 GSM8K_SCORER_VERSION = "gsm8k-v2"
 """v2: strict_match / flexible_extract equal to lm-eval's gsm8k (v1 compared floats and

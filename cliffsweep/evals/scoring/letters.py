@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from cliffsweep.evals.tasks.base import Score
+from cliffsweep.evals.scoring.score import Score
 
 LETTER_SCORER_VERSION = "letter-v2"
 """v2: instruct-style extraction (statements, article 'A', option text), sciknoweval_match and

@@ -8,10 +8,12 @@ tests the same machinery as the real benchmarks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from cliffsweep.evals.scoring.score import Score  # noqa: F401 - part of the task interface
 
 Role = Literal["learn", "retain"]
 
@@ -55,16 +57,6 @@ class EvalExample:
         turns = [m for user, assistant in self.shots
                  for m in ({"role": "user", "content": user}, {"role": "assistant", "content": assistant})]
         return (*turns, {"role": "user", "content": self.prompt})
-
-
-@dataclass(frozen=True)
-class Score:
-    """The outcome of scoring one generation. `correct` is the primary metric (accuracy);
-    `extra` holds secondary 0/1 metrics (e.g. GSM8K strict vs flexible extraction)."""
-
-    correct: bool
-    prediction: str
-    extra: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
