@@ -92,7 +92,10 @@ def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool, node_ip: str 
         # reads on a local cluster (the store holds the sweep's own timings). No worker
         # prestart: every actor of a sweep carries its own runtime env, so prestarted idle
         # workers are rarely the ones used, and each costs a Python start with `import ray`.
-        ray.init(num_cpus=num_cpus or local_cpus(spec), include_dashboard=False, _node_ip_address=node_ip,
+        # address="local": a cluster of its own even when another runs on this machine (`ray start`,
+        # a notebook's): ray.init() alone would join that one, or fail on num_cpus
+        ray.init(address="local", num_cpus=num_cpus or local_cpus(spec), include_dashboard=False,
+                 _node_ip_address=node_ip,
                  runtime_env=env, log_to_driver=verbose,
                  _system_config={"enable_metrics_collection": False, "enable_worker_prestart": False})
 
