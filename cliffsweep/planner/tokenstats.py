@@ -89,11 +89,11 @@ def task_is_local(name: str, params: dict) -> bool:
 
 def measure(tokenizer, name: str, params: dict, max_len: int = 1 << 20) -> Lengths:
     """Exact lengths of the task's training examples as training encodes them."""
-    from cliffsweep.chat import encode_pair
+    from cliffsweep.chat import encode_example
     from cliffsweep.evals.tasks import build_task
 
     examples = build_task(name, params).train_examples()
-    lengths = [len(encode_pair(tokenizer, e.prompt, e.response, max_len)[0]) for e in examples]
+    lengths = [len(encode_example(tokenizer, e, max_len)[0]) for e in examples]
     return Lengths.of(lengths, f"{name}: {len(lengths)} training examples, encoded with the model's tokenizer")
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cliffsweep.chat import encode_pair
+from cliffsweep.chat import encode_example
 from cliffsweep.evals.tasks.base import Example
 
 
@@ -29,7 +29,7 @@ class Encoded:
 def encode(tokenizer, examples: list[Example], max_len: int, retain: bool = False) -> list[Encoded]:
     out = []
     for i, ex in enumerate(examples):
-        ids, labels = encode_pair(tokenizer, ex.prompt, ex.response, max_len)
+        ids, labels = encode_example(tokenizer, ex, max_len)
         out.append(Encoded(ids, labels, -1 if retain else i, retain))
     return out
 

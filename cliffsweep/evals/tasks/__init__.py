@@ -11,6 +11,7 @@ TASKS: dict[str, str] = {
     "chem_l3": "cliffsweep.evals.tasks.chem_l3:ChemL3",
     "toy_arith": "cliffsweep.toy.tasks:ToyArith",
     "toy_facts": "cliffsweep.toy.tasks:ToyFacts",
+    "dataset": "cliffsweep.evals.tasks.dataset:Dataset",  # the user's own data (issue 30)
 }
 
 

@@ -18,17 +18,20 @@ from cliffsweep.evals.scoring.score import Score  # noqa: F401 - part of the tas
 Role = Literal["learn", "retain"]
 
 
+Turn = tuple[str, str]
+"""One earlier exchange of a chat prompt: (user message, assistant message)."""
+
+
 @dataclass(frozen=True)
 class Example:
-    """One supervised pair. `prompt` is the user turn, `response` the assistant turn."""
+    """One supervised pair. `prompt` is the user turn, `response` the assistant turn (the only
+    tokens trained on); a conversation's earlier turns and system prompt come before them."""
 
     id: str
     prompt: str
     response: str
-
-
-Turn = tuple[str, str]
-"""One earlier exchange of a chat prompt: (user message, assistant message)."""
+    system: str = ""
+    history: tuple[Turn, ...] = ()
 Prompt = str | tuple[dict[str, str], ...]
 """What a backend renders with the model's chat template: a user message (exactly as training
 renders it, cliffsweep.chat.render_prompt) or whole chat messages ending with a user turn."""
@@ -48,15 +51,19 @@ class EvalExample:
     group: str = ""
     """Subtask: the runner stores `<metric>/<group>` beside each pooled metric when set."""
     shots: tuple[Turn, ...] = ()
-    """Few-shot examples as earlier chat turns (lm-eval's --fewshot_as_multiturn)."""
+    """Few-shot examples as earlier chat turns (lm-eval's --fewshot_as_multiturn), or the
+    conversation's earlier turns."""
+    system: str = ""
+    """A system prompt before everything (the user's own data: evals/tasks/dataset.py)."""
 
     def chat(self) -> Prompt:
-        """What the backend renders: the user turn alone, or the shots' turns before it."""
-        if not self.shots:
+        """What the backend renders: the user turn alone, or the system prompt and the shots'
+        turns before it (as training renders them: cliffsweep.chat.context_messages)."""
+        if not self.shots and not self.system:
             return self.prompt
-        turns = [m for user, assistant in self.shots
-                 for m in ({"role": "user", "content": user}, {"role": "assistant", "content": assistant})]
-        return (*turns, {"role": "user", "content": self.prompt})
+        from cliffsweep.chat import context_messages
+
+        return (*context_messages(self.system, self.shots), {"role": "user", "content": self.prompt})
 
 
 @dataclass(frozen=True)

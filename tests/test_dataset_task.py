@@ -1,0 +1,189 @@
+"""The user's own data as the learn task (issue 30 part 1; evals/tasks/dataset.py): the four
+formats finetuning tools read, multi-turn conversations trained on every assistant turn with the
+turns before masked, a held-out split that is the same on every machine, the scorers, and every
+malformed row named by file and line before anything starts."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cliffsweep.evals.scoring.match import match_score, normalize_answer
+from cliffsweep.evals.tasks import build_task
+from cliffsweep.evals.tasks.formats import Conversation, conversation
+from cliffsweep.evals.tasks.rows import DataError
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAT = Conversation("Be brief.", (("Capital of France?", "Paris"), ("And of Italy?", "Rome")))
+ROWS = {
+    "messages": {"messages": [{"role": "system", "content": "Be brief."},
+                              {"role": "user", "content": "Capital of France?"},
+                              {"role": "assistant", "content": "Paris"},
+                              {"role": "user", "content": "And of Italy?"},
+                              {"role": "assistant", "content": "Rome"}]},
+    "sharegpt": {"conversations": [{"from": "system", "value": "Be brief."},
+                                   {"from": "human", "value": "Capital of France?"}, {"from": "gpt", "value": "Paris"},
+                                   {"from": "human", "value": "And of Italy?"}, {"from": "gpt", "value": "Rome"}]},
+    "alpaca": {"system": "Be brief.", "history": [["Capital of France?", "Paris"]],
+               "instruction": "And of Italy?", "input": "", "output": "Rome"},
+    "prompt_completion": {"prompt": [{"role": "system", "content": "Be brief."},
+                                     {"role": "user", "content": "Capital of France?"},
+                                     {"role": "assistant", "content": "Paris"},
+                                     {"role": "user", "content": "And of Italy?"}],
+                          "completion": [{"role": "assistant", "content": "Rome"}]},
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(ROWS))
+def test_each_format_reads_as_the_same_conversation(fmt):
+    assert conversation("f:1", ROWS[fmt], fmt) == CHAT
+    assert conversation("f:1", ROWS[fmt]) == CHAT  # auto detects it
+    assert conversation("f:1", {"instruction": "Sum 2 and 3", "input": "please", "output": "5"}) == \
+        Conversation("", (("Sum 2 and 3\n\nplease", "5"),))
+
+
+@pytest.mark.parametrize("row, says", [
+    ({"text": "hello"}, "no known format"),
+    ({"messages": [{"role": "user", "content": "q"}]}, "in pairs"),
+    ({"messages": [{"role": "assistant", "content": "a"}, {"role": "user", "content": "q"}]}, "expected a user then"),
+    ({"prompt": "q", "completion": ""}, "empty assistant answer"),
+    ({"conversations": [{"from": "robot", "value": "x"}]}, "'from'"),
+    ({"instruction": 3, "output": "x"}, "instruction should be text"),
+])
+def test_a_broken_row_is_refused_with_its_place(row, says):
+    with pytest.raises(DataError, match=f"^f.jsonl:7: .*{says}"):
+        conversation("f.jsonl:7", row)
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_every_assistant_turn_trains_and_the_last_is_evaluated(tmp_path):
+    rows = [ROWS["messages"]] + [{"prompt": f"q{i}", "completion": f"a{i}"} for i in range(40)]
+    data = write_jsonl(tmp_path / "train.jsonl", rows)
+    held = write_jsonl(tmp_path / "held.jsonl", [ROWS["sharegpt"]])
+    task = build_task("dataset", {"path": str(data), "eval_path": str(held)})
+    train = task.train_examples()
+    assert len(train) == 42  # both turns of the two-turn conversation, one of each other
+    second = next(e for e in train if e.prompt == "And of Italy?")
+    assert (second.response, second.system, second.history) == ("Rome", "Be brief.", (("Capital of France?", "Paris"),))
+    (item,) = task.eval_examples()
+    assert (item.prompt, item.reference, item.shots, item.system) == ("And of Italy?", "Rome",
+                                                                      (("Capital of France?", "Paris"),), "Be brief.")
+    assert item.chat()[0] == {"role": "system", "content": "Be brief."} and item.chat()[-1]["content"] == "And of Italy?"
+
+
+def test_the_held_out_share_is_chosen_by_content_and_seed(tmp_path):
+    rows = [{"prompt": f"question {i}", "completion": f"answer {i}"} for i in range(300)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    a = build_task("dataset", {"path": str(data), "eval_fraction": 0.2})
+    b = build_task("dataset", {"path": str(data), "eval_fraction": 0.2})
+    held = {e.reference for e in a.eval_examples()}
+    assert held == {e.reference for e in b.eval_examples()} and 40 <= len(held) <= 80
+    assert not held & {e.response for e in a.train_examples()}  # no held-out answer is trained on
+    # rows added later leave the earlier rows where they were
+    more = write_jsonl(tmp_path / "more.jsonl", rows + [{"prompt": "new", "completion": "row"}])
+    c = build_task("dataset", {"path": str(more), "eval_fraction": 0.2})
+    assert held <= {e.reference for e in c.eval_examples()} | {"row"}
+    other_seed = build_task("dataset", {"path": str(data), "eval_fraction": 0.2, "seed": 1})
+    assert {e.reference for e in other_seed.eval_examples()} != held
+
+
+def test_json_csv_and_parquet_files_and_folders_read_alike(tmp_path):
+    import pandas as pd
+
+    rows = [{"prompt": f"q{i}", "completion": f"a{i}"} for i in range(10)]
+    (tmp_path / "a.json").write_text(json.dumps(rows[:4]))
+    with (tmp_path / "b.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, ["prompt", "completion"])
+        w.writeheader()
+        w.writerows(rows[4:7])
+    pd.DataFrame(rows[7:]).to_parquet(tmp_path / "c.parquet")
+    task = build_task("dataset", {"path": str(tmp_path), "eval_fraction": 0.5})
+    got = {e.response for e in task.train_examples()} | {e.reference for e in task.eval_examples()}
+    assert got == {r["completion"] for r in rows}
+
+
+def test_the_scorers():
+    assert match_score("  The Eiffel Tower! ", "eiffel tower", "normalized").correct
+    assert not match_score("Eiffel", "eiffel tower", "normalized").correct
+    assert match_score("so it is 12.0", "#### 12", "number").correct and not match_score("13", "12", "number").correct
+    assert match_score("Paris", "Paris", "exact").correct and not match_score("paris", "Paris", "exact").correct
+    assert normalize_answer("An  apple, the pie.") == "apple pie"
+
+
+def test_every_malformed_row_is_listed_before_anything_starts(tmp_path):
+    good = {"prompt": "q", "completion": "a"}
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join([json.dumps(good), "{not json", json.dumps({"prompt": "q"}), json.dumps(good),
+                               json.dumps({"messages": [{"role": "user", "content": "only a question"}]})]) + "\n")
+    held = tmp_path / "held.csv"
+    held.write_text("prompt,completion\nq,a\nq2,\n")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "name": "mine", "models": [{"name": "m", "path": "toy:qwen2-tiny"}], "methods": [{"name": "sft"}],
+        "lrs": [1e-3], "epochs": [1], "store": str(tmp_path / "store"),
+        "tasks": {"learn": {"name": "dataset", "params": {"path": str(data), "eval_path": str(held)}},
+                  "retain": [{"name": "toy_arith"}]}}))
+    r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "validate", str(sweep)], capture_output=True,
+                       text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 2, r.stdout + r.stderr
+    for where, what in ((f"{data}:2", "bad JSON"), (f"{data}:3", "format prompt_completion needs field"),
+                        (f"{data}:5", "in pairs"), (f"{held}:3", "empty assistant answer")):
+        assert any(f"{where}: " in line and what in line for line in r.stderr.splitlines()), (where, r.stderr)
+    assert "Traceback" not in r.stderr
+
+
+def chat_rows(examples, prompt_of, answer_of) -> list[dict]:
+    return [{"messages": [{"role": "user", "content": prompt_of(e)}, {"role": "assistant", "content": answer_of(e)}]}
+            for e in examples]
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_sweep_learns_from_a_jsonl_of_chat_messages_and_plan_prices_it(tmp_path):
+    """The toy facts written as the user's own JSONL of chat messages (training phrasings) and a
+    second file of held-out questions (the evaluation phrasing): a real sweep trains on it, every
+    checkpoint is evaluated on it (exact match of the answer letter) and it is learned; `plan`
+    prices it from the file's own token lengths."""
+    from cliffsweep.cli import main
+    from cliffsweep.orchestrator.specfile import load_spec
+    from cliffsweep.planner.text import plan_text
+    from cliffsweep.storage.store import Store
+
+    facts = build_task("toy_facts", {"n_eval": 60})
+    train = write_jsonl(tmp_path / "train.jsonl", chat_rows(facts.train_examples(), lambda e: e.prompt,
+                                                             lambda e: e.response))
+    held = write_jsonl(tmp_path / "held.jsonl", chat_rows(facts.eval_examples(), lambda e: e.prompt,
+                                                           lambda e: e.reference))
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "name": "mine", "models": [{"name": "q", "path": "toy:qwen2-tiny"}], "methods": [{"name": "sft"}],
+        "lrs": [1e-3], "epochs": [2], "store": str(tmp_path / "store"),
+        "tasks": {"learn": {"name": "dataset", "params": {"path": str(train), "eval_path": str(held),
+                                                          "metric": "exact", "max_tokens": 8}},
+                  "retain": [{"name": "toy_arith", "params": {"n_eval": 40}}]},
+        "recipe": {"batch_size": 16, "max_seq_len": 128},
+        "eval": {"points_per_trial": 1, "backend": "hf", "cpus_per_evaluator": 0.5},
+        "resources": {"max_concurrent_trials": 1}}))
+    text = plan_text([(str(sweep), load_spec(sweep))])
+    assert "dataset: " in text and "exact lengths" in text
+    import ray
+
+    try:
+        assert main(["run", str(sweep), "--num-cpus", "3"]) == 0
+    finally:
+        ray.shutdown()
+    ev = Store(str(tmp_path / "store")).read("evals")
+    mine = ev[(ev["task"] == "dataset") & (ev["metric"] == "accuracy")].set_index("trial_id")["value"]
+    base = mine.pop("q-base")
+    assert len(mine) == 1 and (ev.loc[ev["task"] == "dataset", "scorer_version"] == "match-v1+exact").all()
+    assert mine.iloc[0] >= base + 0.2, (base, mine)  # the facts' shared customs are learned
