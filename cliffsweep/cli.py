@@ -211,9 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--num-cpus", type=int, help="CPUs of the local Ray cluster (default: all)")
     r.add_argument("-v", "--verbose", action="store_true", help="stream Ray worker logs")
     r.add_argument("--node-ip-address", default="127.0.0.1",
-                   help="address the local Ray cluster of this run listens on (default 127.0.0.1: loopback only, "
-                        "nothing reachable from the network; another address exposes Ray's unauthenticated "
-                        "ports to that network). A sweep with ray_address joins its cluster as it is")
+                   help="the address this run's own local Ray cluster gives its node (default 127.0.0.1). Ray "
+                        "2.60 still listens on every interface; its token authentication (on by default) guards "
+                        "those ports. A sweep with ray_address joins its cluster as it is")
     r.add_argument("--force", action="store_true",
                    help="take the store's lease even if another driver seems to hold it (one known dead on "
                         "another machine; a dead one on this machine, or one silent for 90 s, is taken anyway)")

@@ -73,9 +73,11 @@ def stop_on_sigterm() -> None:
 
 
 LOOPBACK = "127.0.0.1"
-"""Where a local sweep's own Ray cluster listens: GCS, raylet, object manager and workers bind to
-the node address Ray is given (Ray 2.60: loopback binds loopback only), so a laptop's run is not
-reachable from its network without authentication (issue 29)."""
+"""The address a local sweep's own Ray cluster gives its node. Not a firewall: Ray 2.60 still
+binds its gRPC servers (GCS, raylet, workers) on every interface and its agents on the machine's
+network address whatever this is (measured: issue 29, docs/design.md "What a local run exposes");
+what guards them is Ray's token authentication, on by default since 2.5x
+(RAY_AUTH_MODE; ~/.ray/auth_token)."""
 
 
 def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool, node_ip: str = LOOPBACK) -> None:
