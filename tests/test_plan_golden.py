@@ -25,10 +25,13 @@ SPECS = sorted((ROOT / "cliffsweep" / "configs").glob("*.yaml"))
 
 
 def text(spec: Path) -> str:
-    """The plan as `cliffsweep plan cliffsweep/configs/<file>` prints it from the repository root."""
+    """The plan as `cliffsweep plan cliffsweep/configs/<file>` prints it from the repository root,
+    with this checkout's and this user's folders (where a local model's config.json is read) as
+    `<repo>` and `~`, so the copies hold on any machine."""
     from cliffsweep.planner.text import plan_text
 
-    return plan_text(loaded(str(spec.relative_to(ROOT)))) + "\n"
+    out = plan_text(loaded(str(spec.relative_to(ROOT)))) + "\n"
+    return out.replace(str(ROOT), "<repo>").replace(str(Path.home()), "~")
 
 
 def write() -> None:

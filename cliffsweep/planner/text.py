@@ -117,9 +117,9 @@ ASSUMPTIONS = """Assumptions (cliffsweep/planner/costs.py):
    padding; +2 N D for kl/iw (frozen base forward) and for activation checkpointing, -2 N D for
    lora (no weight gradients of frozen weights); attention scores and eval FLOPs not counted.
    GPU-hours = FLOPs / (MFU x dense bf16 peak: A100 312, H100/H200 989 TFLOP/s); MFU per model:
-   the measurement nearest its size on its precision path (plan.MEASURED_MFU, GPU checks filed in
+   the measurement nearest its size on its precision path (mfu.MEASURED_MFU, GPU checks filed in
    cliffsweep/measured/ or given with --measured; a path not measured yet borrows
-   plan.FALLBACK_PATH's rows, a lower bound), or --mfu.
+   mfu.FALLBACK_PATH's rows, a lower bound), or --mfu.
    Generated tokens: an upper bound (n_eval x max_tokens; generation stops earlier at a stop).
    Checkpoints: exported weights at every eval point (+ train_state.pt: weights, optimizer and
    method state, only where resume_every_s of training has passed, the two latest kept; none
