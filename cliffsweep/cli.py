@@ -210,10 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--retry-failed", action="store_true", help="re-run trials recorded as failed")
     r.add_argument("--num-cpus", type=int, help="CPUs of the local Ray cluster (default: all)")
     r.add_argument("-v", "--verbose", action="store_true", help="stream Ray worker logs")
-    r.add_argument("--node-ip-address", default="127.0.0.1",
-                   help="the address this run's own local Ray cluster gives its node (default 127.0.0.1). Ray "
-                        "2.60 still listens on every interface; its token authentication (on by default) guards "
-                        "those ports. A sweep with ray_address joins its cluster as it is")
+    r.add_argument("--node-ip-address", default=None,
+                   help="the address this run's own local Ray cluster gives its node (default: Ray's choice). Ray "
+                        "2.60 listens on every interface whatever it is; its token authentication (on by default) "
+                        "guards those ports. A sweep with ray_address joins its cluster as it is")
     r.add_argument("--force", action="store_true",
                    help="take the store's lease even if another driver seems to hold it (one known dead on "
                         "another machine; a dead one on this machine, or one silent for 90 s, is taken anyway)")

@@ -72,15 +72,11 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, as_interrupt)
 
 
-LOOPBACK = "127.0.0.1"
-"""The address a local sweep's own Ray cluster gives its node. Not a firewall: Ray 2.60 still
-binds its gRPC servers (GCS, raylet, workers) on every interface and its agents on the machine's
-network address whatever this is (measured: issue 29, docs/design.md "What a local run exposes");
-what guards them is Ray's token authentication, on by default since 2.5x
-(RAY_AUTH_MODE; ~/.ray/auth_token)."""
-
-
-def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool, node_ip: str = LOOPBACK) -> None:
+def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool, node_ip: str | None = None) -> None:
+    """`node_ip`: the address a local cluster gives its node (None: Ray's choice). Not a firewall:
+    Ray 2.60 binds its gRPC servers (GCS, raylet, workers) on every interface and its agents on
+    the machine's network address whatever it is (docs/design.md "What a local run exposes");
+    Ray's token authentication, on by default, guards them."""
     import ray
 
     if ray.is_initialized():
@@ -97,8 +93,7 @@ def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool, node_ip: str 
         # address="local": a cluster of its own even when another runs on this machine (`ray start`,
         # a notebook's): ray.init() alone would join that one, or fail on num_cpus
         ray.init(address="local", num_cpus=num_cpus or local_cpus(spec), include_dashboard=False,
-                 _node_ip_address=node_ip,
-                 runtime_env=env, log_to_driver=verbose,
+                 **({"_node_ip_address": node_ip} if node_ip else {}), runtime_env=env, log_to_driver=verbose,
                  _system_config={"enable_metrics_collection": False, "enable_worker_prestart": False})
 
 
@@ -185,7 +180,7 @@ def tune_jobs(run: SweepRun, queue: TrialQueue, concurrency: int, n_todo: int) -
 
 def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed: bool = False,
               num_cpus: int | None = None, verbose: bool = False, stream=None, rehearsal=None,
-              force: bool = False, node_ip: str = LOOPBACK) -> Store:
+              force: bool = False, node_ip: str | None = None) -> Store:
     """`rehearsal` (sweep/rehearsal.py): every piece of work a timed wait of its planned length
     (cliffsweep/simulate/rehearsal.py starts such a run on fake GPU nodes). The store is checked
     and its lease taken (storage/health.py, storage/lease.py; `force` takes a live-looking one)
