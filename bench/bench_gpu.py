@@ -52,6 +52,11 @@ class Recipe:
     """recipe.master_weights, for bf16 weights."""
     path: str = ""
     """The precision path `plan` files the measurement under (mfu.MeasuredMFU.path)."""
+    fused_ce: bool = True
+    """With liger: the response loss through Liger's fused linear cross-entropy (off: Liger's norm,
+    SwiGLU and RoPE kernels, the loss as plain logits + cross_entropy). A lever, not a recipe."""
+    fused_adam: bool = False
+    """AdamW with torch's fused CUDA kernel instead of its default foreach path. A lever, not a recipe."""
 
 
 RECIPES: dict[str, Recipe] = {
@@ -62,6 +67,11 @@ RECIPES: dict[str, Recipe] = {
     "bf16_master": Recipe("bfloat16", "weights", "none", path="bf16_master"),
     "bf16_master+liger": Recipe("bfloat16", "weights", "liger", path="bf16_master"),  # the other candidate
     "bf16+liger": Recipe("bfloat16", "weights", "liger", master=False, path="bf16"),  # pure bf16: what fits 8B
+    # Levers the 1.5B profile pointed at (docs/gpu.md, "Where a step's time goes"):
+    "fsdp_bf16+liger-fce": Recipe("float32", "fsdp_bf16", "liger", path="fsdp_bf16", fused_ce=False),
+    "fsdp_bf16+liger+fused_adam": Recipe("float32", "fsdp_bf16", "liger", path="fsdp_bf16", fused_adam=True),
+    "fsdp_bf16+liger-fce+fused_adam": Recipe("float32", "fsdp_bf16", "liger", path="fsdp_bf16", fused_ce=False,
+                                             fused_adam=True),
 }
 DEFAULT_RECIPE = "fsdp_bf16+liger"
 
@@ -114,6 +124,11 @@ def build(arch: Arch, recipe: Recipe, grad_ckpt: bool, device):
     fast = fastpath.resolve(recipe.precision if recipe.precision != "weights" else "auto", recipe.kernels,
                             recipe.compile, device.type, next(model.parameters()).dtype, True)
     kernels = fastpath.apply_kernels(model, fast.kernels, device.type)
+    if not recipe.fused_ce:
+        from cliffsweep.trainables import losses
+
+        losses.use_fused_ce(False)
+        kernels = [k for k in kernels if k != "fused_linear_cross_entropy"]
     if grad_ckpt:
         microbatch.enable_checkpointing(model)
     if fast.compile:
@@ -122,11 +137,66 @@ def build(arch: Arch, recipe: Recipe, grad_ckpt: bool, device):
         one_rank_group(device.type)
         parallel.shard(model, mixed=True)
     model.train()
-    opt = build_optimizer("adamw", model, 1e-5, 0.01, recipe.master)
+    if recipe.fused_adam:
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, weight_decay=0.01,
+                                fused=device.type == "cuda")
+    else:
+        opt = build_optimizer("adamw", model, 1e-5, 0.01, recipe.master)
     return model, opt, fast, kernels
 
 
-def bench_training(arch: Arch, recipe: Recipe, micro: int, seq: int, steps: int, grad_ckpt: bool) -> dict:
+KERNEL_KINDS = (("gemm", ("gemm", "aten::mm", "aten::addmm", "aten::bmm", "nvjet", "cutlass", "sm90_xmma", "sm80_xmma", "cublas", "matmul")),
+                ("attention", ("flash", "fmha", "sdpa", "attention", "efficient_attention")),
+                ("optimizer", ("multi_tensor", "foreach", "adam")),
+                ("fsdp/copies", ("nccl", "copy", "memcpy", "memset", "cat", "split", "chunk")),
+                ("elementwise/reduce", ("elementwise", "reduce", "vectorized", "unrolled", "softmax", "at::native")),
+                ("liger/triton", ("liger", "triton", "_kernel")))
+"""First match wins: torch's own kernels are named `..._kernel` too, so the Triton catch-all goes last."""
+
+
+def kernel_kind(name: str) -> str:
+    low = name.lower()
+    return next((kind for kind, marks in KERNEL_KINDS if any(m in low for m in marks)), "other")
+
+
+def profile_steps(step, steps: int, cuda: bool) -> dict:
+    """Where one step's time goes (docs/gpu.md: MFU below target, cause unknown): `steps` steps under
+    torch.profiler; GPU busy time (the sum of kernel times) against wall time says whether the GPU
+    waits on the host, and kernel time by kind says which kernels the rest goes to. On a CPU (the
+    dry run) the ops' own CPU times stand in for kernels."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync()
+    t = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        for _ in range(steps):
+            step()
+        sync()
+    wall_ms = (time.perf_counter() - t) * 1e3 / steps
+    if cuda:
+        # A record_function annotation (`Optimizer.step#AdamW.step`) shows on the GPU timeline as a
+        # span over kernels already counted: leave it out of the sums.
+        kernels = [(e.name, e.device_time_total) for e in prof.events()
+                   if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+                   and "#" not in e.name]
+    else:
+        kernels = [(e.key, e.self_cpu_time_total) for e in prof.key_averages() if e.key.startswith("aten::")]
+    by_kind: dict[str, float] = {}
+    by_name: dict[str, float] = {}
+    for name, us in kernels:
+        ms = us / 1e3 / steps
+        by_kind[kernel_kind(name)] = by_kind.get(kernel_kind(name), 0.0) + ms
+        by_name[name] = by_name.get(name, 0.0) + ms
+    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:15]
+    return {"wall_ms": wall_ms, "gpu_busy_ms": sum(by_kind.values()), "kernels_per_step": len(kernels) / steps,
+            "by_kind_ms": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
+            "top_kernels_ms": [[name[:90], ms] for name, ms in top]}
+
+
+def bench_training(arch: Arch, recipe: Recipe, micro: int, seq: int, steps: int, grad_ckpt: bool,
+                   profile: bool = False) -> dict:
     import torch
 
     from cliffsweep.trainables import microbatch
@@ -157,7 +227,8 @@ def bench_training(arch: Arch, recipe: Recipe, micro: int, seq: int, steps: int,
     seconds = time.perf_counter() - t
     tok_s = micro * seq * steps / seconds
     peak = peak_tflops(torch.cuda.get_device_name()) if cuda else None
-    return {"train_tokens_per_s": tok_s, "step_seconds": seconds / steps,
+    prof = {"profile": profile_steps(step, 2, cuda)} if profile else {}
+    return {**prof, "train_tokens_per_s": tok_s, "step_seconds": seconds / steps,
             "mfu": tok_s * costs.flops_per_token(arch, "sft", grad_ckpt) / (peak * 1e12) if peak else None,
             "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9 if cuda else None,
             "compute": fast.label, "kernels_used": kernels, "first_loss": first, "last_loss": float(last)}
@@ -210,7 +281,7 @@ def child(a) -> int:
     if a.stats:
         row = bench_stats(arch, a.method, a.micro, a.seq, 2, a.grad_ckpt)
     else:
-        row = bench_training(arch, RECIPES[a.recipes[0]], a.micro, a.seq, a.steps, a.grad_ckpt)
+        row = bench_training(arch, RECIPES[a.recipes[0]], a.micro, a.seq, a.steps, a.grad_ckpt, a.profile)
     print("RESULT " + json.dumps(row), flush=True)
     return 0
 
@@ -234,7 +305,8 @@ def measure(a, archs: dict[str, Arch], save=lambda rows: None) -> list[dict]:
     gets the rows so far after each one (a stage cut off by its time limit keeps what it measured)."""
     rows = []
     gpu_gb = next((g.memory_gb for g in mfu.GPUS if g.name.split("-")[0] in device_name()), None)
-    common = ["--micro", str(a.micro), "--seq", str(a.seq), "--steps", str(a.steps)] + (["--grad-ckpt"] if a.grad_ckpt else [])
+    common = (["--micro", str(a.micro), "--seq", str(a.seq), "--steps", str(a.steps)] + (["--grad-ckpt"] if a.grad_ckpt else [])
+              + (["--profile"] if a.profile else []))
     for name, arch in archs.items():
         model_args = ["--tiny"] if a.tiny else ["--models", name]
         for what in (STATS_METHODS if a.stats else a.recipes):
@@ -270,8 +342,15 @@ def describe(row: dict) -> str:
                 f"{'n/a (CPU)' if peak is None else f'{peak:.2f} GB'}")
     mfu = f"{row['mfu']:.1%}" if row["mfu"] is not None else "n/a (no GPU peak known)"
     mem = f"{row['peak_memory_gb']:.2f} GB" if row["peak_memory_gb"] is not None else "n/a (CPU)"
-    return (f"{row['model']} {row['recipe']} ({row['compute']}): {row['train_tokens_per_s']:,.0f} tokens/s, "
+    text = (f"{row['model']} {row['recipe']} ({row['compute']}): {row['train_tokens_per_s']:,.0f} tokens/s, "
             f"MFU {mfu}, peak {mem} vs plan {row['plan_memory_gb']:.2f} GB")
+    if "profile" in row:
+        p = row["profile"]
+        text += (f"\n  profile: {p['wall_ms']:.1f} ms/step wall, GPU busy {p['gpu_busy_ms']:.1f} ms "
+                 f"({p['gpu_busy_ms'] / p['wall_ms']:.0%}), {p['kernels_per_step']:.0f} kernels/step\n  by kind (ms/step): "
+                 + ", ".join(f"{k} {v:.1f}" for k, v in p["by_kind_ms"].items())
+                 + "".join(f"\n    {ms:7.2f} ms  {name}" for name, ms in p["top_kernels_ms"]))
+    return text
 
 
 def bench_vllm(arch: Arch, dtype: str, prompts: int, prompt_len: int, gen_tokens: int) -> dict:
@@ -312,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--grad-ckpt", action="store_true", help="activation checkpointing")
     p.add_argument("--stats", action="store_true", help="statistics' peak memory per stats method instead")
+    p.add_argument("--profile", action="store_true", help="also where a step's time goes (torch.profiler over 2 steps)")
     p.add_argument("--method", choices=STATS_METHODS, help=argparse.SUPPRESS)
     p.add_argument("--vllm", action="store_true", help="also vLLM generation throughput (needs vllm)")
     p.add_argument("--prompts", type=int, default=256)

@@ -61,6 +61,27 @@ check() {  # stages, limit
   save
 }
 
+profile() {  # limit: where a 1.5B step's time goes (docs/gpu.md, MFU below target), and the
+  # 1.5B bf16_master+liger row the first lease's stage limit cut off
+  local t0=$SECONDS args=(--models Qwen/Qwen2.5-1.5B-Instruct --micro 8 --seq 1024 --steps 6)
+  [ $dry = 1 ] && args=(--tiny --micro 2 --seq 64 --steps 1) && export TRITON_INTERPRET=1
+  mkdir -p "$work/gpu-check"
+  timeout "$1" $PY bench/bench_gpu.py "${args[@]}" --profile --recipes fsdp_bf16+liger autocast bf16_master+liger \
+    --timeout 120 --json "$work/gpu-check/profile.json"
+  echo "== profile: exit $?, $((SECONDS - t0)) s"
+  save
+}
+
+levers() {  # limit: the 1.5B default recipe beside the levers its profile pointed at (docs/gpu.md)
+  local t0=$SECONDS args=(--models Qwen/Qwen2.5-1.5B-Instruct --micro 8 --seq 1024 --steps 6)
+  [ $dry = 1 ] && args=(--tiny --micro 2 --seq 64 --steps 1) && export TRITON_INTERPRET=1
+  mkdir -p "$work/gpu-check"
+  timeout "$1" $PY bench/bench_gpu.py "${args[@]}" --profile --timeout 90 --json "$work/gpu-check/levers.json" \
+    --recipes fsdp_bf16+liger fsdp_bf16+liger-fce fsdp_bf16+liger+fused_adam fsdp_bf16+liger-fce+fused_adam
+  echo "== levers: exit $?, $((SECONDS - t0)) s"
+  save
+}
+
 sweep() {  # limit
   local t0=$SECONDS spec=cliffsweep/configs/gpu_toy.yaml
   if [ $dry = 1 ]; then  # no GPU here: the same file without GPU requests, one lr
@@ -87,9 +108,11 @@ EOF
   save
 }
 
-stages=${GPU_SESSION_STAGES:-"fused small sweep rest"}
+stages=${GPU_SESSION_STAGES:-"profile sweep"}
 for s in $stages; do
   case $s in
+    profile) profile 200 ;;
+    levers) levers 240 ;;
     fused) check fused 90 ;;
     small) check train_small 150 ;;
     sweep) sweep "${GPU_SESSION_SWEEP_S:-180}" ;;
