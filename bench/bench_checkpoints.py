@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_checkpoints.py [--model smollm2:135m-instruct] [--steps 8] [--points 4]
 
-The same trial (the real training loop, trainables/point.py, in a one-worker Ray Train job,
+The same trial (the real training loop, trainables/trial.py, in a one-worker Ray Train job,
 SFT on toy_facts rows, batch 4 x up to 128 tokens, 2 torch threads) runs in four variants, each
 in a fresh job:
 
@@ -46,7 +46,7 @@ def run_variant(name: str, model: str, steps: int, points: int, root: str, inbox
     from cliffsweep.sweep.spec import RecipeSpec, TaskSpec
     from cliffsweep.trainables.config import WORKER_KEY, TrainConfig
     from cliffsweep.trainables.loop import train_loop_per_worker
-    from cliffsweep.trainables.trial import report_callback
+    from cliffsweep.trainables.job import report_callback
 
     v = dict(VARIANTS[name])
     batch = 4

@@ -109,7 +109,7 @@ def random_batch(arch: Arch, micro: int, seq: int, device):
 
 
 def build(arch: Arch, recipe: Recipe, grad_ckpt: bool, device):
-    """The model as a training worker sets it up for `recipe` (trainables/point.py order):
+    """The model as a training worker sets it up for `recipe` (trainables/trial.py order):
     kernels, checkpointing, compilation, FSDP2 wrap, then the optimizer before any forward."""
     import torch
     from transformers import AutoModelForCausalLM

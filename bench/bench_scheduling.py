@@ -41,7 +41,7 @@ def main() -> None:
     from cliffsweep.orchestrator.evaltracker import EvalTracker
     from cliffsweep.orchestrator.sweeprun import SweepRun
     from cliffsweep.orchestrator.tunecallback import sweep_callback
-    from cliffsweep.orchestrator.jobqueue import TrialQueue, sweep_searcher
+    from cliffsweep.orchestrator.jobqueue import JobQueue, sweep_searcher
     from cliffsweep.orchestrator.specfile import parse_spec
     from cliffsweep.storage.store import Store
     from cliffsweep.sweep.reports import EndReport
@@ -80,7 +80,7 @@ def main() -> None:
             ray.get([inbox.put.remote(tid, EndReport(tid, diverged=False, step=1, epoch=1.0, total_steps=1,
                                                      reported_at=time.time())) for tid in job.trial_ids])
 
-        queue = TrialQueue(run.job_configs(run.grid, size=1), lambda: False)
+        queue = JobQueue(run.job_configs(run.grid, size=1), lambda: False)
         run.tracker, run.tick = tracker, tick  # the callback drives this bench's own tick
         rss.append((0, me.memory_info().rss / 2**20))
         t0 = time.perf_counter()

@@ -88,7 +88,7 @@ def main() -> int:
         t = time.time()
         over = calibrate(sub_spec(args.spec, 1, ["sft"], None, [1], f"{tmp}/calibration"), Cluster(1, 8, args.cpus_per_node))
         print(f"calibration ({time.time() - t:.0f} s): a Train job's start {over.job_start_s:.1f} s, a point's "
-              f"overhead {over.point_s:.1f} s, the sweep's start {over.start_s:.1f} s (wall, this machine)", flush=True)
+              f"overhead {over.trial_s:.1f} s, the sweep's start {over.start_s:.1f} s (wall, this machine)", flush=True)
     else:
         over = Overheads(args.job_start, args.point_overhead, args.start or 0.0, cores=float(os.cpu_count() or 1))
     spec = sub_spec(args.spec, args.models, args.methods, args.lrs, args.epochs, f"{tmp}/store")

@@ -39,7 +39,7 @@ def tracker_of(tmp_path, engine_start_s: float):
     spec = load_spec(str(ROOT / "cliffsweep/configs/toy.yaml"))
     assert [spec.tasks.learn.name] + [t.name for t in spec.tasks.retain] == TASKS
     store = Store(str(tmp_path / "store"))
-    rehearsal = Rehearsal(scale=1.0, points={}, eval_s={"m": 0.5}, base_eval_s={"m": 0.5},
+    rehearsal = Rehearsal(scale=1.0, trials={}, eval_s={"m": 0.5}, base_eval_s={"m": 0.5},
                           engine_start_s=engine_start_s)
     start = evaluator_starter({"m": ("unused", "float32")}, spec, store.uri, "hf", rehearsal)
     return EvalTracker(store, start, TASKS, ["m"]), store

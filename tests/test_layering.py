@@ -126,7 +126,7 @@ def test_a_train_worker_that_unpickles_its_config_loads_no_orchestrator():
     assert out == "[]", out
 
 
-TRIAL_PATH = ("trainables/point.py", "trainables/checkpoints.py", "trainables/loop.py", "trainables/trial.py",
+TRIAL_PATH = ("trainables/trial.py", "trainables/checkpoints.py", "trainables/loop.py", "trainables/job.py",
               "trainables/resume.py", "orchestrator/sweeprun.py", "orchestrator/trialbook.py",
               "orchestrator/tunecallback.py", "orchestrator/inbox.py", "orchestrator/driver.py", "sweep/reports.py")
 

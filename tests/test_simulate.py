@@ -32,7 +32,7 @@ def plans(n: int = 2, stats: bool = False) -> list[ModelPlan]:
     from cliffsweep.planner.archs import PUBLISHED
 
     p = ModelPlan("m", PUBLISHED["Qwen/Qwen2.5-0.5B-Instruct"], base_eval_s=3.0)
-    p.points = [bill.PointCost(f"t{i}", "m", 1.0, 1.0, 10.0, 0.0, 2, 3.0, "k" if stats else None) for i in range(n)]
+    p.trial_costs = [bill.TrialCost(f"t{i}", "m", 1.0, 1.0, 10.0, 0.0, 2, 3.0, "k" if stats else None) for i in range(n)]
     if stats:
         p.stats_s = {"k": 7.0}
     return [p]
@@ -99,9 +99,9 @@ def test_any_sweep_evaluates_every_checkpoint_once_and_conserves_its_work(nodes)
     r = simulate(s, ps, Cluster(nodes, 8, 96))
     evals = [iv for iv in r.timeline.busy if iv[3] == "evaluating"]
     n_models = len(ps)
-    assert r.evaluations == n_models + sum(pt.checkpoints for p in ps for pt in p.points)  # base + every checkpoint
+    assert r.evaluations == n_models + sum(pt.checkpoints for p in ps for pt in p.trial_costs)  # base + every checkpoint
     assert len(evals) == r.evaluations + r.engines and r.engines >= n_models
-    train = sum(pt.gpus * (pt.setup_s + pt.train_s + pt.blocked_s) for p in ps for pt in p.points)
+    train = sum(pt.gpus * (pt.setup_s + pt.train_s + pt.blocked_s) for p in ps for pt in p.trial_costs)
     assert r.work_gpu_s["training"] == pytest.approx(train)
     assert r.makespan >= r.ideal
     # never more GPUs in use than the cluster has

@@ -19,7 +19,7 @@ def _callback_names(trainer, parent: bool = False) -> list[str]:
 def test_lean_trainer_drops_only_the_unused_helper_actors(tmp_path):
     from ray.train import RunConfig, ScalingConfig
 
-    from cliffsweep.trainables.trial import UNUSED_ON_LOCAL_CLUSTER, UNUSED_WITHOUT_DATASETS, lean_trainer_cls
+    from cliffsweep.trainables.job import UNUSED_ON_LOCAL_CLUSTER, UNUSED_WITHOUT_DATASETS, lean_trainer_cls
 
     def make(local_cluster: bool):
         return lean_trainer_cls()(lambda cfg: None, scaling_config=ScalingConfig(num_workers=1),
@@ -54,7 +54,7 @@ def ray_local():
 def test_inbox_delivers_every_report_through_the_real_callback(ray_local, tmp_path):
     import ray
     from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
-    from cliffsweep.trainables.trial import report_callback
+    from cliffsweep.trainables.job import report_callback
 
     reader = InboxReader(start_inbox("inbox-test"))
     reader.poll()  # leaves a drain in flight, sent before any put
@@ -122,14 +122,14 @@ def test_the_trial_config_crosses_ray_typed_and_frozen(tmp_path):
     t = expand_grid(spec)[0]
     jobs = job_configs(spec, [t], 1, {t.trial_id: "stats.safetensors"}, str(tmp_path / "ckpt"), "inbox", None)
     (job,) = pickle.loads(pickle.dumps(jobs))
-    (cfg,) = job.points
+    (cfg,) = job.trials
     assert job.trial_ids == (t.trial_id,) and cfg.trial == t and cfg.trial.method_params == {"lam": 10}
     assert isinstance(cfg.recipe, RecipeSpec) and cfg.recipe.micro_batch_size == 4 and cfg.learn.name == "toy_facts"
     assert cfg.stats_uri == "stats.safetensors" and cfg.max_step_rows == spec.tracking.max_step_rows
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.attempt = 2
     second = cfg.for_attempt(2, 123.0)
-    assert (second.attempt, second.trial_fn_started, cfg.attempt) == (2, 123.0, 1)
+    assert (second.attempt, second.job_started, cfg.attempt) == (2, 123.0, 1)
     stored = json.loads(second.to_json())
     assert stored["trial"]["trial_id"] == t.trial_id and stored["recipe"]["micro_batch_size"] == 4
-    assert "attempt" not in stored and "trial_fn_started" not in stored
+    assert "attempt" not in stored and "job_started" not in stored

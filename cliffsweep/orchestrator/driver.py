@@ -1,4 +1,4 @@
-"""The sweep driver: spec -> Ray Tune trials, each a Ray Train job of grid points -> evaluator
+"""The sweep driver: spec -> Ray Tune trials, each a Ray Train job of trials -> evaluator
 pool -> store.
 
     run_sweep(spec)
@@ -10,7 +10,7 @@ pool -> store.
       3. evaluate each base model once, and every checkpoint of an earlier run that still
          lacks an evaluation (storage/ledger.py); compute once-per-model method statistics; a
          model whose base evaluation fails does not train (SweepRun.prepare_training)
-      4. Tune runs the remaining grid points as Train jobs (SweepRun.queue_jobs, tune_jobs);
+      4. Tune runs the remaining trials as Train jobs (SweepRun.queue_jobs, tune_jobs);
          each checkpoint a trial reports is handed to the pool at once (training never waits
          for evaluation)
       5. settle the ledger from the store: every reported checkpoint evaluated, then the
@@ -31,7 +31,7 @@ import time
 import yaml
 
 from cliffsweep.orchestrator.policies import Phase, role_resources, sweep_concurrency
-from cliffsweep.orchestrator.jobqueue import TrialQueue, sweep_searcher
+from cliffsweep.orchestrator.jobqueue import JobQueue, sweep_searcher
 from cliffsweep.orchestrator.refiner import max_refine_trials
 from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.orchestrator.sweeprun import SweepRun, _abs_uri
@@ -149,7 +149,7 @@ def pin_train_coordinator() -> None:
     get_or_create_autoscaling_coordinator()
 
 
-def tune_jobs(run: SweepRun, queue: TrialQueue, concurrency: int, n_todo: int) -> None:
+def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int) -> None:
     """Ray Tune runs the queue's Train jobs, `concurrency` at a time, each retried up to
     resources.max_retries; returns when the queue is finished or Tune was interrupted."""
     from ray import tune

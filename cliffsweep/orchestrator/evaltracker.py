@@ -142,7 +142,7 @@ class EvalTracker:
 
     def placing(self) -> bool:
         """Whether an evaluator started without free resources for it still waits for them (the
-        driver starts no new Train job meanwhile: orchestrator/refiner.TrialQueue.hold)."""
+        driver starts no new Train job meanwhile: orchestrator/refiner.JobQueue.hold)."""
         import ray
 
         if self._placing:

@@ -1,7 +1,7 @@
 """Trial reports -> the driver, through one small actor that lives as long as the sweep.
 
 Each report of a trial (sweep/reports.py: its start, each checkpoint, its end) is pushed into
-the inbox: the start and end by the job's Train controller (`trainables/trial.py`,
+the inbox: the start and end by the job's Train controller (`trainables/job.py`,
 `report_callback`, which knows the actor by name and its `put`), each checkpoint by rank 0's
 checkpoint writer once its folder is complete (`trainables/checkpoints.py`); the driver drains
 it on every tick and hands checkpoints to the evaluator pool. Why not Tune's own route

@@ -1,6 +1,6 @@
 """Tune's queue of Train jobs (issue 33: it lived in refiner.py, where nobody looked for it).
 
-`TrialQueue` holds the Train jobs (JobRun: grid points of one model) still to start; Tune takes
+`JobQueue` holds the Train jobs (JobRun: trials of one model) still to start; Tune takes
 them through a `Searcher` (`sweep_searcher`), which answers "nothing yet" while more may come (a
 running job can hand trials back; refinement can add a round) and "finished" once none can;
 without a `refine:` section it is a plain queue of the grid.
@@ -15,7 +15,7 @@ from cliffsweep.orchestrator.live import lookup, register
 from cliffsweep.trainables.config import JOB_KEY, JobRun
 
 
-class TrialQueue:
+class JobQueue:
     """Trial configs waiting for Tune, and whether more may come (`more`: a callable). `pump`
     runs the driver's tick: when nothing is running, Tune blocks in the searcher (asking once a
     second) and calls no callback, so the searcher itself must keep evaluations, settling and
@@ -32,7 +32,7 @@ class TrialQueue:
         self.items.extend(configs)
 
 
-def sweep_searcher(queue: TrialQueue) -> Any:
+def sweep_searcher(queue: JobQueue) -> Any:
     """A Tune Searcher that hands out `queue`'s configs (Tune pickles its search algorithm with
     the experiment state: the live queue stays here, the searcher carries only its key)."""
     from ray.tune.search import Searcher

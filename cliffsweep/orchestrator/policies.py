@@ -111,9 +111,9 @@ MAX_AUTO_TRIALS_PER_JOB = 16
 
 
 def trials_per_job(n_trials: int, concurrency: int, asked: int | None) -> int:
-    """Grid points per Ray Train job: `asked` when the spec says, else one job per concurrent
-    slot, at most MAX_AUTO_TRIALS_PER_JOB points (so that a refinement round waits on few
-    points, and one long job does not hold the sweep's tail). Measured on the default toy sweep
+    """Trials per Ray Train job: `asked` when the spec says, else one job per concurrent
+    slot, at most MAX_AUTO_TRIALS_PER_JOB trials (so that a refinement round waits on few
+    trials, and one long job does not hold the sweep's tail). Measured on the default toy sweep
     (docs/benchmarks.md): 2 jobs per slot gave setup + teardown 7.8 s per trial and wall /
     compute 1.50; 1 job per slot 5.0 s and 1.28."""
     if asked is not None:
@@ -148,7 +148,7 @@ def wait_reasons(pending: list[str], phase: str, running_jobs: dict[str, list[st
                  queued_jobs: list[list[str]], concurrency: int, free: dict[str, float],
                  need: dict[str, float]) -> dict[str, str]:
     """Why each pending trial is not training yet (`cliffsweep status`, from the driver's live
-    state): the run's set-up phases, its place in a running job (a job trains its points in
+    state): the run's set-up phases, its place in a running job (a job trains its trials in
     turn), the concurrency limit, or resources a queued job needs and the running jobs hold.
     `running_jobs`: job -> its trials; `training`: job -> the trial it trains now; `need`: the
     Ray resources one job's workers ask for; `free`: the cluster's available resources."""
@@ -161,7 +161,7 @@ def wait_reasons(pending: list[str], phase: str, running_jobs: dict[str, list[st
             out[tid] = f"the run's {phase} (no trial trains before the base evaluations and statistics)"
         elif tid in in_job:
             job = in_job[tid]
-            out[tid] = f"its job {job}, which trains {training.get(job, 'its first point')} first (points train in turn)"
+            out[tid] = f"its job {job}, which trains {training.get(job, 'its first trial')} first (trials train in turn)"
         elif tid in queued and len(running_jobs) >= concurrency:
             out[tid] = (f"the concurrency limit: {len(running_jobs)} job(s) running of {concurrency} "
                         "(resources.max_concurrent_trials, else the cluster's CPUs)")

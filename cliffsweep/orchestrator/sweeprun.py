@@ -21,7 +21,7 @@ from cliffsweep.orchestrator.policies import (Phase, TrialStatus, evaluator_cap,
                                               trials_per_job, trials_to_run, wait_reasons, LIVE_EVERY_S, LIVE_FILE)
 from cliffsweep.orchestrator.pool import EvalRequest, evaluator_resources, evaluator_starter
 from cliffsweep.orchestrator.progress import Progress
-from cliffsweep.orchestrator.jobqueue import TrialQueue
+from cliffsweep.orchestrator.jobqueue import JobQueue
 from cliffsweep.orchestrator.refiner import Refiner, stored_refined_trials
 from cliffsweep.orchestrator.trialbook import TrialBook, now
 from cliffsweep.storage import ledger
@@ -56,7 +56,7 @@ class SweepRun:
         self.book = TrialBook(store, self.by_id, partial(config_json, spec, self.checkpoint_root, self.inbox_name,
                                                          rehearsal))
         self.concurrency = concurrency  # Train jobs at once
-        self.per_job = 1  # grid points per Train job (policies.trials_per_job), set by queue_jobs
+        self.per_job = 1  # trials per Train job (policies.trials_per_job), set by queue_jobs
         self.running_jobs: dict[str, JobRun] = {}  # Train jobs Tune runs now
         self._live_at = self._rebalanced_at = self._reaped_at = 0.0
         self.progress = Progress(len(self.grid), concurrency, stream=stream)
@@ -69,7 +69,7 @@ class SweepRun:
         # Train jobs waiting for Tune; while a job runs it may hand trials back (one that failed
         # for good: its other, unstarted trials get a job of their own), and refinement may add
         # some, so Tune is not told "finished" before (jobqueue.py)
-        self.queue = TrialQueue([], more=self.jobs_may_come, pump=self.pump, hold=self.tracker.placing)
+        self.queue = JobQueue([], more=self.jobs_may_come, pump=self.pump, hold=self.tracker.placing)
         self.refiner = Refiner(self, self.tracker, self.queue_refined)
 
     # --- a run, step by step (driver.run_sweep) -----------------------------------------------
@@ -197,7 +197,7 @@ class SweepRun:
                                f"with --retry-failed. The evaluation's error:\n{broken[t.model]}")
         return [t for t in todo if t.trial_id not in stats_failed and t.model not in broken]
 
-    def queue_jobs(self, todo: list[Trial]) -> TrialQueue:
+    def queue_jobs(self, todo: list[Trial]) -> JobQueue:
         """The trials to train as Train jobs in Tune's queue; refinement may add more."""
         import ray
 
@@ -213,7 +213,7 @@ class SweepRun:
         return bool(self.running_jobs) or self.refiner.more_may_come()
 
     def pump(self) -> None:
-        """The driver's tick while Tune waits in the searcher (refiner.TrialQueue)."""
+        """The driver's tick while Tune waits in the searcher (refiner.JobQueue)."""
         self.tick(wait=0.2)
 
     def queue_refined(self, trials: list[Trial]) -> None:
@@ -251,11 +251,11 @@ class SweepRun:
         self.by_id.update({t.trial_id: t for t in trials})
 
     # --- configs ------------------------------------------------------------------------------
-    def point_config(self, t: Trial, stats_uri: str | None) -> TrainConfig:
-        return point_config(self.spec, self.checkpoint_root, self.inbox_name, self.rehearsal, t, stats_uri)
+    def trial_config(self, t: Trial, stats_uri: str | None) -> TrainConfig:
+        return trial_config(self.spec, self.checkpoint_root, self.inbox_name, self.rehearsal, t, stats_uri)
 
     def job_configs(self, trials: list[Trial], size: int | None = None) -> list[JobRun]:
-        """`trials` as Train jobs of up to `size` (default: self.per_job) points of one model each."""
+        """`trials` as Train jobs of up to `size` (default: self.per_job) trials of one model each."""
         return job_configs(self.spec, trials, size or self.per_job, self.stats_uri, self.checkpoint_root,
                            self.inbox_name, self.rehearsal)
 
@@ -313,9 +313,9 @@ class SweepRun:
                                                           "message": f"{type(exc).__name__}: {exc}", "at": now()}])
 
 
-def point_config(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None, t: Trial,
+def trial_config(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None, t: Trial,
                  stats_uri: str | None) -> TrainConfig:
-    """What one grid point's training needs across the Ray boundary, typed (trainables/config.py)."""
+    """What one trial's training needs across the Ray boundary, typed (trainables/config.py)."""
     from cliffsweep.trainables.parallel import torch_threads
 
     s = spec
@@ -325,22 +325,22 @@ def point_config(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: R
         eval_points=s.eval.points_per_trial, every_epoch=s.eval.every_epoch, strategy=s.resources.strategy,
         torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows,
         inbox=inbox, resume_every_s=s.resume_every_s, async_checkpoints=s.async_checkpoints,
-        rehearsal=rehearsal.points[t.trial_id] if rehearsal is not None else None)
+        rehearsal=rehearsal.trials[t.trial_id] if rehearsal is not None else None)
 
 
 def job_configs(spec: SweepSpec, trials: list[Trial], size: int, stats_uri: dict[str, str | None],
                 checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None) -> list[JobRun]:
-    """`trials` as Train jobs of up to `size` points of one model each (policies.pack), typed
+    """`trials` as Train jobs of up to `size` trials of one model each (policies.pack), typed
     for the Ray boundary (trainables/config.py)."""
     import hashlib
 
     jobs = []
     for idx in pack([f"{t.model_path}|{t.dtype}" for t in trials], size):
-        points = tuple(point_config(spec, checkpoint_root, inbox, rehearsal, trials[i], stats_uri.get(trials[i].trial_id))
+        points = tuple(trial_config(spec, checkpoint_root, inbox, rehearsal, trials[i], stats_uri.get(trials[i].trial_id))
                        for i in idx)
         ids = "\n".join(p.trial.trial_id for p in points)
         job_id = f"job-{points[0].trial.model}-{hashlib.sha1(ids.encode()).hexdigest()[:10]}"
-        jobs.append(JobRun(job_id=job_id, points=points, resources=spec.resources,
+        jobs.append(JobRun(job_id=job_id, trials=points, resources=spec.resources,
                            resources_per_worker=worker_resources(spec.resources), checkpoint_root=checkpoint_root,
                            local_cluster=not spec.ray_address, inbox=inbox))
     return jobs
@@ -348,7 +348,7 @@ def job_configs(spec: SweepSpec, trials: list[Trial], size: int, stats_uri: dict
 
 def config_json(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None, t: Trial) -> str:
     """A trial's resolved config as its `trials` row stores it (no statistics URI, no attempt)."""
-    return point_config(spec, checkpoint_root, inbox, rehearsal, t, None).to_json()
+    return trial_config(spec, checkpoint_root, inbox, rehearsal, t, None).to_json()
 
 
 REBALANCE_EVERY_S = 1.0
@@ -440,7 +440,7 @@ def ensure_stats(spec: SweepSpec, store: Store, rehearsal: Rehearsal | None,
         from cliffsweep.trainables.rehearsal import timed_stats
 
         task = ray.remote(**options)(timed_stats)
-        refs = {task.remote(rehearsal.points[t.trial_id].stats_s): rel for rel, t in jobs.items()}
+        refs = {task.remote(rehearsal.trials[t.trial_id].stats_s): rel for rel, t in jobs.items()}
     else:
         task = ray.remote(**options)(compute_stats)
         refs = {task.remote(StatsJob(model_path=t.model_path, dtype=t.dtype, method=t.method,

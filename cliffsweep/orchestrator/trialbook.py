@@ -189,8 +189,8 @@ class TrialBook:
         ck = rec.checkpoint
         if ck is not None:
             marks = ck.marks
-            # A job's later point starts where the previous one ended (its `point_started` mark).
-            began = marks.get("point_started") or (started.timestamp() if started else None)
+            # A job's later trial starts where the previous one ended (its `trial_started` mark).
+            began = marks.get("trial_started") or (started.timestamp() if started else None)
             if began:
                 out["setup_seconds"] = ck.loop_started_at - began
                 out["setup_phases"] = json.dumps(phase_seconds(began, marks))

@@ -14,7 +14,7 @@ from cliffsweep.trainables.config import JOB_KEY, JobRun
 
 
 def trial_fn():
-    from cliffsweep.trainables.trial import run_job
+    from cliffsweep.trainables.job import run_job
 
     def trial(config: dict) -> None:
         run_job(config[JOB_KEY])
@@ -38,7 +38,7 @@ def sweep_callback(run: SweepRun):
     failures = FailureLog()  # one terminal line per root cause; the store keeps every traceback
 
     class SweepCallback(tune.Callback):
-        """Tune events (one Tune trial = one Train job of several grid points) -> trial rows and
+        """Tune events (one Tune trial = one Train job of several trials) -> trial rows and
         progress; reports, checkpoints and each point's start and end come through the inbox."""
 
         def __reduce__(self):
@@ -52,7 +52,7 @@ def sweep_callback(run: SweepRun):
             run.job_started(job)
             todo = self._unended(job)
             if todo:
-                book.begin(todo[0])  # the job trains its points in order
+                book.begin(todo[0])  # the job trains its trials in order
 
         def _flush_reports(self):
             """Every report a job made is in the inbox before Tune sees it end (inbox.py)."""
@@ -88,7 +88,7 @@ def sweep_callback(run: SweepRun):
 
 
 def _job_failed(run: SweepRun, failures: FailureLog, job: JobRun, unended: list[str], text: str) -> None:
-    """A Train job failed for good: the point it was training failed; the ones after it never
+    """A Train job failed for good: the trial it was training failed; the ones after it never
     started, so they get a job of their own instead of sharing its failure."""
     failed = [tid for tid in unended if tid in run.progress.running] or unended[:1]
     for tid in failed:

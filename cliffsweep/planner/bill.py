@@ -121,7 +121,7 @@ def checkpoint_bill(points: int, train_s: float, export: float, train_state: flo
 
 
 @dataclass(frozen=True)
-class PointCost:
+class TrialCost:
     """One grid point's pieces of work, priced (plan.plan_spec), for a schedule simulation
     (cliffsweep/simulate): seconds of wall time at the H100's pace."""
 

@@ -41,7 +41,7 @@ class ModelPlan:
     ckpt_blocked_s: float = 0.0
     """GPU-seconds training GPUs wait on checkpoints (bill.blocked_seconds, H100 pace)."""
     setup_s: float = 0.0
-    """GPU-seconds of per-point setup (bill.setup_seconds)."""
+    """GPU-seconds of per-trial setup (bill.setup_seconds)."""
     eval_source: str = ""
     ckpt_running: float = 0.0
     """Largest single running trial's checkpoint bytes (times concurrent trials = the peak)."""
@@ -53,10 +53,10 @@ class ModelPlan:
     stats_memory: dict[str, Memory] = field(default_factory=dict)
     """series -> peak memory of its once-per-model statistics task (methods that have one)."""
     notes: list[str] = field(default_factory=list)
-    points: list[bill.PointCost] = field(default_factory=list)
+    trial_costs: list[bill.TrialCost] = field(default_factory=list)
     """Each trial's pieces of work, priced, for a schedule simulation (cliffsweep/simulate)."""
     stats_s: dict[str, float] = field(default_factory=dict)
-    """Seconds of each distinct statistics task on one GPU (key as PointCost.stats_key)."""
+    """Seconds of each distinct statistics task on one GPU (key as TrialCost.stats_key)."""
     base_eval_s: float = 0.0
 
     @property
@@ -180,7 +180,7 @@ def add_trial(facts: SweepFacts, plan: ModelPlan, work: ModelWork, t) -> None:
     key = add_stats(facts, plan, work, t, method, prec)
     setup_s = bill.setup_seconds(arch.params * BYTES[plan.dtype], facts.bandwidth)
     plan.setup_s += setup_s * facts.gpus_per_trial
-    plan.points.append(bill.PointCost(t.trial_id, plan.name, facts.gpus_per_trial, setup_s, train_s, ckb.blocked_s,
+    plan.trial_costs.append(bill.TrialCost(t.trial_id, plan.name, facts.gpus_per_trial, setup_s, train_s, ckb.blocked_s,
                                       points, work.per_eval_s, key))
 
 
@@ -200,7 +200,7 @@ def add_checkpoints(facts: SweepFacts, plan: ModelPlan, t, points: int, train_s:
 
 def add_stats(facts: SweepFacts, plan: ModelPlan, work: ModelWork, t, method, prec: Precision) -> str | None:
     """The method's once-per-model statistics: its memory per series, its FLOPs once per
-    distinct statistics task (key as PointCost.stats_key; None: the method has none)."""
+    distinct statistics task (key as TrialCost.stats_key; None: the method has none)."""
     if method.stats_inputs() is None:
         return None
     r, b = facts.spec.recipe, facts.batching

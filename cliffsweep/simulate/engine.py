@@ -5,7 +5,7 @@ and evaluations, each model's statistics and base evaluation; bill.py); the deci
 orchestrator's own, called here as the driver calls them:
 
 - concurrency: policies.sweep_concurrency on the simulated cluster's resources;
-- jobs: policies.trials_per_job (of policies.job_slots) and policies.pack over the grid's points (sweeprun.job_configs);
+- jobs: policies.trials_per_job (of policies.job_slots) and policies.pack over the grid's trials (sweeprun.job_configs);
   Tune starts queued jobs in order, up to the concurrency, each when its workers' GPUs are free
   (a job that does not fit does not block a later one that does: Ray places whichever placement
   group fits);
@@ -76,7 +76,7 @@ class Result:
     work_gpu_s: dict[str, float]
     """GPU-seconds of work by kind (the evaluators' engine starts count as evaluating)."""
     longest_chain: float
-    """The longest chain of dependent work: a point's statistics, setup, training and its last
+    """The longest chain of dependent work: a trial's statistics, setup, training and its last
     checkpoint's evaluation."""
     concurrency: int
     per_job: int
@@ -134,13 +134,13 @@ class _Nodes:
 
 class Simulation:
     def __init__(self, spec, plans, cluster: Cluster, engine_start_s: float = bill.ENGINE_START_S,
-                 job_start_s: float = 0.0, point_overhead_s: float = 0.0, start_s: float = 0.0,
+                 job_start_s: float = 0.0, trial_overhead_s: float = 0.0, start_s: float = 0.0,
                  start_cores: float | None = None):
         self.spec, self.plans, self.cluster = spec, plans, cluster
         # What the plan does not price: an evaluator engine's start, a Train job's start (Tune's
-        # trial actor, Ray Train's controller and workers), each point's reports, the sweep's own
+        # trial actor, Ray Train's controller and workers), each trial's reports, the sweep's own
         # start before its first Train job (Ray actors, Tune): simulate/rehearsal.py measures them
-        self.engine_start_s, self.job_start_s, self.point_overhead_s = engine_start_s, job_start_s, point_overhead_s
+        self.engine_start_s, self.job_start_s, self.trial_overhead_s = engine_start_s, job_start_s, trial_overhead_s
         self.start_s = start_s
         # Cores that job starts share (None: each node starts its own jobs, no contention; a
         # rehearsal's fake nodes all start theirs on this machine's few cores)
@@ -298,7 +298,7 @@ class Simulation:
         self.stats_left = list(stats)
         self.stats_running = 0
         self.stats_gpus = stats_gpus
-        points = [pt for p in plans for pt in p.points]
+        points = [pt for p in plans for pt in p.trial_costs]
         concurrency = self.concurrency
         per_job = trials_per_job(len(points), job_slots(spec, self.cluster.resources()), r.trials_per_job)
         self.queue = [[points[i] for i in idx] for idx in pack([pt.model for pt in points], per_job)]
@@ -356,7 +356,7 @@ class Simulation:
             self.run_job(job, got)
 
     def run_job(self, job, got) -> None:
-        """The job's start (`job_start_s`; shared cores: `start_cores`), then its points in turn."""
+        """The job's start (`job_start_s`; shared cores: `start_cores`), then its trials in turn."""
         self.job_began[id(job)] = self.now
         if self.start_cores is None:
             self.at(self.now + self.job_start_s, lambda: self.train_job(job, got))
@@ -390,7 +390,7 @@ class Simulation:
         t = self.now
         gpus = sum(b for _, b in got)
         for pt in job:
-            t += pt.setup_s + self.point_overhead_s
+            t += pt.setup_s + self.trial_overhead_s
             span = pt.train_s + pt.blocked_s
             for k in range(1, pt.checkpoints + 1):
                 self.at(t + span * k / pt.checkpoints, lambda pt=pt: self.evaluate(pt.model, pt.eval_s))
@@ -407,8 +407,8 @@ class Simulation:
 
 
 def simulate(spec, plans, cluster: Cluster, engine_start_s: float = bill.ENGINE_START_S, job_start_s: float = 0.0,
-             point_overhead_s: float = 0.0, start_s: float = 0.0, start_cores: float | None = None) -> Result:
+             trial_overhead_s: float = 0.0, start_s: float = 0.0, start_cores: float | None = None) -> Result:
     """The schedule of `spec` (its plan: plan.plan_spec) on `cluster`; the keyword arguments are
     costs the plan does not price (seconds; Simulation)."""
-    return Simulation(spec, plans, cluster, engine_start_s, job_start_s, point_overhead_s, start_s,
+    return Simulation(spec, plans, cluster, engine_start_s, job_start_s, trial_overhead_s, start_s,
                       start_cores).simulate()

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from cliffsweep.planner import bill
 from cliffsweep.simulate.engine import Cluster, Result, simulate
-from cliffsweep.sweep.rehearsal import PointWork, Rehearsal
+from cliffsweep.sweep.rehearsal import TrialWork, Rehearsal
 
 NOMINAL_STEPS_PER_POINT = 10
 """A rehearsal's steps between two checkpoints (only their order matters: nothing trains)."""
@@ -42,8 +42,8 @@ def scaled_plans(plans, scale: float):
     """Copies of `plans` (plan.ModelPlan) with every piece of work `scale` times as long."""
     out = []
     for p in plans:
-        q = replace(p, points=[replace(pt, setup_s=pt.setup_s * scale, train_s=pt.train_s * scale,
-                                       blocked_s=pt.blocked_s * scale, eval_s=pt.eval_s * scale) for pt in p.points],
+        q = replace(p, trial_costs=[replace(pt, setup_s=pt.setup_s * scale, train_s=pt.train_s * scale,
+                                       blocked_s=pt.blocked_s * scale, eval_s=pt.eval_s * scale) for pt in p.trial_costs],
                     stats_s={k: v * scale for k, v in p.stats_s.items()}, base_eval_s=p.base_eval_s * scale)
         out.append(q)
     return out
@@ -53,11 +53,11 @@ def rehearsal_of(plans, scale: float, engine_start_s: float = bill.ENGINE_START_
     """The timed waits of a rehearsal of `plans` (already scaled: `scaled_plans`)."""
     points = {}
     for p in plans:
-        for pt in p.points:
+        for pt in p.trial_costs:
             steps = tuple(NOMINAL_STEPS_PER_POINT * k for k in range(1, pt.checkpoints + 1))
-            points[pt.trial_id] = PointWork(setup_s=pt.setup_s, train_s=pt.train_s + pt.blocked_s, steps=steps,
+            points[pt.trial_id] = TrialWork(setup_s=pt.setup_s, train_s=pt.train_s + pt.blocked_s, steps=steps,
                                             stats_s=p.stats_s.get(pt.stats_key, 0.0) if pt.stats_key else 0.0)
-    return Rehearsal(scale=scale, points=points, eval_s={p.name: p.points[0].eval_s if p.points else 0.0 for p in plans},
+    return Rehearsal(scale=scale, trials=points, eval_s={p.name: p.trial_costs[0].eval_s if p.trial_costs else 0.0 for p in plans},
                      base_eval_s={p.name: p.base_eval_s for p in plans}, engine_start_s=engine_start_s * scale)
 
 
@@ -107,7 +107,7 @@ class Overheads:
     """What the real stack costs here beyond the planned work (wall seconds, unscaled): `calibrate`."""
 
     job_start_s: float = 0.0
-    point_s: float = 0.0
+    trial_s: float = 0.0
     start_s: float = 0.0
     """The sweep's own start before its first Train job can start (Ray actors, Tune)."""
     cores: float | None = None
@@ -117,7 +117,7 @@ class Overheads:
         """The simulator's makespan for `plans` (already scaled) on `cluster` with these overheads
         and the engine start scaled as the rehearsal's evaluators scale it."""
         return simulate(spec, plans, cluster, engine_start_s=bill.ENGINE_START_S * scale,
-                        job_start_s=self.job_start_s, point_overhead_s=self.point_s,
+                        job_start_s=self.job_start_s, trial_overhead_s=self.trial_s,
                         start_s=self.start_s, start_cores=self.cores)
 
 
@@ -134,7 +134,7 @@ def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[floa
     predicted = overheads.predict(spec, plans, cluster, scale)
     rc = start_cluster(cluster, {**RAY_ENV, **LOCAL_RAY_ENV})
     # a cluster's address, as on a real one: Ray Train's placement-group cleaner then runs
-    # (trainables/trial.py drops it on a local cluster), which frees what a job on a killed
+    # (trainables/job.py drops it on a local cluster), which frees what a job on a killed
     # node held; without it, the GPUs its placement group held elsewhere stay taken for good
     spec = spec.model_copy(update={"ray_address": rc.address})
     done, log, result, failure = threading.Event(), [], [], []
@@ -188,5 +188,5 @@ def calibrate(spec, cluster: Cluster, n: int = 4) -> Overheads:
         runs.append(rehearse(type(spec).model_validate(d), cluster, 1e-6).makespan)
     point = max(0.0, (runs[2] - runs[1]) / n)
     job = max(0.0, (runs[0] - runs[1]) / max(1, n - 1))
-    return Overheads(job_start_s=job, point_s=point, start_s=max(0.0, runs[1] - job - n * point),
+    return Overheads(job_start_s=job, trial_s=point, start_s=max(0.0, runs[1] - job - n * point),
                      cores=float(os.cpu_count() or 1))

@@ -39,7 +39,7 @@ META = "cliffsweep_meta.json"
 def saves_state(train_s: float, last_state_s: float, resume_every_s: float) -> bool:
     """Whether a checkpoint taken after `train_s` seconds of training also saves the training
     state: `resume_every_s` of training has passed since the last one that did (at
-    `last_state_s`). The trainer follows it (trainables/point.py), the bill prices it
+    `last_state_s`). The trainer follows it (trainables/trial.py), the bill prices it
     (planner/bill.py state_points)."""
     return train_s - last_state_s >= resume_every_s
 

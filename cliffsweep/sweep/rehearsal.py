@@ -2,13 +2,13 @@
 
 A rehearsal runs the real orchestration (driver, Tune, Train jobs, evaluator pool, inbox, store,
 ledger) on a local cluster of fake GPU nodes, with every piece of work replaced by a timed wait
-of its planned length: `plan` prices each piece (plan.plan_spec, bill.PointCost), a rehearsal
+of its planned length: `plan` prices each piece (plan.plan_spec, bill.TrialCost), a rehearsal
 scales it down (cliffsweep/simulate/rehearsal.py), and the Train workers
 (trainables/rehearsal.py), the statistics tasks and the evaluators (orchestrator/pool.py) wait
 that long instead of computing. What it checks is what a schedule simulation leaves out: the
 real scheduler, the real per-job start, the real retries after a node dies.
 
-Types only: a Train worker unpickles `PointWork` inside its TrainConfig.
+Types only: a Train worker unpickles `TrialWork` inside its TrainConfig.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class PointWork:
+class TrialWork:
     """One grid point's planned work, in seconds of rehearsal wall time."""
 
     setup_s: float
@@ -35,7 +35,7 @@ class Rehearsal:
     """The whole sweep's planned work, scaled (`scale`: rehearsal seconds per planned second)."""
 
     scale: float
-    points: dict[str, PointWork]
+    trials: dict[str, TrialWork]
     """trial id -> its work."""
     eval_s: dict[str, float]
     """model -> one checkpoint's evaluation on every task."""

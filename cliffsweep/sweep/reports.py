@@ -6,7 +6,7 @@ inbox counts its attempt), one `CheckpointReport` per evaluation point (its fold
 storage: the driver records it in the ledger and hands it to the evaluators), and one
 `EndReport` when its training ends (trained to the end, or stopped as diverged). Each crosses Ray
 as the single value of `ray.train.report({REPORT_KEY: record})` (Ray Train takes a dict), is
-stamped with `reported_at` by the job's Train controller (trainables/trial.py,
+stamped with `reported_at` by the job's Train controller (trainables/job.py,
 `report_callback`), waits in the sweep's inbox (orchestrator/inbox.py), and is read by type on
 the driver (orchestrator/sweeprun.py), never by string key.
 
@@ -95,7 +95,7 @@ def stamped(report: Report, at: float) -> Report:
 # The phases of a trial's setup (CheckpointReport.setup_marks), in order: (name, the mark that ends it). Each lasts from the end
 # of the previous one; the first starts when the driver saw the trial start (its `started_at`).
 SETUP_PHASES = (
-    ("placement", "trial_fn_started"),          # Tune placed the trial, its actor started, imported
+    ("placement", "job_started"),          # Tune placed the trial, its actor started, imported
     ("train_workers", "worker_started"),        # Train controller, worker group, process group
     ("imports", "imported"),                    # torch, transformers, cliffsweep in the worker
     ("model_load", "model_loaded"),

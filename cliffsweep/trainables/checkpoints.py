@@ -26,7 +26,7 @@ A retried attempt that re-trains steps whose folders are already complete (the t
 was not saved there: `resume_every_s`) does not write them again (an evaluator may be reading
 them); it reports them again instead (`report_existing`; recording and evaluating are
 idempotent), so its step count and the ledger end as an uninterrupted run's. The checkpoint an
-attempt resumes from is reported again too, before its first step (trainables/point.py): the
+attempt resumes from is reported again too, before its first step (trainables/trial.py): the
 attempt that wrote it may have died between its meta file and its report.
 
 `blocking=True` (spec `async_checkpoints: false`) waits for each write before training on: the

@@ -1,8 +1,8 @@
 """What one trial needs on the other side of the Ray boundary, typed and frozen (issue 15 part 5).
 
-The driver (orchestrator/driver.py) builds a `JobRun` per group of grid points of one model; Tune
-hands it to the trial's function (trainables/trial.py), which starts the Ray Train job; each
-Train worker gets the points' `TrainConfig`s and trains them in turn (trainables/loop.py). Both are frozen dataclasses of the spec's own typed
+The driver (orchestrator/driver.py) builds a `JobRun` per group of trials of one model; Tune
+hands it to the trial's function (trainables/job.py), which starts the Ray Train job; each
+Train worker gets the trials' `TrainConfig`s and trains them in turn (trainables/loop.py). Both are frozen dataclasses of the spec's own typed
 pieces (the grid point, RecipeSpec, TaskSpec, ResourcesSpec), pickled across Ray: a misspelt
 field is an AttributeError at the line that misspells it, not a KeyError deep in a worker, and
 what a trial reads is listed here. Ray Train wants its `train_loop_config` to be a dict (its
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cliffsweep.sweep.grid import Trial
-    from cliffsweep.sweep.rehearsal import PointWork
+    from cliffsweep.sweep.rehearsal import TrialWork
     from cliffsweep.sweep.spec import RecipeSpec, ResourcesSpec, TaskSpec
 
 WORKER_KEY = "train"
@@ -53,31 +53,31 @@ class TrainConfig:
     async_checkpoints: bool
     """Write checkpoints off the training thread (spec; trainables/checkpoints.py)."""
     attempt: int = 1
-    """Set per attempt by the trial's function (trainables/trial.py): 1, 2 after a retry, ..."""
-    trial_fn_started: float = 0.0
+    """Set per attempt by the trial's function (trainables/job.py): 1, 2 after a retry, ..."""
+    job_started: float = 0.0
     """When this attempt's trial function started (the setup's first phase ends there)."""
-    rehearsal: PointWork | None = None
+    rehearsal: TrialWork | None = None
     """A rehearsal's timed wait instead of training (sweep/rehearsal.py, trainables/rehearsal.py)."""
 
     def for_attempt(self, attempt: int, started: float) -> TrainConfig:
-        return replace(self, attempt=attempt, trial_fn_started=started)
+        return replace(self, attempt=attempt, job_started=started)
 
     def to_json(self) -> str:
         """The resolved config, as the store's `trials.config` keeps it (style.md 7); without the
         per-attempt fields (the `trials` row has its attempt)."""
-        plain = {k: v for k, v in _plain(self).items() if k not in ("attempt", "trial_fn_started", "inbox", "rehearsal")}
+        plain = {k: v for k, v in _plain(self).items() if k not in ("attempt", "job_started", "inbox", "rehearsal")}
         return json.dumps(plain, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)
 class JobRun:
-    """One Tune trial: a Ray Train job that trains one or more grid points of one model, one after
-    the other in the same workers (issue 15 part 2: the job's start-up, Ray Train's controller and
-    worker processes, imports and the process group, is paid once for all of them). Each point
-    stays its own trial in the store, with its own attempts, resume and evaluations."""
+    """One job, as it crosses Ray (Tune runs it as one Tune trial): a Ray Train job that trains one
+    or more trials of one model, one after the other in the same workers (issue 15 part 2: the
+    job's start-up, Ray Train's controller and worker processes, imports and the process group, is
+    paid once for all of them). Each trial keeps its own attempts, resume and evaluations."""
 
     job_id: str
-    points: tuple[TrainConfig, ...]
+    trials: tuple[TrainConfig, ...]
     resources: ResourcesSpec
     resources_per_worker: tuple[tuple[str, float], ...]
     """Ray resources of each Train worker, placement roles included (the driver's policies)."""
@@ -88,7 +88,7 @@ class JobRun:
 
     @property
     def trial_ids(self) -> tuple[str, ...]:
-        return tuple(p.trial.trial_id for p in self.points)
+        return tuple(p.trial.trial_id for p in self.trials)
 
 
 @dataclass(frozen=True)

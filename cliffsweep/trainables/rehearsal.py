@@ -1,7 +1,7 @@
-"""A rehearsal's Train worker (sweep/rehearsal.py): one grid point's planned work as a timed wait,
+"""A rehearsal's Train worker (sweep/rehearsal.py): one trial's planned work as a timed wait,
 through the real trial path around it.
 
-It reports what `train_point` reports (Begin, one CheckpointReport per evaluation point, the
+It reports what `train_trial` reports (Begin, one CheckpointReport per evaluation point, the
 EndReport; every rank reports, `ray.train.report` being a barrier), and rank 0 writes each
 checkpoint as the writer does (trainables/checkpoints.py): a folder at `ledger.checkpoint_uri`
 with its meta file last, the ledger row, then the report into the sweep's inbox. The folder
@@ -25,7 +25,7 @@ from cliffsweep.trainables.config import TrainConfig
 STAND_IN = "rehearsal.txt"
 
 
-def rehearse_point(cfg: TrainConfig, marks: dict[str, float]) -> None:
+def rehearse_trial(cfg: TrainConfig, marks: dict[str, float]) -> None:
     import ray.train
 
     from cliffsweep.trainables import resume  # torch is there already: Ray Train's workers import it
@@ -74,8 +74,8 @@ def _checkpoint(cfg: TrainConfig, step: int, total: int, t_loop: float, marks: d
 
 
 def _marks(cfg: TrainConfig, marks: dict[str, float], t_loop: float) -> dict[str, float]:
-    """As point.setup_phases: a job's later point starts at its own `point_started`."""
-    first = {} if "point_started" in marks else {"trial_fn_started": cfg.trial_fn_started}
+    """As trial.setup_phases: a job's later trial starts at its own `trial_started`."""
+    first = {} if "trial_started" in marks else {"job_started": cfg.job_started}
     return {**first, **marks, "loop_started": t_loop}
 
 

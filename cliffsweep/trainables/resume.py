@@ -4,7 +4,7 @@ the training state saved beside it, and finding it again.
 Rank 0 writes each checkpoint itself to `ledger.checkpoint_uri(root, trial, step)` (local disk,
 a shared filesystem or object storage, through pyarrow), `cliffsweep_meta.json` last: a folder
 without it was cut short and is never resumed from. Why not Ray Train's checkpoint reporting: a
-Train job trains several trials in turn (trainables/trial.py), and Ray keeps one "latest
+Train job trains several trials in turn (trainables/job.py), and Ray keeps one "latest
 checkpoint" per job, not per trial.
 
 A trial that is retried (a crashed worker) or re-run (a resumed sweep) resumes from `latest`:
@@ -16,7 +16,7 @@ frozen copies come from the base, as in the first run), then this state, and ski
 already trained on: data order is a function of (seed, epoch), so the resumed run sees what the
 uninterrupted one would have.
 
-The training state is saved only every `resume_every_s` of training (trainables/point.py; the
+The training state is saved only every `resume_every_s` of training (trainables/trial.py; the
 checkpoint lifecycle: docs/design.md), and only the two latest checkpoints keep it
 (`keep_latest`): it holds the
 optimizer's moments, twice the weights; two, so that a worker dying while it drops the older
