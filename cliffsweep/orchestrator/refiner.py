@@ -43,16 +43,20 @@ def stored_refined_trials(spec, grid: list[Trial], stored: list[dict]) -> list[T
 
 
 class Refiner:
-    def __init__(self, run, tracker, queue_configs: Callable[[list[Trial]], None]):
-        self.run, self.tracker, self.queue_configs = run, tracker, queue_configs
-        self.cfg = run.spec.refine
+    def __init__(self, spec, store, book, tracker, grid: list[Trial], queue_configs: Callable[[list[Trial]], None]):
+        """`grid`: the run's trials, the very list the run extends as trials are added (refined
+        ones included); `book`: their statuses (trialbook.TrialBook); `queue_configs` records and
+        queues the trials a round adds."""
+        self.spec, self.store, self.book, self.tracker, self.grid = spec, store, book, tracker, grid
+        self.queue_configs = queue_configs
+        self.cfg = spec.refine
         self.asked: dict[tuple, int] = {}  # series -> the round whose next lrs were computed
         self.seen_changes = -1  # the trial book's terminal changes when last checked (-1: never)
 
     @property
     def dirty(self) -> bool:
         """A trial reached a terminal status since the last check (or none was made)."""
-        return self.run.book.terminal_changes != self.seen_changes
+        return self.book.terminal_changes != self.seen_changes
 
     @property
     def on(self) -> bool:
@@ -62,17 +66,17 @@ class Refiner:
         """Add the next round of every series that is ready; returns the new trials."""
         if not self.on or not self.dirty:
             return []
-        self.seen_changes = self.run.book.terminal_changes
-        run, spec = self.run, self.run.spec
+        self.seen_changes = self.book.terminal_changes
+        spec = self.spec
         series: dict[tuple, list[Trial]] = {}
-        for t in run.grid:
+        for t in self.grid:
             series.setdefault(series_key(t), []).append(t)
         ready = []
         for key, trials in series.items():
             rnd = max(t.round for t in trials)
             if rnd >= self.cfg.rounds or self.asked.get(key) == rnd:
                 continue
-            if any(run.book.status.get(t.trial_id) not in TERMINAL for t in trials if t.round == rnd):
+            if any(self.book.status.get(t.trial_id) not in TERMINAL for t in trials if t.round == rnd):
                 continue
             if (base_trial_id(key[0]), 0) not in self.tracker.evaluated:
                 continue
@@ -82,7 +86,7 @@ class Refiner:
         from cliffsweep.analysis.points import points_from_evals
         from cliffsweep.analysis.next_lrs import next_lrs, series_curve
 
-        points, _ = points_from_evals(run.store.read("evals"), run.store.read("trials"),
+        points, _ = points_from_evals(self.store.read("evals"), self.store.read("trials"),
                                       spec.tasks.learn.name, spec.tasks.retain[0].name)
         added: list[Trial] = []
         for key, trials, rnd in ready:
@@ -98,7 +102,7 @@ class Refiner:
         if not self.on:
             return False
         self.check()
-        return self.dirty or any(self.run.book.status.get(t.trial_id) not in TERMINAL for t in self.run.grid)
+        return self.dirty or any(self.book.status.get(t.trial_id) not in TERMINAL for t in self.grid)
 
 
 def max_refine_trials(spec) -> int:

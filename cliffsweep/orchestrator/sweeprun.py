@@ -56,7 +56,6 @@ class SweepRun:
         self.book = TrialBook(store, self.by_id, partial(config_json, spec, self.checkpoint_root, self.inbox_name,
                                                          rehearsal))
         self.concurrency = concurrency  # Train jobs at once
-        self.per_job = 1  # trials per Train job (policies.trials_per_job), set by queue_jobs
         self.running_jobs: dict[str, JobRun] = {}  # Train jobs Tune runs now
         self._live_at = self._rebalanced_at = self._reaped_at = 0.0
         self.progress = Progress(len(self.grid), concurrency, stream=stream)
@@ -70,7 +69,7 @@ class SweepRun:
         # for good: its other, unstarted trials get a job of their own), and refinement may add
         # some, so Tune is not told "finished" before (jobqueue.py)
         self.queue = JobQueue([], more=self.jobs_may_come, pump=self.pump, hold=self.tracker.placing)
-        self.refiner = Refiner(self, self.tracker, self.queue_refined)
+        self.refiner = Refiner(spec, store, self.book, self.tracker, self.grid, self.queue_refined)
 
     # --- a run, step by step (driver.run_sweep) -----------------------------------------------
     def resume(self, retry_failed: bool) -> list[Trial]:
@@ -201,9 +200,7 @@ class SweepRun:
         """The trials to train as Train jobs in Tune's queue; refinement may add more."""
         import ray
 
-        self.per_job = trials_per_job(len(todo), job_slots(self.spec, ray.cluster_resources()),
-                                      self.spec.resources.trials_per_job)
-        self.queue.add(self.job_configs(todo))
+        self.queue.add(self.job_configs(todo, self.job_size(len(todo))))
         self.refiner.check()  # a series an earlier run left between two rounds
         return self.queue
 
@@ -226,7 +223,8 @@ class SweepRun:
                 self.book.fail(t.trial_id, failed[t.trial_id])
             else:
                 self.book.pending(t.trial_id)
-        self.queue.add(self.job_configs([t for t in trials if t.trial_id not in failed]))
+        ready = [t for t in trials if t.trial_id not in failed]
+        self.queue.add(self.job_configs(ready, self.job_size(len(ready))))
         self.progress.n_trials = len(self.grid)
 
     def finish_evaluations(self) -> None:
@@ -247,16 +245,24 @@ class SweepRun:
         ray.kill(self.inbox.actor)
 
     def add_trials(self, trials: list[Trial]) -> None:
-        self.grid += [t for t in trials if t.trial_id not in self.by_id]
+        self.grid.extend(t for t in trials if t.trial_id not in self.by_id)  # in place: the refiner holds this list
         self.by_id.update({t.trial_id: t for t in trials})
 
     # --- configs ------------------------------------------------------------------------------
     def trial_config(self, t: Trial, stats_uri: str | None) -> TrainConfig:
         return trial_config(self.spec, self.checkpoint_root, self.inbox_name, self.rehearsal, t, stats_uri)
 
-    def job_configs(self, trials: list[Trial], size: int | None = None) -> list[JobRun]:
-        """`trials` as Train jobs of up to `size` (default: self.per_job) trials of one model each."""
-        return job_configs(self.spec, trials, size or self.per_job, self.stats_uri, self.checkpoint_root,
+    def job_size(self, n: int) -> int:
+        """Trials per Train job for `n` trials queued together (policies.trials_per_job): the grid
+        at the start, each refinement round on its own (a round of few trials spreads over the
+        free slots rather than queueing behind one job)."""
+        import ray
+
+        return trials_per_job(n, job_slots(self.spec, ray.cluster_resources()), self.spec.resources.trials_per_job)
+
+    def job_configs(self, trials: list[Trial], size: int) -> list[JobRun]:
+        """`trials` as Train jobs of up to `size` trials of one model each."""
+        return job_configs(self.spec, trials, size, self.stats_uri, self.checkpoint_root,
                            self.inbox_name, self.rehearsal)
 
     # --- reports, checkpoints, evaluations ----------------------------------------------------
