@@ -15,28 +15,11 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 
 from cliffsweep.evals.backends.base import Backend
 from cliffsweep.evals.scoring import logprob_choice
+from cliffsweep.evals.result import TaskResult
 from cliffsweep.evals.tasks.base import EvalExample, Score, Task
-
-
-@dataclass(frozen=True)
-class TaskResult:
-    task: str
-    accuracy: float
-    """Mean primary correctness (what analysis uses)."""
-    n: int
-    extra: dict[str, float] = field(default_factory=dict)
-    """Secondary metrics: name -> mean over examples (GSM8K strict_match / flexible_extract /
-    numeric_match; MCQ sciknoweval_match / logprob_accuracy; `<metric>/<group>` per subtask,
-    `accuracy/<group>` included)."""
-    samples: list[tuple[str, bool, str]] = field(default_factory=list)
-    """(example_id, correct, prediction) per example, for bootstrap confidence intervals."""
-    seconds: float = 0.0
-    """Generation + scoring wall time."""
-    scorer_version: str = ""
 
 
 def metric_means(examples: list[EvalExample], scores: list[Score]) -> dict[str, float]:
@@ -69,6 +52,10 @@ def with_logprob_metric(scores: list[Score], examples: list[EvalExample], logpro
 
 
 def evaluate_task(backend: Backend, task: Task) -> TaskResult:
+    if task.harness == "lm_eval":  # lm-eval builds the requests and the metrics (evals/lmeval.py)
+        from cliffsweep.evals.lmeval import evaluate_lm_eval
+
+        return evaluate_lm_eval(backend, task)
     start = time.perf_counter()
     examples = task.eval_examples()
     if not examples:

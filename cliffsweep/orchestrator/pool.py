@@ -143,7 +143,7 @@ class RehearsalEvaluator:
         return self.engine_seconds
 
     def evaluate(self, req: dict[str, Any]) -> dict[str, float]:
-        from cliffsweep.evals.runner import TaskResult
+        from cliffsweep.evals.result import TaskResult
         from cliffsweep.faults import maybe_fail
 
         r = EvalRequest(**req)

@@ -42,6 +42,19 @@ class Backend(Protocol):
         """[i][j] = log p(continuations[j] | rendered prompts[i]): the summed log-probability of
         the continuation's tokens as the start of the assistant reply (`continuation_ids`)."""
 
+    # Token-level primitives, no chat template: what an external harness (lm-evaluation-harness,
+    # evals/lmeval.py) builds its requests from, having rendered and tokenised them itself.
+    max_length: int
+    """The longest sequence (context + generation) the engine serves."""
+
+    def complete(self, contexts: list[list[int]], max_tokens: int, stop: list[str]) -> list[str]:
+        """Greedy continuations of token-id contexts, at most `max_tokens` tokens, each cut before
+        the first of `stop`."""
+
+    def score_tokens(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
+        """For each (context, continuation) of token ids: the continuation's summed log-probability
+        and whether greedy decoding would have produced it (every token the argmax)."""
+
     def close(self) -> None: ...
 
 

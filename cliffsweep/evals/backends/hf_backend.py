@@ -119,5 +119,46 @@ class HFBackend:
         k = len(continuations)
         return [sums[j * k : (j + 1) * k] for j in range(len(prompts))]
 
+    # --- token-level primitives (evals/lmeval.py) ----------------------------------------------
+    @property
+    def max_length(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 2048))
+
+    @torch.no_grad()
+    def complete(self, contexts: list[list[int]], max_tokens: int, stop: list[str]) -> list[str]:
+        out: list[str] = []
+        pad = self.tokenizer.pad_token_id
+        for i in range(0, len(contexts), self.batch_size):
+            chunk = contexts[i : i + self.batch_size]
+            width = max(len(c) for c in chunk)
+            ids = torch.tensor([[pad] * (width - len(c)) + c for c in chunk])  # left padding
+            mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in chunk])
+            gen = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                      do_sample=False, max_new_tokens=max_tokens, pad_token_id=pad,
+                                      stop_strings=list(stop) or None, tokenizer=self.tokenizer)
+            for row in self.tokenizer.batch_decode(gen[:, width:], skip_special_tokens=True):
+                out.append(cut_at_stop(row, tuple(stop)))
+        return out
+
+    @torch.no_grad()
+    def score_tokens(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
+        out: list[tuple[float, bool]] = []
+        for i in range(0, len(pairs), self.batch_size):
+            chunk = pairs[i : i + self.batch_size]
+            width = max(len(p) + len(c) for p, c in chunk)
+            ids = torch.full((len(chunk), width), self.tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, (p, c) in enumerate(chunk):
+                ids[row, : len(p) + len(c)] = torch.tensor(p + c)
+                mask[row, : len(p) + len(c)] = 1
+            logp = torch.log_softmax(
+                self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float(), dim=-1)
+            for row, (p, c) in enumerate(chunk):
+                pos = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=logp.device)  # token k at k-1
+                want = torch.tensor(c, device=logp.device)
+                rows = logp[row, pos]
+                out.append((float(rows[torch.arange(len(c)), want].sum()), bool((rows.argmax(-1) == want).all())))
+        return out
+
     def close(self) -> None:
         self.model = None

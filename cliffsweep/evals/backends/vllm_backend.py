@@ -153,6 +153,34 @@ class VLLMBackend:
         k = len(continuations)
         return [sums[j * k : (j + 1) * k] for j in range(len(prompts))]
 
+    # --- token-level primitives (evals/lmeval.py) ----------------------------------------------
+    @property
+    def max_length(self) -> int:
+        return int(self.llm.llm_engine.model_config.max_model_len)
+
+    def complete(self, contexts: list[list[int]], max_tokens: int, stop: list[str]) -> list[str]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop=list(stop))
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=c) for c in contexts], params,
+                                 lora_request=self._lora, use_tqdm=False)
+        return [o.outputs[0].text for o in outs]
+
+    def score_tokens(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
+        """prompt_logprobs=1: each position's actual token with its rank (1 = the argmax)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=1)
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=p + c) for p, c in pairs], params,
+                                 lora_request=self._lora, use_tqdm=False)
+        scored = []
+        for (p, c), out in zip(pairs, outs):
+            entries = [entry[tok] for tok, entry in zip(c, out.prompt_logprobs[len(p):])]
+            scored.append((sum(e.logprob for e in entries), all(e.rank == 1 for e in entries)))
+        return scored
+
     def close(self) -> None:
         # Dropping the engine ends its core process.
         self.llm = None

@@ -12,6 +12,7 @@ TASKS: dict[str, str] = {
     "toy_arith": "cliffsweep.toy.tasks:ToyArith",
     "toy_facts": "cliffsweep.toy.tasks:ToyFacts",
     "dataset": "cliffsweep.evals.tasks.dataset:Dataset",  # the user's own data (issue 30)
+    "lm_eval": "cliffsweep.evals.tasks.lm_eval:LmEval",  # any lm-evaluation-harness task (issue 30)
 }
 
 

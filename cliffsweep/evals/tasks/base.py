@@ -98,6 +98,9 @@ class Task:
     scorer_version: ClassVar[str]
     """Bump when scoring changes: analysis refuses to mix versions (style.md 8)."""
     sampling: ClassVar[Sampling]
+    harness: ClassVar[str] = ""
+    """"" = cliffsweep's runner (eval_examples, one batched generation, score); "lm_eval" = the
+    task is lm-evaluation-harness's, which builds its own requests and metrics (evals/lmeval.py)."""
     choice_letters: ClassVar[tuple[str, ...]] = ()
     """Multiple-choice tasks set the letters; the runner then also scores the letter with the
     highest log-probability as the first token(s) of the reply (`logprob_accuracy`)."""

@@ -1,0 +1,180 @@
+"""Any lm-evaluation-harness task on cliffsweep's own evaluators (issue 30 part 2).
+
+lm-eval builds the requests (its prompts, few-shot contexts, chat template if asked), applies its
+filters and computes its metrics; the requests are served by the evaluator actor's backend, the
+engine that already reloaded the checkpoint in place and checked its canary. `BackendLM` is the
+`lm_eval.api.model.LM` over that backend: lm-eval's `TemplateLM` encodes each log-likelihood pair
+exactly as its own HF model does (`_encode_pair`), and the three request kinds reach the backend
+as token ids through its two primitives (backends/base.py: `complete`, `score_tokens`).
+
+What matches lm-eval's own `hf` model, and why (tests/test_lmeval.py compares item by item):
+tokenisation (`tok_encode` as HFLM's: the tokenizer's own special tokens, none added before a
+string that already starts with BOS), left truncation of contexts to `max_length - max_gen_toks`,
+stop sequences with the EOS text added (`handle_stop_sequences`), the rolling windows of
+`loglikelihood_rolling` (`get_rolling_token_windows`, prefix token BOS else EOS). Decoding is
+greedy only: a task that asks to sample is refused (sampled evaluation is issue 31's).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+from lm_eval.api.model import TemplateLM
+from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+from cliffsweep.evals.result import TaskResult
+from cliffsweep.evals.tasks.lm_eval import LmEval, Primary
+
+LM_EVAL_SEED = 1234
+"""simple_evaluate's default numpy, torch and few-shot seeds."""
+DEFAULT_MAX_GEN_TOKS = 256
+"""lm-eval's own default when a task does not say (HFLM.max_gen_toks)."""
+
+
+class BackendLM(TemplateLM):
+    """lm-eval's model interface over an evaluator backend (the checkpoint it serves now)."""
+
+    def __init__(self, backend):
+        super().__init__()
+        self.backend = backend
+        self.tokenizer = backend.tokenizer
+
+    # --- what TemplateLM needs ---------------------------------------------------------------
+    @property
+    def eot_token_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def prefix_token_id(self) -> int:
+        bos = self.tokenizer.bos_token_id
+        return bos if bos is not None else self.tokenizer.eos_token_id
+
+    @property
+    def max_length(self) -> int:
+        return self.backend.max_length
+
+    @property
+    def tokenizer_name(self) -> str:
+        return self.tokenizer.name_or_path.replace("/", "__")
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs) -> list[int]:
+        if add_special_tokens is None:
+            bos = self.tokenizer.bos_token
+            if bos and string.startswith(bos):
+                add_special_tokens = False
+        kw = {} if add_special_tokens is None else {"add_special_tokens": add_special_tokens}
+        return self.tokenizer.encode(string, **kw)
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        return self.tokenizer.apply_chat_template(chat_history, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                                  continue_final_message=not add_generation_prompt)
+
+    # --- the three request kinds ----------------------------------------------------------------
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
+        """((context, continuation), context ids, continuation ids) -> (log p, greedy), the
+        sequence cut on the left to the engine's length as HFLM cuts it."""
+        pairs = []
+        for _, ctx, cont in requests:
+            whole = (ctx + cont)[-self.max_length:]  # HFLM keeps max_length + 1 and drops the last as input
+            pairs.append((whole[: len(whole) - len(cont)], cont))
+        out = self.backend.score_tokens(pairs)
+        for (key, _, _), answer in zip(requests, out):
+            self.cache_hook.add_partial("loglikelihood", key, answer)
+        return out
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """A whole text's log-likelihood in disjoint windows of the engine's length (perplexity tasks)."""
+        windows, owner = [], []
+        for i, req in enumerate(requests):
+            (string,) = req.args
+            for ctx, cont in map(make_disjoint_window, get_rolling_token_windows(
+                    token_list=self.tok_encode(string), prefix_token=self.prefix_token_id,
+                    max_seq_len=self.max_length, context_len=1)):
+                windows.append((list(ctx), list(cont)))
+                owner.append(i)
+        sums = [0.0] * len(requests)
+        for i, (logp, _) in zip(owner, self.backend.score_tokens(windows)):
+            sums[i] += logp
+        for req, total in zip(requests, sums):
+            self.cache_hook.add_partial("loglikelihood_rolling", (req.args[0],), total)
+        return sums
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Greedy generations, batched per (stop sequences, length budget)."""
+        eos = self.tokenizer.decode([self.eot_token_id], skip_special_tokens=False)
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        settings = []
+        for i, req in enumerate(requests):
+            context, gen_kwargs = req.args
+            kw = normalize_gen_kwargs(dict(gen_kwargs), DEFAULT_MAX_GEN_TOKS)
+            if kw.get("do_sample") and kw.get("temperature", 0.0) > 0:
+                raise ValueError("this lm-eval task samples its generations (do_sample with temperature > 0); "
+                                 "cliffsweep's evaluators decode greedily, set generation_kwargs in params.overrides")
+            until = handle_stop_sequences(kw.pop("until", None), eos=eos)
+            settings.append((context, until, int(kw["max_gen_toks"])))
+            groups[(tuple(until), int(kw["max_gen_toks"]))].append(i)
+        out = [""] * len(requests)
+        for (until, max_gen), idx in groups.items():
+            keep = self.max_length - max_gen
+            if keep <= 0:
+                raise ValueError(f"the task asks for {max_gen} generated tokens; the engine serves {self.max_length} in all")
+            ids = [self.tok_encode(settings[i][0])[-keep:] for i in idx]
+            texts = self.backend.complete(ids, max_gen, list(until))
+            for i, text in zip(idx, texts):
+                out[i] = postprocess_generated_text(text, list(until), None)
+                self.cache_hook.add_partial("generate_until", requests[i].args, out[i])
+        return out
+
+
+def evaluate_lm_eval(backend, task: LmEval) -> TaskResult:
+    """Run `task`'s lm-eval task(s) on what `backend` serves; every metric lm-eval reports, the
+    primary one as `accuracy` (what analysis reads), each item's primary score for the
+    bootstrap."""
+    from lm_eval import simple_evaluate
+
+    start = time.perf_counter()
+    p = task.params
+    # lm-eval's own seeds at params.seed 0 (0 and 1234: its defaults pick the few-shot examples),
+    # so that a task reads as lm-eval reads it; another seed moves all of them.
+    seeds = dict(random_seed=p.seed, numpy_random_seed=LM_EVAL_SEED + p.seed, torch_random_seed=LM_EVAL_SEED + p.seed,
+                 fewshot_random_seed=LM_EVAL_SEED + p.seed)
+    res = simple_evaluate(model=BackendLM(backend), tasks=[task.lm_eval_spec()], num_fewshot=p.num_fewshot,
+                          limit=p.limit, log_samples=True, bootstrap_iters=0, apply_chat_template=p.apply_chat_template,
+                          fewshot_as_multiturn=p.fewshot_as_multiturn, task_manager=task.manager(), **seeds)
+    primary = task.primary([cfg for _, cfg in sorted(res.get("configs", {}).items())])
+    value, extra = metrics_of(res, task.top_name(), primary)
+    samples = item_scores(res, primary)
+    return TaskResult(task=task.name, accuracy=value, n=len(samples), extra=extra, samples=samples,
+                      seconds=time.perf_counter() - start, scorer_version=task.scorer_version)
+
+
+def metrics_of(res: dict, top: str, primary: Primary) -> tuple[float, dict[str, float]]:
+    """The primary value and every numeric metric: the task's (or group's) own under lm-eval's
+    names (`acc,none`), a group's subtasks' as `<name>/<subtask>`. Standard errors left out
+    (bootstrap_iters=0: cliffsweep bootstraps over items itself)."""
+    tables = {**res.get("results", {}), **res.get("groups", {})}
+    extra: dict[str, float] = {}
+    for name, table in tables.items():
+        for key, v in table.items():
+            if "_stderr," in key or not isinstance(v, (int, float)) or key in ("sample_len", "sample_count"):
+                continue
+            extra[key if name == top else f"{key}/{name}"] = float(v)
+    key = f"{primary.metric},{primary.filter}"
+    if key not in extra:
+        raise ValueError(f"lm-eval reported no {key!r} for {top}; it reported {sorted(k for k in extra if '/' not in k)}")
+    return extra[key], extra
+
+
+def item_scores(res: dict, primary: Primary) -> list[tuple[str, bool, str]]:
+    """(item id, correct, prediction) per item under the primary metric's filter; an item id
+    is `<subtask>/<doc_id>` so that a group's items stay distinct."""
+    out = []
+    for name, samples in sorted(res.get("samples", {}).items()):
+        for s in samples:
+            if s.get("filter", "none") != primary.filter or primary.metric not in s:
+                continue
+            pred = s.get("filtered_resps")
+            out.append((f"{name}/{s['doc_id']}", float(s[primary.metric]) >= 0.5, str(pred[0] if pred else "")[:500]))
+    return out

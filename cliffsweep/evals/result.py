@@ -1,0 +1,23 @@
+"""What evaluating one task on one checkpoint gives (evals/runner.py, evals/lmeval.py): the
+evaluator actor turns it into `evals` and `samples` rows (orchestrator/pool.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task: str
+    accuracy: float
+    """Mean primary correctness (what analysis uses)."""
+    n: int
+    extra: dict[str, float] = field(default_factory=dict)
+    """Secondary metrics: name -> mean over examples (GSM8K strict_match / flexible_extract /
+    numeric_match; MCQ sciknoweval_match / logprob_accuracy; `<metric>/<group>` per subtask,
+    `accuracy/<group>` included)."""
+    samples: list[tuple[str, bool, str]] = field(default_factory=list)
+    """(example_id, correct, prediction) per example, for bootstrap confidence intervals."""
+    seconds: float = 0.0
+    """Generation + scoring wall time."""
+    scorer_version: str = ""

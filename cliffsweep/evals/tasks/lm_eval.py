@@ -1,0 +1,170 @@
+"""Any lm-evaluation-harness task or group as a retain task (issue 30 part 2):
+`{name: lm_eval, params: {task: mmlu, num_fewshot: 5, limit: 500}}`.
+
+lm-eval owns the task: its prompts, few-shot contexts, filters and metrics; the requests are
+served by the evaluator's own engine (evals/lmeval.py). What cliffsweep adds:
+
+- `include_path`: a folder of the user's own task YAMLs (lm-eval's --include_path);
+- `overrides`: fields laid over a registered task's own config, above all its data, so a
+  standard task runs offline on local files: `{dataset_path: json, dataset_name: null,
+  dataset_kwargs: {data_files: {test: /data/gsm8k/test.jsonl}}}`;
+- the primary metric, `metric` (`acc,none`; default: the task's first metric under its first
+  filter) is what analysis reads; every other metric lm-eval reports is stored under its own name.
+
+Checked before anything starts (`data_problems`): the task exists (else the close names), its
+data loads (offline: the dataset it names and how to point it at local files), and its primary
+metric is one where higher is better (a loss-like metric waits for issue 30 part 4).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from cliffsweep.evals.tasks.base import Example, Sampling, Task, TaskParams
+from cliffsweep.evals.tasks.rows import seeded_subset
+
+LM_EVAL_VERSION = "0.4.13"
+
+
+class LmEvalParams(TaskParams):
+    task: str = Field(min_length=1)
+    """An lm-eval task or group name (`lm_eval --tasks list`), or one in `include_path`."""
+    num_fewshot: int | None = Field(None, ge=0)
+    """None: the task's own default."""
+    limit: int | None = Field(None, ge=1)
+    """Items per task (lm-eval's --limit: the first `limit` of its evaluation split); None: all."""
+    include_path: str | None = None
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """Config fields laid over the task's own (one task, not a group)."""
+    metric: str | None = None
+    """`name,filter` as lm-eval reports it (e.g. `exact_match,flexible-extract`)."""
+    apply_chat_template: bool = False
+    """Render each request with the model's chat template (lm-eval's --apply_chat_template)."""
+    fewshot_as_multiturn: bool = False
+
+    @model_validator(mode="after")
+    def _limit_not_n_eval(self):
+        if "n_eval" in self.model_fields_set or "path" in self.model_fields_set:
+            raise ValueError("an lm_eval task takes `limit` (items per task) and its data from lm-eval "
+                             "(`overrides` to point it at local files), not n_eval / path")
+        if self.fewshot_as_multiturn and not self.apply_chat_template:
+            raise ValueError("fewshot_as_multiturn needs apply_chat_template: true (as in lm-eval)")
+        return self
+
+
+@lru_cache(maxsize=8)
+def task_manager(include_path: str | None):
+    """lm-eval's task index (one per include folder and process): building it reads ~15,000 task
+    YAMLs, about 10 s, which an evaluator must not pay again for every checkpoint."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=include_path)
+
+
+@dataclass(frozen=True)
+class Primary:
+    metric: str
+    filter: str
+
+
+class LmEval(Task):
+    name = "lm_eval"
+    Params = LmEvalParams
+    harness = "lm_eval"
+    scorer_version = f"lm-eval-{LM_EVAL_VERSION}"
+    sampling = Sampling(max_tokens=256)  # lm-eval's own default budget; each task sets its own
+
+    def __init__(self, params: LmEvalParams):
+        super().__init__(params)
+        # The version names the task and its overrides: analysis refuses to mix stored scores of
+        # a different lm-eval or a different reading of the task.
+        self.scorer_version = f"lm-eval-{LM_EVAL_VERSION}+{params.task}"
+
+    def manager(self):
+        return task_manager(self.params.include_path)
+
+    @property
+    def _index(self):
+        return self.manager()
+
+    def known(self) -> list[str]:
+        tm = self._index
+        return sorted(set(tm.all_tasks) | set(tm.all_groups))
+
+    def top_name(self) -> str:
+        return self.params.task
+
+    def lm_eval_spec(self) -> str | dict:
+        """What lm-eval loads: the name, or the task's own config with `overrides` laid over it
+        (lm-eval's inline dict configs do not merge with a registered task's YAML themselves)."""
+        p = self.params
+        if not p.overrides:
+            return p.task
+        from lm_eval.tasks._yaml_loader import load_yaml
+
+        entry = self._index.task_index.get(p.task)
+        if entry is None or entry.yaml_path is None:
+            raise ValueError(f"lm_eval task {p.task!r}: overrides apply to a task defined by a YAML file, "
+                             "not to a group or a Python task")
+        return {**load_yaml(entry.yaml_path, resolve_func=True), **p.overrides}
+
+    def _built(self):
+        """lm-eval's task objects (this loads their data): {name: Task}."""
+        return self._index.load([self.lm_eval_spec()])["tasks"]
+
+    def primary(self, configs: list[dict] | None = None) -> Primary:
+        """`params.metric`, else the first metric under the first filter of the (first) task's
+        config: `configs` as lm-eval's results give them, or the task's own (loads its data)."""
+        if self.params.metric is not None:
+            name, _, filt = self.params.metric.partition(",")
+            return Primary(name, filt or "none")
+        cfg = configs[0] if configs else next(iter(self._built().values())).config.to_dict()
+        metrics = [m["metric"] for m in (cfg.get("metric_list") or [])]
+        filters = [f["name"] for f in (cfg.get("filter_list") or [])] or ["none"]
+        if not metrics:
+            raise ValueError(f"lm_eval task {self.params.task!r} names no metric; give params.metric")
+        return Primary(str(metrics[0]), filters[0])
+
+    def data_problems(self) -> list[str]:
+        p = self.params
+        if p.task not in self.known():
+            close = difflib.get_close_matches(p.task, self.known(), n=5, cutoff=0.6)
+            return [f"lm_eval task {p.task!r} is not an lm-eval task or group"
+                    + (f"; close: {close}" if close else "")
+                    + ("" if p.include_path else "; your own task YAMLs go in params.include_path")]
+        try:
+            tasks = self._built()
+        except Exception as e:  # lm-eval and datasets raise many kinds; the sentence is what counts
+            return [f"lm_eval task {p.task!r}: its data did not load ({type(e).__name__}: {str(e)[:300]}). "
+                    "Offline, point it at local files: params.overrides {dataset_path: json, dataset_name: null, "
+                    "dataset_kwargs: {data_files: {test: /path/to/test.jsonl}}}, or a task YAML in include_path"]
+        problems = []
+        for name, t in tasks.items():
+            better = t.higher_is_better()
+            metric = self.primary().metric
+            if metric in better and not better[metric]:
+                problems.append(f"lm_eval task {name!r}: its metric {metric!r} is lower-is-better; cliffsweep "
+                                "reads retention as higher-is-better (loss metrics: issue 30 part 4)")
+        return problems
+
+    def train_examples(self) -> list[Example]:
+        """The task's training split as prompt/response pairs (lm-eval's doc_to_text and the
+        target, a choice's text for multiple choice): what a method that trains on retain data
+        (replay, the statistics of ewc / mas) draws from."""
+        out = []
+        for name, t in self._built().items():
+            if not t.has_training_docs():
+                raise ValueError(f"lm_eval task {name!r} has no training split, which this sweep's method "
+                                 "trains on (replay / statistics); put a task with one first in tasks.retain")
+            for i, doc in enumerate(t.training_docs()):
+                target = t.doc_to_target(doc)
+                if isinstance(target, int) and t.config.doc_to_choice is not None:
+                    target = t.doc_to_choice(doc)[target]
+                out.append(Example(f"{name}/{i}", str(t.doc_to_text(doc)), str(target).strip()))
+        n = self.params.n_train
+        return seeded_subset(out, min(n, len(out)) if n else None, self.params.seed, f"lm_eval {self.params.task} train")

@@ -1,0 +1,126 @@
+"""lm-evaluation-harness tasks on cliffsweep's evaluators (issue 30 part 2, evals/lmeval.py):
+item for item the same results as lm-eval's own `hf` model on the same weights, for lm-eval's own
+gsm8k definition (generation, pointed at the repository's GSM8K file) and a custom multiple-choice
+YAML over the SciKnowEval file (log-likelihood); and the errors a user meets before anything runs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from cliffsweep.evals.tasks import build_task
+
+DATA = Path(__file__).parent / "data"
+GSM8K = {"dataset_path": "json", "dataset_name": None,
+         "dataset_kwargs": {"data_files": {"train": str(DATA / "gsm8k/train.jsonl.gz"),
+                                           "test": str(DATA / "gsm8k/test.jsonl.gz")}},
+         # lm-eval's own stops; a short budget keeps the CPU run short (both sides use it)
+         "generation_kwargs": {"until": ["Question:", "</s>", "<|im_end|>"], "do_sample": False, "temperature": 0.0,
+                               "max_gen_toks": 40}}
+
+MCQ_YAML = """task: chem_molar_weight_mcq
+dataset_path: json
+dataset_name: null
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
+doc_to_choice: "{{{{choices.text}}}}"
+doc_to_target: "{{{{choices.label.index(answerKey)}}}}"
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+  - metric: acc_norm
+    aggregation: mean
+    higher_is_better: true
+metadata:
+  version: 1.0
+"""
+
+
+def mcq_folder(tmp_path: Path) -> str:
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    (folder / "chem_mcq.yaml").write_text(MCQ_YAML.format(data=DATA / "sciknoweval-chem-l3/molar_weight_calculation.jsonl.gz"))
+    return str(folder)
+
+
+def test_an_unknown_task_is_refused_with_the_close_names():
+    problems = build_task("lm_eval", {"task": "gsm8kk"}).data_problems()
+    assert len(problems) == 1 and "'gsm8kk' is not an lm-eval task" in problems[0] and "'gsm8k'" in problems[0], problems
+
+
+def test_a_task_whose_data_cannot_be_reached_says_how_to_point_it_at_local_files():
+    missing = {**GSM8K, "dataset_kwargs": {"data_files": {"test": "/nonexistent/test.jsonl"}}}
+    (problem,) = build_task("lm_eval", {"task": "gsm8k", "overrides": missing}).data_problems()
+    assert "did not load" in problem and "dataset_kwargs" in problem and "data_files" in problem, problem
+
+
+def test_params_say_what_does_not_apply():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="limit"):
+        build_task("lm_eval", {"task": "gsm8k", "n_eval": 5})
+
+
+def own_and_ours(spec_params: dict, limit: int):
+    """lm-eval's own run (its HF model) and ours (the HF evaluator backend) on SmolLM2-135M."""
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+
+    from cliffsweep.evals.backends.hf_backend import HFBackend
+    from cliffsweep.evals.lmeval import evaluate_lm_eval
+    from cliffsweep.realmodels import ensure_smollm2
+
+    path = ensure_smollm2()
+    task = build_task("lm_eval", {**spec_params, "limit": limit})
+    assert task.data_problems() == []
+    own = simple_evaluate(model=HFLM(pretrained=path, device="cpu", batch_size=8, dtype="float32"),
+                          tasks=[task.lm_eval_spec()], num_fewshot=spec_params.get("num_fewshot"), limit=limit,
+                          log_samples=True, bootstrap_iters=0, task_manager=task.manager(), verbosity="ERROR")
+    ours = evaluate_lm_eval(HFBackend(path, batch_size=8), task)
+    return task, own, ours
+
+
+@pytest.mark.slow
+def test_lm_evals_own_gsm8k_gives_the_same_items_through_our_evaluator():
+    task, own, ours = own_and_ours({"task": "gsm8k", "num_fewshot": 1, "overrides": GSM8K}, limit=6)
+    name = "gsm8k"
+    assert ours.n == 6 and task.primary().metric == "exact_match" and task.primary().filter == "strict-match"
+    assert ours.accuracy == own["results"][name]["exact_match,strict-match"]
+    assert ours.extra["exact_match,flexible-extract"] == own["results"][name]["exact_match,flexible-extract"]
+    theirs = {(s["doc_id"], s["filter"]): s for s in own["samples"][name]}
+    for item_id, correct, prediction in ours.samples:
+        s = theirs[(int(item_id.split("/")[1]), "strict-match")]
+        assert prediction == str(s["filtered_resps"][0]) and correct == (s["exact_match"] == 1.0), (item_id, prediction, s)
+    # The raw generations too (the flexible filter reads more of them than the strict one).
+    flexible = sorted((s["doc_id"], str(s["filtered_resps"][0])) for s in own["samples"][name] if s["filter"] == "flexible-extract")
+    assert len(flexible) == 6
+
+
+@pytest.mark.slow
+def test_a_custom_multiple_choice_yaml_gives_lm_evals_own_log_likelihoods(tmp_path):
+    task, own, ours = own_and_ours({"task": "chem_molar_weight_mcq", "include_path": mcq_folder(tmp_path)}, limit=8)
+    name = "chem_molar_weight_mcq"
+    assert task.primary().metric == "acc" and ours.n == 8
+    assert ours.accuracy == own["results"][name]["acc,none"]
+    assert ours.extra["acc_norm,none"] == own["results"][name]["acc_norm,none"]
+    theirs = {s["doc_id"]: s for s in own["samples"][name]}
+    for item_id, correct, _ in ours.samples:
+        assert correct == (theirs[int(item_id.split("/")[1])]["acc"] == 1.0), item_id
+    # The log-likelihoods themselves, not only the argmax: batching differs (fp32 on a CPU).
+    from cliffsweep.evals.backends.hf_backend import HFBackend
+    from cliffsweep.evals.lmeval import BackendLM
+    from cliffsweep.realmodels import ensure_smollm2
+
+    lm = BackendLM(HFBackend(ensure_smollm2()))
+    s = own["samples"][name][0]
+    pairs = [a for a in s["arguments"]]
+    mine = lm.loglikelihood([type("R", (), {"args": a})() for a in pairs])
+    for (lp, greedy), (their_lp, their_greedy) in zip(mine, [r[0] for r in s["resps"]]):
+        assert math.isclose(lp, their_lp, rel_tol=1e-4, abs_tol=1e-3) and greedy == their_greedy
