@@ -26,7 +26,9 @@ def checkpoint_folders(spec) -> set[tuple[str, int]]:
 
 def assert_invariant(store, spec, curve: bool = True) -> None:
     """`curve`: check the training curve too (a rehearsal trains nothing and logs no step)."""
-    tasks = {spec.tasks.learn.name} | {t.name for t in spec.tasks.retain}
+    from cliffsweep.evals.tasks import task_label
+
+    tasks = {task_label(t.name, t.params) for t in (spec.tasks.learn, *spec.tasks.retain)}
     grid = {t.trial_id for t in expand_grid(spec)}
     trials, ck, ev = store.read("trials"), store.read("checkpoints"), store.read("evals")
     assert len(trials) == len(grid) and set(trials["trial_id"]) == grid, trials[["trial_id", "status"]]

@@ -170,7 +170,9 @@ def test_a_sweep_learns_from_a_jsonl_of_chat_messages_and_plan_prices_it(tmp_pat
         "lrs": [1e-3], "epochs": [2], "store": str(tmp_path / "store"),
         "tasks": {"learn": {"name": "dataset", "params": {"path": str(train), "eval_path": str(held),
                                                           "metric": "exact", "max_tokens": 8}},
-                  "retain": [{"name": "toy_arith", "params": {"n_eval": 40}}]},
+                  "retain": [{"name": "toy_arith", "params": {"n_eval": 40}},
+                             {"name": "lm_eval", "params": {"task": "toy_arith_lm", "include_path": "toy",
+                                                            "apply_chat_template": True, "limit": 40}}]},
         "recipe": {"batch_size": 16, "max_seq_len": 128},
         "eval": {"points_per_trial": 1, "backend": "hf", "cpus_per_evaluator": 0.5},
         "resources": {"max_concurrent_trials": 1}}))
@@ -187,3 +189,9 @@ def test_a_sweep_learns_from_a_jsonl_of_chat_messages_and_plan_prices_it(tmp_pat
     base = mine.pop("q-base")
     assert len(mine) == 1 and (ev.loc[ev["task"] == "dataset", "scorer_version"] == "match-v1+exact").all()
     assert mine.iloc[0] >= base + 0.2, (base, mine)  # the facts' shared customs are learned
+    # lm-eval's task (issue 30 part 2) on the same evaluator: every checkpoint once, every metric
+    # lm-eval reports under its own name, the primary as `accuracy`; the toy base model knows it
+    lm = ev[ev["task"] == "lm_eval:toy_arith_lm"]
+    assert not lm.duplicated(["trial_id", "step", "metric"]).any() and len(lm) == 2 * 2  # base + 1 checkpoint
+    acc = lm.pivot_table(index="trial_id", columns="metric", values="value")
+    assert (acc["accuracy"] == acc["exact_match,strict-match"]).all() and acc.loc["q-base", "accuracy"] >= 0.9, acc

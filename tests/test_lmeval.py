@@ -124,3 +124,22 @@ def test_a_custom_multiple_choice_yaml_gives_lm_evals_own_log_likelihoods(tmp_pa
     mine = lm.loglikelihood([type("R", (), {"args": a})() for a in pairs])
     for (lp, greedy), (their_lp, their_greedy) in zip(mine, [r[0] for r in s["resps"]]):
         assert math.isclose(lp, their_lp, rel_tol=1e-4, abs_tol=1e-3) and greedy == their_greedy
+
+
+def test_validate_refuses_an_unknown_lm_eval_task_and_a_task_listed_twice(tmp_path, capsys):
+    import yaml
+
+    from cliffsweep.cli import main
+
+    sweep = tmp_path / "sweep.yaml"
+    toy = {"name": "lm_eval", "params": {"task": "toy_arith_lm", "include_path": "toy"}}
+    sweep.write_text(yaml.safe_dump({
+        "name": "x", "models": [{"name": "q", "path": "toy:qwen2-tiny"}], "methods": [{"name": "sft"}],
+        "lrs": [1e-3], "epochs": [1], "store": str(tmp_path / "store"),
+        "tasks": {"learn": {"name": "toy_facts"},
+                  "retain": [toy, {"name": "lm_eval", "params": {"task": "arc_easyy"}}, toy]}}))
+    assert main(["validate", str(sweep)]) == 2
+    err = capsys.readouterr().err
+    assert "tasks.retain.1 (lm_eval:arc_easyy): lm_eval task 'arc_easyy' is not an lm-eval task" in err, err
+    assert "'arc_easy'" in err and "tasks.retain.2: the same task as tasks.retain.0 (lm_eval:toy_arith_lm)" in err, err
+    assert not (tmp_path / "store").exists()

@@ -146,7 +146,7 @@ def evaluate_lm_eval(backend, task: LmEval) -> TaskResult:
     primary = task.primary([cfg for _, cfg in sorted(res.get("configs", {}).items())])
     value, extra = metrics_of(res, task.top_name(), primary)
     samples = item_scores(res, primary)
-    return TaskResult(task=task.name, accuracy=value, n=len(samples), extra=extra, samples=samples,
+    return TaskResult(task=task.label, accuracy=value, n=len(samples), extra=extra, samples=samples,
                       seconds=time.perf_counter() - start, scorer_version=task.scorer_version)
 
 

@@ -71,7 +71,7 @@ def evaluate_task(backend: Backend, task: Task) -> TaskResult:
             raise RuntimeError(f"backend returned {len(logprobs)} log-prob rows for {len(examples)} prompts")
         scores = with_logprob_metric(scores, examples, logprobs, task.choice_letters)
     return TaskResult(
-        task=task.name,
+        task=task.label,
         accuracy=sum(s.correct for s in scores) / len(scores),
         n=len(scores),
         extra=metric_means(examples, scores),

@@ -114,7 +114,7 @@ class Evaluator:
             for role, task in self.tasks:
                 res = evaluate_task(self.backend, task)
                 self._write(r, role, task, res)
-                out[f"{role}:{task.name}"] = res.accuracy
+                out[f"{role}:{task.label}"] = res.accuracy
             return out
         finally:
             if tmp is not None:
@@ -247,7 +247,10 @@ def _rehearsal_starter(spec, store_uri: str, rehearsal):
     from cliffsweep.orchestrator.policies import role_resources
 
     e = spec.eval
-    tasks = [("learn", spec.tasks.learn.name)] + [("retain", t.name) for t in spec.tasks.retain]
+    from cliffsweep.evals.tasks import task_label
+
+    tasks = [("learn", task_label(spec.tasks.learn.name, spec.tasks.learn.params))] + [
+        ("retain", task_label(t.name, t.params)) for t in spec.tasks.retain]
     actor_cls = ray.remote(RehearsalEvaluator).options(
         num_cpus=e.cpus_per_evaluator, num_gpus=e.gpus_per_evaluator, max_restarts=EVALUATOR_RESTARTS,
         max_task_retries=-1,

@@ -80,7 +80,14 @@ def task_data_problems(spec: SweepSpec) -> list[str]:
     from cliffsweep.evals.tasks import build_task
 
     entries = [("tasks.learn", spec.tasks.learn)] + [(f"tasks.retain.{i}", t) for i, t in enumerate(spec.tasks.retain)]
-    return [f"{where} ({t.name}): {p}" for where, t in entries for p in build_task(t.name, t.params).data_problems()]
+    built = [(where, build_task(t.name, t.params)) for where, t in entries]
+    seen: dict[str, str] = {}
+    problems = []
+    for where, task in built:
+        if task.label in seen:  # the store keys evaluations by it: one would overwrite the other
+            problems.append(f"{where}: the same task as {seen[task.label]} ({task.label}); each task once")
+        seen.setdefault(task.label, where)
+    return problems + [f"{where} ({task.label}): {p}" for where, task in built for p in task.data_problems()]
 
 
 def check_preflight(spec: SweepSpec, backend: str | None = None, source: str = "<spec>") -> None:

@@ -86,8 +86,11 @@ class Refiner:
         from cliffsweep.analysis.points import points_from_evals
         from cliffsweep.analysis.next_lrs import next_lrs, series_curve
 
+        from cliffsweep.evals.tasks import task_label
+
+        learn, retain = spec.tasks.learn, spec.tasks.retain[0]
         points, _ = points_from_evals(self.store.read("evals"), self.store.read("trials"),
-                                      spec.tasks.learn.name, spec.tasks.retain[0].name)
+                                      task_label(learn.name, learn.params), task_label(retain.name, retain.params))
         added: list[Trial] = []
         for key, trials, rnd in ready:
             self.asked[key] = rnd

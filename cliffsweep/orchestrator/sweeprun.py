@@ -30,6 +30,7 @@ from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid
 from cliffsweep.sweep.rehearsal import Rehearsal
 from cliffsweep.sweep.reports import Begin, CheckpointReport, EndReport, Report
 from cliffsweep.sweep.spec import SweepSpec
+from cliffsweep.evals.tasks import task_label
 from cliffsweep.trainables.config import JobRun, StatsJob, TrainConfig
 from cliffsweep.trainables.stats import compute_stats, stats_key, stats_relpath, stats_task_resources
 
@@ -51,7 +52,7 @@ class SweepRun:
         self.by_id = {t.trial_id: t for t in self.grid}
         self.stats_uri: dict[str, str | None] = {}
         self.checkpoint_root = _abs_uri(spec.checkpoint_uri)
-        self.task_names = [spec.tasks.learn.name] + [t.name for t in spec.tasks.retain]
+        self.task_names = [task_label(t.name, t.params) for t in (spec.tasks.learn, *spec.tasks.retain)]
         self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
         self.book = TrialBook(store, self.by_id, partial(config_json, spec, self.checkpoint_root, self.inbox_name,
                                                          rehearsal))

@@ -100,7 +100,7 @@ class SweepFacts:
         micro, grad_ckpt = recipe_extras(r)
         built = [build_task(s.name, s.params) for s in (spec.tasks.learn, *spec.tasks.retain)]
         return cls(spec, measured, bandwidth, grad_ckpt, Batching.of(r.batch_size, res.workers_per_trial, micro),
-                   built, eval_load([(t.params.n_eval, t.sampling.max_tokens) for t in built]), expand_grid(spec),
+                   built, eval_load([(t.eval_size, t.sampling.max_tokens) for t in built]), expand_grid(spec),
                    res.workers_per_trial * max(1.0, res.gpus_per_worker))
 
 
@@ -224,7 +224,7 @@ def eval_prompt_tokens(model_path: str, tasks, notes: list[str]) -> float:
         if t.params.model_dump().get("protocol") == "zeroshot":
             shots = 0
         lengths = lengths_for(model_path, t.name, t.params.model_dump(), [])
-        total += t.params.n_eval * (1 + shots) * lengths.mean(1 << 20)
+        total += t.eval_size * (1 + shots) * lengths.mean(1 << 20)
     return total
 
 

@@ -78,13 +78,10 @@ PACKAGED: dict[str, Lengths] = {
 
 
 def task_is_local(name: str, params: dict) -> bool:
-    """True when the task's training data needs no download (toy tasks generate theirs)."""
-    from cliffsweep.evals.tasks import TASKS
+    """True when the task's data needs no download (Task.data_is_local: toy tasks generate theirs)."""
+    from cliffsweep.evals.tasks import build_task
 
-    if name.startswith("toy_"):
-        return True
-    path = params.get("path")
-    return path is not None and os.path.exists(os.path.expanduser(path)) and name in TASKS
+    return build_task(name, params).data_is_local()
 
 
 def measure(tokenizer, name: str, params: dict, max_len: int = 1 << 20) -> Lengths:
@@ -92,9 +89,9 @@ def measure(tokenizer, name: str, params: dict, max_len: int = 1 << 20) -> Lengt
     from cliffsweep.chat import encode_example
     from cliffsweep.evals.tasks import build_task
 
-    examples = build_task(name, params).train_examples()
+    examples = build_task(name, params).plan_examples()
     lengths = [len(encode_example(tokenizer, e, max_len)[0]) for e in examples]
-    return Lengths.of(lengths, f"{name}: {len(lengths)} training examples, encoded with the model's tokenizer")
+    return Lengths.of(lengths, f"{name}: {len(lengths)} examples, encoded with the model's tokenizer")
 
 
 def packaged(name: str, params: dict) -> Lengths:

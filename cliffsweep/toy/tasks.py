@@ -89,6 +89,9 @@ class ToyArith(Task):
     scorer_version: ClassVar[str] = GSM8K_SCORER_VERSION
     sampling: ClassVar[Sampling] = Sampling(max_tokens=64)
 
+    def data_is_local(self) -> bool:
+        return True  # generated in code
+
     def _split(self, split: str, n: int) -> list[tuple[str, str, int]]:
         rng = random.Random(f"toy_arith-{split}-{self.params.seed}")
         return [arith_problem(rng) for _ in range(n)]
@@ -157,6 +160,9 @@ class ToyFacts(Task):
     Params: ClassVar[type[TaskParams]] = ToyFactsParams
     scorer_version: ClassVar[str] = LETTER_SCORER_VERSION
     sampling: ClassVar[Sampling] = Sampling(max_tokens=4)
+
+    def data_is_local(self) -> bool:
+        return True  # generated in code
 
     def train_examples(self) -> list[Example]:
         rng = random.Random(f"toy_facts-train-{self.params.seed}")

@@ -25,5 +25,10 @@ def build_task(name: str, params: dict | None = None) -> Task:
     return cls(cls.Params(**(params or {})))
 
 
-__all__ = ["TASKS", "task_class", "build_task", "Task", "TaskParams", "Example", "EvalExample",
+def task_label(name: str, params: dict | None = None) -> str:
+    """The store's name of the task a sweep file's entry builds (Task.label)."""
+    return build_task(name, params).label
+
+
+__all__ = ["TASKS", "task_class", "build_task", "task_label", "Task", "TaskParams", "Example", "EvalExample",
            "Score", "Sampling"]

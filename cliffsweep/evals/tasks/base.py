@@ -108,10 +108,33 @@ class Task:
     def __init__(self, params: TaskParams | None = None):
         self.params = params if params is not None else self.Params()
 
+    @property
+    def label(self) -> str:
+        """The task's name in the store (`evals.task`): its registry name, unless one name can
+        stand for several tasks (lm_eval: `lm_eval:<task>`)."""
+        return self.name
+
     def data_problems(self) -> list[str]:
         """Every malformed row of this task's local data files ('file:line: problem'), read
         before anything starts; [] for data made in code or fetched at run time."""
         return []
+
+    # --- what `plan` prices (planner/plan.py, planner/tokenstats.py) ------------------------
+    def data_is_local(self) -> bool:
+        """Whether the task's data is on this machine (then `plan` measures its token lengths)."""
+        import os
+
+        path = getattr(self.params, "path", None)
+        return path is not None and os.path.exists(os.path.expanduser(path))
+
+    @property
+    def eval_size(self) -> int:
+        """Items one evaluation scores."""
+        return self.params.n_eval
+
+    def plan_examples(self) -> list[Example]:
+        """Examples whose token lengths stand for the task's training and prompts in `plan`."""
+        return self.train_examples()
 
     def train_examples(self) -> list[Example]:
         raise NotImplementedError(f"task {self.name} has no training split")

@@ -98,6 +98,9 @@ class Dataset(Task):
                 problems.append(str(e))
         return problems
 
+    def data_is_local(self) -> bool:
+        return not is_hub(self.params.path)
+
     def train_examples(self) -> list[Example]:
         train, _ = self._splits
         out = [Example(f"{_content_key(c)[:12]}-{k}", user, answer, c.system, c.turns[:k])

@@ -39,6 +39,7 @@ class LmEvalParams(TaskParams):
     limit: int | None = Field(None, ge=1)
     """Items per task (lm-eval's --limit: the first `limit` of its evaluation split); None: all."""
     include_path: str | None = None
+    """A folder of task YAMLs; `toy`: the toy world's (cliffsweep/toy/lm_eval_tasks: toy_arith_lm)."""
     overrides: dict[str, Any] = Field(default_factory=dict)
     """Config fields laid over the task's own (one task, not a group)."""
     metric: str | None = None
@@ -49,7 +50,8 @@ class LmEvalParams(TaskParams):
 
     @model_validator(mode="after")
     def _limit_not_n_eval(self):
-        if "n_eval" in self.model_fields_set or "path" in self.model_fields_set:
+        # by value, not by fields set: a dumped and re-read params (plan does it) sets them all
+        if self.path is not None or self.n_eval != TaskParams.model_fields["n_eval"].default:
             raise ValueError("an lm_eval task takes `limit` (items per task) and its data from lm-eval "
                              "(`overrides` to point it at local files), not n_eval / path")
         if self.fewshot_as_multiturn and not self.apply_chat_template:
@@ -64,6 +66,14 @@ def task_manager(include_path: str | None):
     from lm_eval.tasks import TaskManager
 
     return TaskManager(include_path=include_path)
+
+
+def include_folder(include_path: str | None) -> str | None:
+    if include_path == "toy":
+        from pathlib import Path
+
+        return str(Path(__file__).resolve().parents[2] / "toy" / "lm_eval_tasks")
+    return include_path
 
 
 @dataclass(frozen=True)
@@ -85,8 +95,12 @@ class LmEval(Task):
         # a different lm-eval or a different reading of the task.
         self.scorer_version = f"lm-eval-{LM_EVAL_VERSION}+{params.task}"
 
+    @property
+    def label(self) -> str:
+        return f"lm_eval:{self.params.task}"
+
     def manager(self):
-        return task_manager(self.params.include_path)
+        return task_manager(include_folder(self.params.include_path))
 
     @property
     def _index(self):
@@ -151,6 +165,32 @@ class LmEval(Task):
                 problems.append(f"lm_eval task {name!r}: its metric {metric!r} is lower-is-better; cliffsweep "
                                 "reads retention as higher-is-better (loss metrics: issue 30 part 4)")
         return problems
+
+    # --- what `plan` prices --------------------------------------------------------------------
+    def data_is_local(self) -> bool:
+        try:
+            self._built()
+        except Exception:  # noqa: BLE001 - not loadable here, whatever the cause: plan uses a proxy
+            return False
+        return True
+
+    @property
+    def eval_size(self) -> int:
+        """Items per evaluation: `limit` per task, else every evaluation document (loads the data)."""
+        return sum(min(self.params.limit or len(t.eval_docs), len(t.eval_docs)) for t in self._built().values())
+
+    def plan_examples(self) -> list[Example]:
+        """The evaluation documents as prompt / target pairs (what a request's tokens are made of;
+        few-shot contexts are priced by `num_fewshot` in plan)."""
+        out = []
+        for name, t in self._built().items():
+            docs = list(t.eval_docs)[: self.params.limit or None]
+            for i, doc in enumerate(docs):
+                target = t.doc_to_target(doc)
+                if isinstance(target, int) and t.config.doc_to_choice is not None:
+                    target = t.doc_to_choice(doc)[target]
+                out.append(Example(f"{name}/{i}", str(t.doc_to_text(doc)), str(target).strip()))
+        return out
 
     def train_examples(self) -> list[Example]:
         """The task's training split as prompt/response pairs (lm-eval's doc_to_text and the
