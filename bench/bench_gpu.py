@@ -309,7 +309,7 @@ def measure(a, archs: dict[str, Arch], save=lambda rows: None) -> list[dict]:
               + (["--profile"] if a.profile else []))
     for name, arch in archs.items():
         model_args = ["--tiny"] if a.tiny else ["--models", name]
-        for what in (STATS_METHODS if a.stats else a.recipes):
+        for what in (a.stats_methods if a.stats else a.recipes):
             row = {"model": name, "params": arch.params, "gpu": device_name(), "date": datetime.date.today().isoformat(),
                    "micro": a.micro, "seq": a.seq, "grad_ckpt": a.grad_ckpt}
             if a.stats:
@@ -393,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stats", action="store_true", help="statistics' peak memory per stats method instead")
     p.add_argument("--profile", action="store_true", help="also where a step's time goes (torch.profiler over 2 steps)")
     p.add_argument("--method", choices=STATS_METHODS, help=argparse.SUPPRESS)
+    p.add_argument("--stats-methods", nargs="+", default=list(STATS_METHODS), choices=STATS_METHODS,
+                   help="with --stats: which methods' statistics")
     p.add_argument("--vllm", action="store_true", help="also vLLM generation throughput (needs vllm)")
     p.add_argument("--prompts", type=int, default=256)
     p.add_argument("--prompt-len", type=int, default=256)

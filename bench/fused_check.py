@@ -28,9 +28,10 @@ CHUNKED_ONLY = {"kl": "CE and KL from one chunked pass over both heads (losses.r
 """Methods whose CE does not go through the fused kernel, and why."""
 
 
-def setup(name: str, device: torch.device):
+def setup(name: str, device: torch.device, stats: dict | None = None):
     """Toy model with the method prepared as a trial prepares it (statistics as trainables/stats.py
-    computes them), its trainable weights moved off the base, and one step's micro-batches."""
+    computes them, or `stats` from an earlier setup: they depend on the base model only), its
+    trainable weights moved off the base, and one step's micro-batches; and the statistics."""
     from cliffsweep.evals.tasks import build_task
     from cliffsweep.models import load_model, resolve_model
     from cliffsweep.trainables import data
@@ -42,8 +43,9 @@ def setup(name: str, device: torch.device):
     learn = data.encode(tok, build_task("toy_facts", {"n_train": 16}).train_examples(), MAX_LEN)
     retain = data.encode(tok, build_task("toy_arith", {}).train_examples()[:16], MAX_LEN, retain=True)
     method = build_method(name, {})
-    stats = {}
-    if method.stats_inputs() is not None:
+    if stats is None:
+        stats = {}
+    if not stats and method.stats_inputs() is not None:
         chunk = lambda xs: [data.collate(xs[i:i + BATCH], pad) for i in range(0, len(xs), BATCH)]  # noqa: E731
         stats = method.compute_stats(model, chunk(retain), chunk(learn))
     model = method.prepare(model, stats).to(device)
@@ -57,14 +59,15 @@ def setup(name: str, device: torch.device):
     step = data.epoch_steps(learn, retain if method.retain_fraction > 0 else [], BATCH, method.retain_fraction,
                             0, 0, 0, 1, pad, 2)[0]
     micro = [{k: v.to(device) for k, v in b.items()} for b in step.micro]
-    return model, method, micro, step.n_tokens
+    return (model, method, micro, step.n_tokens), stats
 
 
-def one_step(name: str, fused: bool, device: torch.device) -> tuple[float, dict[str, torch.Tensor], int]:
-    """(loss, gradients, fused-kernel calls) of one step with the fused CE on or off."""
+def one_step(prepared, fused: bool) -> tuple[float, dict[str, torch.Tensor], int]:
+    """(loss, gradients, fused-kernel calls) of one step of `prepared` (setup's) with the fused CE on or off."""
     from cliffsweep.trainables import losses, microbatch
 
-    model, method, micro, n_tokens = setup(name, device)
+    model, method, micro, n_tokens = prepared
+    device = next(model.parameters()).device
     calls = [0]
     real = losses.fused_ce
 
@@ -85,8 +88,11 @@ def one_step(name: str, fused: bool, device: torch.device) -> tuple[float, dict[
 
 
 def check(name: str, device: torch.device, tol: float) -> dict:
-    ref_loss, ref, _ = one_step(name, False, device)
-    loss, got, calls = one_step(name, True, device)
+    # Each side gets a model and method of its own (a method may hold hooks on its model); the
+    # statistics, a function of the base model, are computed once.
+    prepared, stats = setup(name, device)
+    ref_loss, ref, _ = one_step(prepared, False)
+    loss, got, calls = one_step(setup(name, device, stats)[0], True)
     scale = max(float(g.abs().max()) for g in ref.values())
     grad_diff = max(float((got[n] - ref[n]).abs().max()) for n in ref) / scale
     loss_diff = abs(loss - ref_loss) / max(abs(ref_loss), 1e-12)

@@ -40,12 +40,14 @@ if [ -d wheels ] && ls wheels/*.whl >/dev/null 2>&1; then
 fi
 if [ $dry = 1 ]; then
   # A CPU: Liger's loss kernel under Triton's interpreter (no bf16 there, no norm kernels), a
-  # tiny model, one step: the script and every stage run; the numbers mean nothing.
+  # tiny model, one step: the script and every stage run; the numbers mean nothing. One recipe
+  # per precision path and one statistics method: each is a process of its own (~10 s of imports
+  # on a 2-core machine), and the rest have CPU tests of their own (test_fastpath, test_stats).
   export TRITON_INTERPRET=1
   fused=(--device cpu --methods sft kl)
-  small=(--tiny --steps 1 --micro 2 --seq 64 --recipes autocast fsdp_bf16 fsdp_bf16+liger fsdp_bf16+liger+compile bf16_master)
+  small=(--tiny --steps 1 --micro 2 --seq 64 --recipes autocast fsdp_bf16+liger bf16_master)
   large=(--tiny --steps 1 --micro 2 --seq 64 --grad-ckpt --recipes fsdp_bf16+liger)
-  stats=(--tiny --micro 2 --seq 64)
+  stats=(--tiny --micro 2 --seq 64 --stats-methods ewc)
 elif [ $quick = 1 ]; then
   # The default recipe against the pre-issue-23 path and the other candidate, on the sizes the
   # issue's 40 % MFU check names; 8B and compile wait for a longer lease.

@@ -213,10 +213,10 @@ def test_the_gpu_check_runs_every_stage_in_its_dry_run(tmp_path):
         assert f"== stage {stage}: exit 0" in run.stdout
     report = json.loads((out / "gpu_check.json").read_text())
     train = report["train_small"]["rows"] + report["train_large"]["rows"]
-    assert {r["recipe"] for r in train} >= {"autocast", "fsdp_bf16", "fsdp_bf16+liger", "bf16_master"}
+    assert {r["recipe"] for r in train} == {"autocast", "fsdp_bf16+liger", "bf16_master"}
     assert all("error" not in r and r["train_tokens_per_s"] > 0 for r in train)
-    assert {r["compute"] for r in train} >= {"fp32 none", "fsdp_bf16 liger", "fsdp_bf16 liger compiled", "weights none"}
-    assert {r["method"] for r in report["stats"]["rows"]} == {"ewc", "mas", "sib", "flow"}
+    assert {r["compute"] for r in train} == {"fp32 none", "fsdp_bf16 liger", "weights none"}
+    assert [r["method"] for r in report["stats"]["rows"]] == ["ewc"] and "error" not in report["stats"]["rows"][0]
     assert all(r["pass"] for r in report["fused"].values())
     md = (out / "gpu_check.md").read_text()
     assert "## Training, per recipe" in md and "MFU >= 40%: not measured" in md
@@ -227,8 +227,7 @@ def test_the_gpu_check_runs_every_stage_in_its_dry_run(tmp_path):
     gpu = {**report, "train_small": {"rows": [{**r, "mfu": 0.5} for r in report["train_small"]["rows"]]}}
     (out / "as_if_gpu.json").write_text(json.dumps(gpu))
     assert {(m.path, m.kernels, m.compile) for m in gpu_check_rows(out / "as_if_gpu.json")} == {
-        ("autocast", "none", False), ("fsdp_bf16", "none", False), ("fsdp_bf16", "liger", False),
-        ("fsdp_bf16", "liger", True), ("bf16_master", "none", False)}
+        ("autocast", "none", False), ("fsdp_bf16", "liger", False), ("bf16_master", "none", False)}
 
 
 HOST_COPY_CHECK = r"""
