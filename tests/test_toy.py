@@ -146,8 +146,10 @@ def vllm_base_scores():
 
     scores = {}
     for name in TOY_MODELS:
+        # enforce_eager: as the sweep's CPU evaluators run (orchestrator/pool.py); compiling the
+        # graph costs more than these few hundred prompts
         llm = LLM(model=ensure_model(name), dtype="float32", max_model_len=256, seed=0,
-                  kv_cache_memory_bytes=64 * 2**20)
+                  kv_cache_memory_bytes=64 * 2**20, enforce_eager=True)
         tok = llm.get_tokenizer()
         for task in (ToyArith(), ToyFacts()):
             examples = task.eval_examples()
