@@ -64,7 +64,10 @@ def _primary_retain(store: Store) -> str | None:
     """The spec's first retain task (the retain set D_R), if the store keeps its spec."""
     if not store.exists("spec.json"):
         return None
-    return store.read_json("spec.json")["tasks"]["retain"][0]["name"]
+    from cliffsweep.evals.tasks import task_label
+
+    first = store.read_json("spec.json")["tasks"]["retain"][0]
+    return task_label(first["name"], first.get("params") or {})  # its name in the store (lm_eval:<task>)
 
 
 def check_scorer_versions(evals: pd.DataFrame, tasks: list[str]) -> None:

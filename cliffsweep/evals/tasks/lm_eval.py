@@ -63,8 +63,11 @@ class LmEvalParams(TaskParams):
 def task_manager(include_path: str | None):
     """lm-eval's task index (one per include folder and process): building it reads ~15,000 task
     YAMLs, about 10 s, which an evaluator must not pay again for every checkpoint."""
-    from lm_eval.tasks import TaskManager
-
+    try:
+        from lm_eval.tasks import TaskManager
+    except ImportError as e:
+        raise ImportError(f"the lm_eval task needs lm-evaluation-harness {LM_EVAL_VERSION}: pip install --no-deps "
+                          f"lm-eval=={LM_EVAL_VERSION} (scripts/setup.sh does it)") from e
     return TaskManager(include_path=include_path)
 
 
@@ -146,6 +149,10 @@ class LmEval(Task):
 
     def data_problems(self) -> list[str]:
         p = self.params
+        try:
+            self.manager()
+        except ImportError as e:
+            return [str(e)]
         if p.task not in self.known():
             close = difflib.get_close_matches(p.task, self.known(), n=5, cutoff=0.6)
             return [f"lm_eval task {p.task!r} is not an lm-eval task or group"
