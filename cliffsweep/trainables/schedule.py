@@ -2,7 +2,8 @@
 
 Linear warmup over the first `warmup` steps, cosine decay of the peak lr to `min_ratio` x peak,
 then `cooldown` final steps. App. B names the 50 cool-down steps without their shape; our
-reading (documented in docs/recipe.md): linear from min_ratio x peak towards 0.
+reading (docs/design.md, "The recipe (000 App. B) and our readings"): linear from min_ratio x
+peak towards 0.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ w_i ∝ exp(-l_i / tau) = p_i^(1/tau); 003 uses the unnormalised form:
 
 tau is recomputed every step from the batch (003 App. D.2: "the median of the average sequence
 loss within a batch"); the median is taken over this worker's rows (torch.quantile, i.e. the
-mean of the two middle values for an even count). w_min default 0.01 (003 App. D.2 cutoff as
-given in docs/methods.md). Hard (low-probability) tokens get small weights; easy ones weight ~1.
+mean of the two middle values for an even count). w_min default 0.01: the seed leaves the floor
+blank, so 0.01 is this project's choice (docs/methods.md says so). Hard (low-probability) tokens get small weights; easy ones weight ~1.
 
 Under gradient accumulation tau must still be the median over the worker's whole batch, which no
 single micro-batch knows before its backward: `begin_step` runs one extra no-grad forward over
