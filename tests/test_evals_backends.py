@@ -253,3 +253,26 @@ def test_runner_logprob_metric_same_on_both_backends(vllm_backend, hf_backend, c
     rows = hf_backend.continuation_logprobs([ex.chat() for ex in examples], task.choice_letters)
     expected = sum(logprob_choice(r) == ex.reference for r, ex in zip(rows, examples)) / len(examples)
     assert v.extra["logprob_accuracy"] == expected and v.n == 12
+
+
+@pytest.mark.vllm
+def test_lm_eval_requests_are_served_alike_by_both_backends(vllm_backend, hf_backend, ckpts):
+    """The token-level primitives lm-eval's requests use (evals/lmeval.py: `complete`,
+    `score_tokens`) give the same answers on vLLM as on transformers, on a checkpoint loaded in
+    place: an lm-eval generation task item for item, and log-likelihoods with their greedy flags."""
+    import math
+
+    from cliffsweep.evals.lmeval import evaluate_lm_eval
+    from cliffsweep.evals.tasks import build_task
+
+    for b in (vllm_backend, hf_backend):
+        b.load(CheckpointRef(ckpts["a"]))
+    task = build_task("lm_eval", {"task": "toy_arith_lm", "include_path": "toy", "apply_chat_template": True,
+                                  "limit": 12})
+    on_vllm, on_hf = evaluate_lm_eval(vllm_backend, task), evaluate_lm_eval(hf_backend, task)
+    assert on_vllm.n == on_hf.n == 12 and on_vllm.samples == on_hf.samples and on_vllm.extra == on_hf.extra
+    tok = hf_backend.tokenizer
+    pairs = [(tok.encode(p), tok.encode(" " + c)) for p in PROMPTS for c in ("4", "four", "the answer is 4")]
+    for (lv, gv), (lh, gh) in zip(vllm_backend.score_tokens(pairs), hf_backend.score_tokens(pairs)):
+        assert math.isclose(lv, lh, rel_tol=1e-3, abs_tol=1e-3) and gv == gh, (lv, lh, gv, gh)
+    assert vllm_backend.max_length == 256
