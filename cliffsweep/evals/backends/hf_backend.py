@@ -97,25 +97,10 @@ class HFBackend:
                 out.append(cut_at_stop(row.rstrip("\ufffd"), sampling.stop))
         return out
 
-    @torch.no_grad()
     def continuation_logprobs(self, prompts: list[Prompt], continuations: tuple[str, ...]) -> list[list[float]]:
         conts = [continuation_ids(self.tokenizer, c) for c in continuations]
         seqs = [(prompt_ids(self.tokenizer, p), c) for p in prompts for c in conts]
-        sums: list[float] = []
-        for i in range(0, len(seqs), self.batch_size):
-            chunk = seqs[i : i + self.batch_size]
-            width = max(len(p) + len(c) for p, c in chunk)
-            ids = torch.full((len(chunk), width), self.tokenizer.pad_token_id, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, (p, c) in enumerate(chunk):
-                ids[row, : len(p) + len(c)] = torch.tensor(p + c)
-                mask[row, : len(p) + len(c)] = 1
-            logp = torch.log_softmax(
-                self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float(), dim=-1)
-            for row, (p, c) in enumerate(chunk):
-                # Token p+k is predicted at position p+k-1.
-                pos = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=logp.device)
-                sums.append(float(logp[row, pos, torch.tensor(c, device=logp.device)].sum()))
+        sums = [logp for logp, _ in self.score_tokens(seqs)]
         k = len(continuations)
         return [sums[j * k : (j + 1) * k] for j in range(len(prompts))]
 

@@ -94,6 +94,7 @@ class LmEval(Task):
 
     def __init__(self, params: LmEvalParams):
         super().__init__(params)
+        self._tasks = None  # lm-eval's task objects, loaded on first use (`_built`)
         # The version names the task and its overrides: analysis refuses to mix stored scores of
         # a different lm-eval or a different reading of the task.
         self.scorer_version = f"lm-eval-{LM_EVAL_VERSION}+{params.task}"
@@ -131,8 +132,11 @@ class LmEval(Task):
         return {**load_yaml(entry.yaml_path, resolve_func=True), **p.overrides}
 
     def _built(self):
-        """lm-eval's task objects (this loads their data): {name: Task}."""
-        return self._index.load([self.lm_eval_spec()])["tasks"]
+        """lm-eval's task objects (this loads their data, once per instance): {name: Task}. Read
+        here for checks and plan only; an evaluation builds its own (simple_evaluate)."""
+        if self._tasks is None:
+            self._tasks = self._index.load([self.lm_eval_spec()])["tasks"]
+        return self._tasks
 
     def primary(self, configs: list[dict] | None = None) -> Primary:
         """`params.metric`, else the first metric under the first filter of the (first) task's
@@ -165,9 +169,9 @@ class LmEval(Task):
                     "Offline, point it at local files: params.overrides {dataset_path: json, dataset_name: null, "
                     "dataset_kwargs: {data_files: {test: /path/to/test.jsonl}}}, or a task YAML in include_path"]
         problems = []
+        metric = self.primary().metric
         for name, t in tasks.items():
             better = t.higher_is_better()
-            metric = self.primary().metric
             if metric in better and not better[metric]:
                 problems.append(f"lm_eval task {name!r}: its metric {metric!r} is lower-is-better; cliffsweep "
                                 "reads retention as higher-is-better (loss metrics: issue 30 part 4)")
