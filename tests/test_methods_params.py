@@ -324,6 +324,16 @@ def test_rpsft_full_rank_is_l2sp_on_square_weights_and_ignores_complement():
     assert float(rpk.penalty(small).detach()) == pytest.approx(9.0, rel=1e-4)
 
 
+def test_rpsft_at_rank_zero_is_plain_sft():
+    """004 App. D: "SFT corresponds to k = 0": nothing protected, the penalty and its gradient are zero."""
+    model, rp = prepared("rpsft", {"k": 0})
+    perturb(model, 0.05)
+    pen = rp.penalty(model)
+    pen.backward()
+    assert float(pen) == 0.0
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+
+
 def test_params_forbid_unknown_keys_and_stats_must_match():
     with pytest.raises(pydantic.ValidationError):
         build_method("ewc", {"lambda": 1.0})

@@ -4,6 +4,8 @@
 
 U_k, V_k = top-k left/right singular vectors of each pretrained weight W0, computed once per
 model (the stats). Defaults from 004: k = 768 (clipped to min(m, n) of each matrix), lambda = 1.
+Algorithm 1 also lists an "update period s" among its inputs but never uses it in its steps (the
+penalty is computed at every step, lines 6-11); we follow the steps: the penalty at every step.
 With k = min(m, n) the penalty equals lambda * ||W - W0||_F^2 on *square* weights (004 App. C.2,
 Eq. 11: L2-init). On a rectangular m x n weight (m > n, say) the n left singular vectors do not
 span R^m, so full-rank RPSFT only sees the drift inside span(U) x span(V): 004's Eq. 11 assumes
@@ -59,8 +61,9 @@ def projected_drift(w: torch.Tensor, w0: torch.Tensor, u: torch.Tensor, v: torch
 
 
 class RPSFTParams(MethodParams):
-    k: int = Field(768, ge=1)
-    """Protected rank per matrix (004 default 768; clipped to each matrix)."""
+    k: int = Field(768, ge=0)
+    """Protected rank per matrix (004 default 768; clipped to each matrix). k = 0 protects
+    nothing: plain SFT, the row 004's rank sweeps (App. D, Tables 6-7) start from."""
     lam: float = Field(1.0, ge=0.0)
     """lambda of Eq. (3) (004 default 1)."""
 
