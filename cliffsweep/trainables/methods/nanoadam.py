@@ -12,7 +12,10 @@ values at the last refresh (exactly: the anchor is a copy in the parameter's dty
 one copy of the trainable weights plus a bool mask.
 
 Our defaults (000 gives none): k = 0.1 of every trainable tensor (1-D norms and embeddings
-included), m = 100 steps.
+included), m = 100 steps. 000 describes the selection "at each iteration": `refresh_every: 1`
+is that reading. 100 is ours because a refresh is a top-k over every weight of the model (a full
+pass over the parameters, each step at m = 1), and the toy results in docs/methods.md were
+measured with it; the cost of m = 1 at real sizes is not measured yet.
 """
 
 from __future__ import annotations
