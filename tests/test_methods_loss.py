@@ -343,7 +343,7 @@ def test_flow_stats_on_learn_split_and_loss_weights():
 
 # --- under DDP --------------------------------------------------------------------------------
 WORLD = 2
-DDP_CASES = {"migu": {}, "kl": {"beta": 0.5}, "iw": {}}
+DDP_CASES = {"migu": {}, "kl": {"beta": 0.5}, "iw": {}, "talr": {}}
 
 
 def ddp_setup(name: str):
@@ -375,6 +375,7 @@ def _ddp_worker(rank: int, rendezvous: str, out_dir: str) -> None:
     for name in DDP_CASES:
         model, method = ddp_setup(name)
         ddp = DDP(model)  # kept alive through backward: its reducer does the all-reduce
+        method.begin_step(ddp, [ddp_batch(rank)])  # as the loop does (TALR: the global batch's tau)
         loss, _ = method.loss(ddp, ddp_batch(rank))  # each rank its half of the global batch
         loss.backward()
         method.before_step(model, 0)
@@ -388,7 +389,9 @@ def test_migu_kl_iw_under_ddp_match_single_process(tmp_path):
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
     for name in DDP_CASES:
         model, method = ddp_setup(name)
-        # one process, both halves: MIGU's hooks accumulate over both forwards (the global mean)
+        # one process, both halves as two micro-batches: TALR's tau is then the global batch's;
+        # MIGU's hooks accumulate over both forwards (the global mean)
+        method.begin_step(model, [ddp_batch(r) for r in range(WORLD)])
         loss = sum(method.loss(model, ddp_batch(r))[0] for r in range(WORLD)) / WORLD
         loss.backward()
         method.before_step(model, 0)

@@ -5,8 +5,8 @@ the loss-reweighting ones; accumulation steps communicate nothing (DDP: no all-r
 reduce-scatter, the sharded gradient stays empty until the last micro-batch).
 
 A tiny pure-torch LM (tests/tinylm.py) keeps the spawned processes to a torch import. TALR's tau
-is a median over each worker's rows (methods/talr.py), not over the global batch, so it has no
-single-process equal here; its accumulation is exact within a worker (test_microbatch.py)."""
+is the median over the global batch, every worker's rows gathered (methods/talr.py, issue 31: it
+was each worker's own), so it too equals one process on the whole batch."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from tinylm import TinyLM
 
 VOCAB, WORLD, PAD, BATCH = 50, 2, 0, 6
 DDP_CASES = {"sft": {}, "ewc": {"lam": 0.5}, "mas": {"lam": 0.5}, "l2sp": {"lam": 0.5},
-             "rpsft": {"k": 4, "lam": 0.5}, "kl": {"beta": 0.5}, "iw": {}, "dft": {}, "migu": {}}
-FSDP_CASES = {"sft": {}, "kl": {"beta": 0.5}, "iw": {}, "dft": {}}
+             "rpsft": {"k": 4, "lam": 0.5}, "kl": {"beta": 0.5}, "iw": {}, "dft": {}, "migu": {}, "talr": {}}
+FSDP_CASES = {"sft": {}, "kl": {"beta": 0.5}, "iw": {}, "dft": {}, "talr": {}}
 
 
 def rows(n: int, seed: int) -> list[data.Encoded]:

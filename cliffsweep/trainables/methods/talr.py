@@ -7,19 +7,24 @@ w_i ∝ exp(-l_i / tau) = p_i^(1/tau); 003 uses the unnormalised form:
     L   = sum_i w_i l_i / n_tokens
 
 tau is recomputed every step from the batch (003 App. D.2: "the median of the average sequence
-loss within a batch"); the median is taken over this worker's rows (torch.quantile, i.e. the
-mean of the two middle values for an even count). w_min default 0.01: the seed leaves the floor
+loss within a batch"): under DDP / FSDP the global batch, every worker's rows gathered
+(`begin_step`), so that the workers share one tau and the step equals one process's on the
+global batch (tests/test_methods_loss.py); torch.quantile, i.e. the mean of the two middle values
+for an even count. w_min default 0.01: the seed leaves the floor
 blank, so 0.01 is this project's choice (docs/methods.md says so). Hard (low-probability) tokens get small weights; easy ones weight ~1.
 
-Under gradient accumulation tau must still be the median over the worker's whole batch, which no
-single micro-batch knows before its backward: `begin_step` runs one extra no-grad forward over
-the step's micro-batches to get it (about a third more compute per step, only when a step has
-more than one micro-batch), so the accumulated gradient equals the whole batch's.
+Under gradient accumulation or several workers tau must be the median over the whole global
+batch, which no single micro-batch knows before its backward: `begin_step` runs one extra
+no-grad forward over the step's micro-batches to get it (about a third more compute per step,
+only when a step has more than one micro-batch or more than one worker), and gathers the
+per-row means of every worker (a few floats per row), so the accumulated gradient equals the
+whole batch's.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 from pydantic import Field
 
 from cliffsweep.trainables.losses import response_ce, weighted_token_mean
@@ -66,10 +71,16 @@ class TALR(Method):
 
     @torch.no_grad()
     def begin_step(self, model, micro_batches):
-        if len(micro_batches) == 1:
+        world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        if len(micro_batches) == 1 and world == 1:
             self.step_tau = None  # data_loss sees the whole batch: no extra forward needed
             return
-        self.step_tau = median_tau(torch.cat([sequence_means(*response_ce(model, b)) for b in micro_batches]))
+        means = torch.cat([sequence_means(*response_ce(model, b)) for b in micro_batches])
+        if world > 1:  # every worker's rows: one tau for the global batch
+            parts: list = [None] * world
+            dist.all_gather_object(parts, means.cpu())
+            means = torch.cat(parts).to(means.device)
+        self.step_tau = median_tau(means)
 
     def data_loss(self, model, batch, n_tokens=None):
         ce, mask = response_ce(model, batch)
