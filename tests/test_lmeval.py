@@ -143,3 +143,28 @@ def test_validate_refuses_an_unknown_lm_eval_task_and_a_task_listed_twice(tmp_pa
     assert "tasks.retain.1 (lm_eval:arc_easyy): lm_eval task 'arc_easyy' is not an lm-eval task" in err, err
     assert "'arc_easy'" in err and "tasks.retain.2: the same task as tasks.retain.0 (lm_eval:toy_arith_lm)" in err, err
     assert not (tmp_path / "store").exists()
+
+
+def test_a_method_that_needs_retain_data_gets_it_from_retain_data_not_from_a_benchmark_without_one(tmp_path, capsys):
+    """Replay and the statistics methods draw D_R from a training split: an lm-eval benchmark
+    first in tasks.retain has none here (toy_arith_lm is evaluation only), which validate says;
+    tasks.retain_data names the data instead (issue 31: the replay source as a task setting)."""
+    import yaml
+
+    from cliffsweep.cli import main
+    from cliffsweep.orchestrator.specfile import load_spec
+
+    data = {"name": "x", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],
+            "methods": [{"name": "sft"}, {"name": "replay"}], "lrs": [1e-3], "epochs": [1],
+            "store": str(tmp_path / "store"),
+            "tasks": {"learn": {"name": "toy_facts"},
+                      "retain": [{"name": "lm_eval", "params": {"task": "toy_arith_lm", "include_path": "toy"}}]}}
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(data))
+    assert main(["validate", str(sweep)]) == 2
+    err = capsys.readouterr().err
+    assert "tasks.retain.0: the methods ['replay'] draw retain data D_R from it" in err and "has no training split" in err, err
+    data["tasks"]["retain_data"] = {"name": "toy_arith"}
+    sweep.write_text(yaml.safe_dump(data))
+    assert main(["validate", str(sweep)]) == 0, capsys.readouterr().err
+    assert load_spec(sweep).tasks.replay.name == "toy_arith"

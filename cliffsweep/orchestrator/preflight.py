@@ -87,7 +87,31 @@ def task_data_problems(spec: SweepSpec) -> list[str]:
         if task.label in seen:  # the store keys evaluations by it: one would overwrite the other
             problems.append(f"{where}: the same task as {seen[task.label]} ({task.label}); each task once")
         seen.setdefault(task.label, where)
-    return problems + [f"{where} ({task.label}): {p}" for where, task in built for p in task.data_problems()]
+    if spec.tasks.retain_data is not None:
+        built.append(("tasks.retain_data", build_task(spec.tasks.retain_data.name, spec.tasks.retain_data.params)))
+    problems += [f"{where} ({task.label}): {p}" for where, task in built for p in task.data_problems()]
+    return problems + retain_data_problems(spec)
+
+
+def retain_data_problems(spec: SweepSpec) -> list[str]:
+    """A method that trains on or computes statistics from D_R (replay, EWC, MAS, SIB, FLOW) needs
+    a task with a training split there: said now, not when its first trial starts."""
+    from cliffsweep.evals.tasks import build_task
+    from cliffsweep.trainables.methods import build_method, method_class
+
+    users = sorted({m.name for m in spec.methods
+                    if method_class(m.name).costs.stats_data == "retain" or build_method(m.name, {}).retain_fraction > 0})
+    if not users:
+        return []
+    d_r = spec.tasks.replay
+    where = "tasks.retain_data" if spec.tasks.retain_data is not None else "tasks.retain.0"
+    try:
+        if not build_task(d_r.name, d_r.params).train_examples():
+            raise ValueError("its training split is empty")
+    except (ValueError, NotImplementedError, KeyError) as e:
+        return [f"{where}: the methods {users} draw retain data D_R from it, and {e}; name a task with a "
+                "training split as tasks.retain_data"]
+    return []
 
 
 def check_preflight(spec: SweepSpec, backend: str | None = None, source: str = "<spec>") -> None:

@@ -327,7 +327,7 @@ def trial_config(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: R
 
     s = spec
     return TrainConfig(
-        trial=t, recipe=s.recipe, learn=s.tasks.learn, retain=s.tasks.retain[0],
+        trial=t, recipe=s.recipe, learn=s.tasks.learn, retain=s.tasks.replay,
         store_uri=_abs_uri(s.store_uri), checkpoint_root=checkpoint_root, stats_uri=stats_uri,
         eval_points=s.eval.points_per_trial, every_epoch=s.eval.every_epoch, strategy=s.resources.strategy,
         torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows,
@@ -424,7 +424,7 @@ def ensure_stats(spec: SweepSpec, store: Store, rehearsal: Rehearsal | None,
     from cliffsweep.trainables.methods import build_method
 
     r = spec.recipe
-    learn, retain = spec.tasks.learn.model_dump(), spec.tasks.retain[0].model_dump()
+    learn, retain = spec.tasks.learn.model_dump(), spec.tasks.replay.model_dump()
     out: dict[str, str | None] = {}
     needs: dict[str, list[str]] = {}  # stats relpath -> trial ids
     jobs: dict[str, Trial] = {}
@@ -452,7 +452,7 @@ def ensure_stats(spec: SweepSpec, store: Store, rehearsal: Rehearsal | None,
         task = ray.remote(**options)(compute_stats)
         refs = {task.remote(StatsJob(model_path=t.model_path, dtype=t.dtype, method=t.method,
                                      method_params=t.method_params, learn=spec.tasks.learn,
-                                     retain=spec.tasks.retain[0], recipe=r)): rel for rel, t in jobs.items()}
+                                     retain=spec.tasks.replay, recipe=r)): rel for rel, t in jobs.items()}
     failed: dict[str, str] = {}
     for ref, rel in refs.items():
         try:

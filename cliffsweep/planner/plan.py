@@ -158,7 +158,7 @@ def add_trial(facts: SweepFacts, plan: ModelPlan, work: ModelWork, t) -> None:
     arch, b = plan.arch, facts.batching
     method = build_method(t.method, t.method_params)
     if (costs_of(t.method).stats_data == "retain" or method.retain_fraction > 0) and work.retain is None:
-        retain_t = spec.tasks.retain[0]
+        retain_t = spec.tasks.replay
         work.retain = lengths_for(work.path, retain_t.name, retain_t.params, plan.notes)
     per_epoch = data.steps_per_epoch(work.learn.n, r.batch_size, method.retain_fraction)
     points = len(eval_steps(per_epoch * t.epochs, per_epoch, ev.points_per_trial, ev.every_epoch))

@@ -73,8 +73,17 @@ class TasksSpec(_Strict):
     learn: TaskSpec
     """The finetuning task (ChemL3 in the cliff paper). Trained on, and evaluated."""
     retain: list[TaskSpec] = Field(min_length=1)
-    """Retention tasks (GSM8K in the paper). The first one is the retain set D_R for
-    methods that need retain statistics or replay."""
+    """Retention tasks (GSM8K in the paper), evaluated at every checkpoint."""
+    retain_data: TaskSpec | None = None
+    """The retain set D_R whose training split the methods that need one draw from (replay's
+    mixed-in rows, EWC / MAS / SIB / FLOW statistics). None: the first retain task (the cliff
+    paper's reading: GSM8K train). 002 replays a separate, pretraining-like mix, and an lm_eval
+    benchmark may have no training split: name the data here (any task with a training split)."""
+
+    @property
+    def replay(self) -> TaskSpec:
+        """D_R: `retain_data`, else the first retain task."""
+        return self.retain_data if self.retain_data is not None else self.retain[0]
 
 
 class RecipeSpec(_Strict):
