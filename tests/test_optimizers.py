@@ -161,3 +161,30 @@ def test_every_registered_optimizer_lowers_the_loss(name):
 def test_unknown_optimizer_names_valid_ones():
     with pytest.raises(KeyError, match="adamw"):
         build_optimizer("adam", tiny_llama(), lr=1e-3, weight_decay=0.0)
+
+
+def test_recipe_optimizer_settings_reach_the_optimizer_and_bad_ones_are_listed(tmp_path, capsys):
+    """Issue 31: AdamW's betas and eps (and SGD's / Muon's momentum) from recipe.optimizer_settings;
+    a misspelt or out-of-range setting is named by validate with every other problem."""
+    import yaml
+
+    from cliffsweep.cli import main
+    from cliffsweep.trainables.optimizers import build_optimizer
+
+    model = torch.nn.Linear(4, 4)
+    adamw = build_optimizer("adamw", model, 1e-3, 0.01, settings={"betas": [0.9, 0.95], "eps": 1e-6})
+    assert adamw.defaults["betas"] == (0.9, 0.95) and adamw.defaults["eps"] == 1e-6
+    assert build_optimizer("adamw", model, 1e-3, 0.01).defaults["betas"] == (0.9, 0.999)  # 000 App. B
+    assert build_optimizer("sgd", model, 1e-3, 0.0, settings={"momentum": 0.5}).defaults["momentum"] == 0.5
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "name": "x", "models": [{"name": "q", "path": "toy:qwen2-tiny"}], "methods": [{"name": "sft"}],
+        "lrs": [1e-3], "epochs": [1], "store": str(tmp_path / "store"),
+        "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]},
+        "recipe": {"optimizer_settings": {"adamw": {"betas": [0.9, 1.5], "epsilon": 1e-8}, "adam": {}}}}))
+    assert main(["validate", str(sweep)]) == 2
+    err = capsys.readouterr().err
+    for want in ("recipe.optimizer_settings.adamw.betas: Value error, betas must lie in [0, 1)",
+                 "recipe.optimizer_settings.adamw.epsilon: Extra inputs are not permitted",
+                 "recipe.optimizer_settings.adam: unknown optimizer 'adam'"):
+        assert want in err, err

@@ -109,6 +109,25 @@ def _method_problems(data: dict) -> list[str]:
     for i, o in enumerate(opts if isinstance(opts, list) else []):
         if isinstance(o, str) and o not in OPTIMIZERS:
             problems.append(f"optimizers.{i}: unknown optimizer {o!r}; valid: {sorted(OPTIMIZERS)}")
+    return problems + _optimizer_settings_problems(data)
+
+
+def _optimizer_settings_problems(data: dict) -> list[str]:
+    from cliffsweep.trainables.optimizers import OPTIMIZERS, settings_class
+
+    recipe = data.get("recipe") if isinstance(data.get("recipe"), dict) else {}
+    given = recipe.get("optimizer_settings")
+    problems: list[str] = []
+    for name, settings in (given.items() if isinstance(given, dict) else ()):
+        where = f"recipe.optimizer_settings.{name}"
+        if name not in OPTIMIZERS:
+            problems.append(f"{where}: unknown optimizer {name!r}; valid: {sorted(OPTIMIZERS)}")
+        elif isinstance(settings, dict):
+            try:
+                settings_class(name)(**settings)
+            except (ValidationError, ValueError) as e:
+                errs = e.errors() if isinstance(e, ValidationError) else [{"loc": (), "msg": str(e)}]
+                problems += [f"{where}{'.' + _loc(err['loc']) if err['loc'] else ''}: {err['msg']}" for err in errs]
     return problems
 
 
@@ -120,6 +139,7 @@ def _task_problems(data: dict) -> list[str]:
     entries = [("tasks.learn", tasks.get("learn"))]
     retain = tasks.get("retain")
     entries += [(f"tasks.retain.{i}", t) for i, t in enumerate(retain if isinstance(retain, list) else [])]
+    entries += [("tasks.retain_data", tasks.get("retain_data"))]
     for where, t in entries:
         if not isinstance(t, dict) or not isinstance(t.get("name"), str):
             continue

@@ -105,6 +105,10 @@ class RecipeSpec(_Strict):
     for memory; about a third more compute per step)."""
     max_seq_len: int = Field(512, ge=8)
     weight_decay: float = Field(0.01, ge=0)
+    optimizer_settings: dict[str, dict[str, Any]] = {}
+    """Per optimizer, its settings: `{adamw: {betas: [0.9, 0.95], eps: 1.0e-8}, sgd: {momentum: 0.9},
+    muon: {momentum, adam_betas, adam_eps}}`; each optimizer's file lists them (`Settings`).
+    Unset: torch's and the seeds' defaults."""
     warmup_steps: int = Field(20, ge=0)
     cooldown_steps: int = Field(50, ge=0)
     """Final steps decaying linearly from min_lr_ratio * peak to 0 (our reading of App. B)."""

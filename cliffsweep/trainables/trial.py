@@ -212,7 +212,8 @@ def _optimizer(p: TrialTraining, state: dict | None) -> None:
     r, trial = p.cfg.recipe, p.cfg.trial
     p.total = p.per_epoch * trial.epochs
     p.evals = set(eval_steps(p.total, p.per_epoch, p.cfg.eval_points, p.cfg.every_epoch))
-    p.opt = build_optimizer(trial.optimizer, unwrap(p.model), trial.lr, r.weight_decay, r.master_weights)
+    p.opt = build_optimizer(trial.optimizer, unwrap(p.model), trial.lr, r.weight_decay, r.master_weights,
+                            r.optimizer_settings.get(trial.optimizer))
     p.sched = torch.optim.lr_scheduler.LambdaLR(p.opt, lambda s: lr_multiplier(
         s, p.total, r.warmup_steps, r.cooldown_steps, r.min_lr_ratio))
     if state is not None:

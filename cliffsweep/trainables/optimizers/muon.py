@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from cliffsweep.trainables.losses import unwrap
@@ -110,7 +111,18 @@ def split_params(model: nn.Module) -> tuple[list[nn.Parameter], list[nn.Paramete
     return muon, adam
 
 
-def build(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+class Settings(BaseModel):
+    """`recipe.optimizer_settings.muon`: Muon's momentum and the AdamW settings of the tensors
+    Muon does not take (embeddings, head, 1-D)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    momentum: float = Field(0.9, ge=0.0, lt=1.0)
+    adam_betas: tuple[float, float] = (0.9, 0.95)
+    adam_eps: float = Field(1e-8, gt=0)
+
+
+def build(model: torch.nn.Module, lr: float, weight_decay: float, settings: Settings = Settings()) -> torch.optim.Optimizer:
     muon, adam = split_params(unwrap(model))  # the LM head is found on the unwrapped model
     groups = [g for g in ({"params": muon, "use_muon": True}, {"params": adam, "use_muon": False}) if g["params"]]
-    return Muon(groups, lr=lr, weight_decay=weight_decay)
+    return Muon(groups, lr=lr, weight_decay=weight_decay, momentum=settings.momentum, adam_betas=settings.adam_betas,
+                adam_eps=settings.adam_eps)

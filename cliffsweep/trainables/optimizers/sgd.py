@@ -12,6 +12,7 @@ W <- W - lr * wd * W (000 App. B uses wd 0.01 with AdamW; Alg. 3 has none).
 from __future__ import annotations
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from cliffsweep.trainables.optimizers.muon import UPDATE_RMS
 
@@ -43,6 +44,13 @@ class RMSAlignedSGD(torch.optim.Optimizer):
         return loss
 
 
-def build(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+class Settings(BaseModel):
+    """`recipe.optimizer_settings.sgd`: the EMA momentum beta (001 App. A.1: 0.9)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    momentum: float = Field(0.9, ge=0.0, lt=1.0)
+
+
+def build(model: torch.nn.Module, lr: float, weight_decay: float, settings: Settings = Settings()) -> torch.optim.Optimizer:
     params = [p for p in model.parameters() if p.requires_grad]
-    return RMSAlignedSGD(params, lr=lr, weight_decay=weight_decay, momentum=0.9)
+    return RMSAlignedSGD(params, lr=lr, weight_decay=weight_decay, momentum=settings.momentum)
