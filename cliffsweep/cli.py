@@ -47,8 +47,10 @@ def cmd_validate(args) -> int:
     grid = expand_grid(spec)
     print(f"{args.spec}: OK")
     _warn_tracking(spec)
+    own = any(m.lrs for m in spec.methods)  # per-method lr axes: the product is not one lr count
+    lrs = f"their own lrs ({len({t.lr for t in grid})} distinct)" if own else f"{len(spec.lrs)} lr(s)"
     print(f"  {len(grid)} trials = {len(spec.models)} model(s) x {len({t.series for t in grid})} series "
-          f"x {len(spec.lrs)} lr(s) x {len(spec.epochs)} epoch setting(s) x {len(spec.seeds)} seed(s)")
+          f"x {lrs} x {len(spec.epochs)} epoch setting(s) x {len(spec.seeds)} seed(s)")
     print(f"  + {len(spec.models)} base evaluation(s); {spec.eval.points_per_trial} eval point(s) per trial")
     if spec.refine is not None:
         from cliffsweep.orchestrator.refiner import max_refine_trials

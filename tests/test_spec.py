@@ -119,3 +119,24 @@ def test_readme_sweep_example_validates():
     block = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
     spec = parse_spec(yaml.safe_load(block), "README.md")
     assert spec.name == "qwen-chem" and len(spec.methods) == 3
+
+
+def test_a_method_sweeps_its_own_lrs_and_warmup_can_be_a_fraction():
+    """Issue 31: the seeds sweep each method over its own range (LoRA ~10x above full finetuning);
+    warmup as a share of a trial's steps, as most LLM recipes give it."""
+    from cliffsweep.sweep.grid import expand_grid
+    from cliffsweep.trainables.schedule import lr_multiplier, warmup_of
+
+    data = {"name": "x", "models": [{"name": "q", "path": "toy:qwen2-tiny"}], "lrs": [1e-5, 3e-5],
+            "methods": [{"name": "sft"}, {"name": "lora", "lrs": [1e-4, 3e-4, 1e-3]}], "epochs": [1],
+            "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]},
+            "recipe": {"warmup_fraction": 0.1}}
+    spec = parse_spec(data)
+    lrs = {m: sorted(t.lr for t in expand_grid(spec) if t.method == m) for m in ("sft", "lora")}
+    assert lrs == {"sft": [1e-5, 3e-5], "lora": [1e-4, 3e-4, 1e-3]}
+    assert warmup_of(200, spec.recipe.warmup_steps, spec.recipe.warmup_fraction) == 20
+    assert warmup_of(200, 20, None) == 20 and warmup_of(200, 5, 0.25) == 50
+    assert [round(lr_multiplier(s, 200, 20, 50, 0.1), 3) for s in (0, 9, 19)] == [0.05, 0.5, 1.0]
+    with pytest.raises(SpecError) as e:
+        parse_spec({**data, "methods": [{"name": "lora", "lrs": [1e-4, 1e-4, -1.0]}]})
+    assert "methods.0.lrs" in str(e.value) and "more than once" in str(e.value) and "> 0" in str(e.value)

@@ -73,7 +73,7 @@ def expand_grid(spec: SweepSpec) -> list[Trial]:
         for meth in spec.methods:
             for params in expand_params(meth.params):
                 for opt in meth.optimizers or spec.optimizers:
-                    for lr in spec.lrs:
+                    for lr in meth.lrs or spec.lrs:
                         for ep in spec.epochs:
                             for seed in spec.seeds:
                                 trials.append(Trial(

@@ -33,6 +33,15 @@ MAX_EPOCHS = 1000
 MAX_POINTS_PER_TRIAL = 1000
 
 
+def lr_problems(v: list[float]) -> list[str]:
+    """An lr axis holds finite, positive, distinct values."""
+    bad = [x for x in v if not (math.isfinite(x) and x > 0)]
+    repeated = sorted({x for x in v if v.count(x) > 1})
+    return ([f"learning rates must be finite and > 0 (the base model is the lr=0 point; YAML reads "
+             f"1.0e+400 as infinity), got {bad}"] if bad else []) + (
+        [f"lrs lists {repeated} more than once (each value is one grid axis point)"] if repeated else [])
+
+
 def _distinct(axis: str, v: list) -> list:
     """A grid axis lists each value once: a repeat would repeat trial ids (the same trial twice)."""
     repeated = sorted({x for x in v if v.count(x) > 1}, key=str)
@@ -61,6 +70,16 @@ class MethodSpec(_Strict):
     """Method hyperparameters. A list value is a grid axis (wrap a list-valued param in a list)."""
     optimizers: list[str] | None = Field(None, min_length=1)
     """This method's optimizer axis; None = the sweep's `optimizers`."""
+    lrs: list[float] | None = Field(None, min_length=1)
+    """This method's lr axis; None = the sweep's `lrs` (the seeds sweep each method over its own
+    range: LoRA's lrs sit about 10x above full finetuning's)."""
+
+    @field_validator("lrs")
+    @classmethod
+    def _method_lrs(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and (problems := lr_problems(v)):
+            raise ValueError("; ".join(problems))
+        return v
 
 
 class TaskSpec(_Strict):
@@ -110,6 +129,9 @@ class RecipeSpec(_Strict):
     muon: {momentum, adam_betas, adam_eps}}`; each optimizer's file lists them (`Settings`).
     Unset: torch's and the seeds' defaults."""
     warmup_steps: int = Field(20, ge=0)
+    warmup_fraction: float | None = Field(None, ge=0, lt=1)
+    """Warmup as a share of each trial's optimizer steps (most LLM recipes: 0.03-0.1); when set,
+    it replaces warmup_steps."""
     cooldown_steps: int = Field(50, ge=0)
     """Final steps decaying linearly from min_lr_ratio * peak to 0 (our reading of App. B)."""
     min_lr_ratio: float = Field(0.1, ge=0, le=1)
@@ -263,13 +285,8 @@ class SweepSpec(_Strict):
     @field_validator("lrs")
     @classmethod
     def _positive_lrs(cls, v: list[float]) -> list[float]:
-        bad = [x for x in v if not (math.isfinite(x) and x > 0)]
-        repeated = sorted({x for x in v if v.count(x) > 1})
-        if bad or repeated:
-            raise ValueError("; ".join(
-                ([f"learning rates must be finite and > 0 (the base model is the lr=0 point; YAML reads "
-                  f"1.0e+400 as infinity), got {bad}"] if bad else [])
-                + ([f"lrs lists {repeated} more than once (each value is one grid axis point)"] if repeated else [])))
+        if problems := lr_problems(v):
+            raise ValueError("; ".join(problems))
         return v
 
     @field_validator("epochs")

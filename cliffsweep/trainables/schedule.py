@@ -11,6 +11,12 @@ from __future__ import annotations
 import math
 
 
+def warmup_of(total: int, steps: int, fraction: float | None) -> int:
+    """The warmup in steps: `fraction` of the trial's `total` steps when given (recipe.warmup_fraction,
+    rounded), else `steps` (recipe.warmup_steps, App. B's form)."""
+    return steps if fraction is None else round(fraction * total)
+
+
 def fit_phases(total: int, warmup: int, cooldown: int) -> tuple[int, int]:
     """Warmup and cool-down as run. The paper's 20 + 50 steps assume thousands of steps; for a
     short run (toy sweeps) they are scaled down together so that they take at most half of

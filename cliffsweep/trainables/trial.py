@@ -37,7 +37,7 @@ from cliffsweep.trainables.losses import check_head, unwrap
 from cliffsweep.trainables.methods import build_method
 from cliffsweep.trainables.optimizers import build_optimizer
 from cliffsweep.trainables.optimizers.master import keep_edits
-from cliffsweep.trainables.schedule import eval_steps, lr_multiplier
+from cliffsweep.trainables.schedule import eval_steps, lr_multiplier, warmup_of
 from cliffsweep.trainables.stats import load_stats
 from cliffsweep.trainables.steplog import StepLog
 
@@ -214,8 +214,9 @@ def _optimizer(p: TrialTraining, state: dict | None) -> None:
     p.evals = set(eval_steps(p.total, p.per_epoch, p.cfg.eval_points, p.cfg.every_epoch))
     p.opt = build_optimizer(trial.optimizer, unwrap(p.model), trial.lr, r.weight_decay, r.master_weights,
                             r.optimizer_settings.get(trial.optimizer))
+    warmup = warmup_of(p.total, r.warmup_steps, r.warmup_fraction)
     p.sched = torch.optim.lr_scheduler.LambdaLR(p.opt, lambda s: lr_multiplier(
-        s, p.total, r.warmup_steps, r.cooldown_steps, r.min_lr_ratio))
+        s, p.total, warmup, r.cooldown_steps, r.min_lr_ratio))
     if state is not None:
         p.opt.load_state_dict(state["optimizer"])
         p.sched.load_state_dict(state["scheduler"])
