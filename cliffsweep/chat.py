@@ -1,17 +1,33 @@
 """Chat formatting shared by training and evaluation, so both see exactly the same text.
 
 The cliff paper's recipe (000 App. B) trains with the model's own chat template and computes
-the loss on response tokens only.
+the loss on response tokens only. A base model without a chat template (001's GPT-2 and Llama-2
+base) gets PLAIN_TEMPLATE: the system prompt, then each user turn on its own line and the answer
+after it, ended by the end-of-sequence token (what generation stops at).
 """
 
 from __future__ import annotations
 
+PLAIN_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{%- if m['role'] == 'system' -%}{{ m['content'] + '\\n\\n' }}"
+    "{%- elif m['role'] == 'user' -%}{{ m['content'] + '\\n' }}"
+    "{%- else -%}{{ m['content'] }}{{ eos_token }}{%- endif -%}"
+    "{%- endfor -%}"
+)
+"""The prompt/response format of a tokenizer that has no chat template of its own."""
+
+
+def apply_template(tokenizer, messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
+    """The messages as text in the model's chat template, or PLAIN_TEMPLATE when it has none."""
+    own = getattr(tokenizer, "chat_template", None)
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=False,
+                                         **({} if own else {"chat_template": PLAIN_TEMPLATE}))
+
 
 def render_prompt(tokenizer, user: str) -> str:
     """The user turn followed by the assistant header: what generation continues from."""
-    return tokenizer.apply_chat_template(
-        [{"role": "user", "content": user}], add_generation_prompt=True, tokenize=False
-    )
+    return apply_template(tokenizer, [{"role": "user", "content": user}], add_generation_prompt=True)
 
 
 def context_messages(system: str, history: tuple[tuple[str, str], ...]) -> list[dict[str, str]]:
@@ -28,9 +44,8 @@ def encode_pair(tokenizer, user: str, assistant: str, max_len: int, system: str 
     any; labels are -100 on everything before the response, so the loss covers the response
     (and its end-of-turn token) only. Truncated to max_len."""
     before = context_messages(system, history) + [{"role": "user", "content": user}]
-    prompt = (render_prompt(tokenizer, user) if len(before) == 1 else
-              tokenizer.apply_chat_template(before, add_generation_prompt=True, tokenize=False))
-    full = tokenizer.apply_chat_template(before + [{"role": "assistant", "content": assistant}], tokenize=False)
+    prompt = apply_template(tokenizer, before, add_generation_prompt=True)
+    full = apply_template(tokenizer, before + [{"role": "assistant", "content": assistant}], add_generation_prompt=False)
     if not full.startswith(prompt):
         raise ValueError("chat template: the full conversation does not start with the rendered prompt")
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]

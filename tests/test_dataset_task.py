@@ -195,3 +195,24 @@ def test_a_sweep_learns_from_a_jsonl_of_chat_messages_and_plan_prices_it(tmp_pat
     assert not lm.duplicated(["trial_id", "step", "metric"]).any() and len(lm) == 2 * 2  # base + 1 checkpoint
     acc = lm.pivot_table(index="trial_id", columns="metric", values="value")
     assert (acc["accuracy"] == acc["exact_match,strict-match"]).all() and acc.loc["q-base", "accuracy"] >= 0.9, acc
+
+
+def test_a_base_model_without_a_chat_template_trains_and_is_served_in_the_plain_format():
+    """Issue 31: 001's base models (GPT-2, Llama-2 base) have no chat template; chat.py gives them
+    PLAIN_TEMPLATE, the same text in training (response tokens learned, eos included) and in the
+    evaluators' prompts (backends/base.render_chat)."""
+    from cliffsweep.chat import encode_pair, render_prompt
+    from cliffsweep.evals.backends.base import render_chat
+    from cliffsweep.models import load_model, resolve_model
+
+    _, tok = load_model(resolve_model("toy:qwen2-tiny"))
+    tok.chat_template = None
+    assert render_prompt(tok, "What is 2+2?") == "What is 2+2?\n"
+    ids, labels = encode_pair(tok, "What is 2+2?", "4", 128, system="Be brief.", history=(("Hi", "Hello"),))
+    text = tok.decode(ids)
+    assert text == f"Be brief.\n\nHi\nHello{tok.eos_token}What is 2+2?\n4{tok.eos_token}", text
+    assert tok.decode([i for i, lab in zip(ids, labels) if lab != -100]) == f"4{tok.eos_token}"
+    chat = ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello"},
+            {"role": "user", "content": "What is 2+2?"})
+    assert text.startswith(render_chat(tok, chat))  # the evaluator's prompt is training's prefix

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from cliffsweep.chat import render_prompt
+from cliffsweep.chat import apply_template, render_prompt
 from cliffsweep.evals.tasks.base import Prompt, Sampling
 
 
@@ -66,7 +66,7 @@ def render_chat(tokenizer, prompt: Prompt) -> str:
         return render_prompt(tokenizer, prompt)
     if not prompt or prompt[-1]["role"] != "user":
         raise ValueError("a chat prompt must end with a user message")
-    return tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True, tokenize=False)
+    return apply_template(tokenizer, list(prompt), add_generation_prompt=True)
 
 
 def prompt_ids(tokenizer, prompt: Prompt) -> list[int]:
