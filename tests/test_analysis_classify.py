@@ -194,7 +194,7 @@ def test_paper_reading_of_a_cliff_needs_learning_before_the_collapse():
     for _ in range(50):
         c = classify(random_curve("cliff", rng).series(lrs), th)
         assert c.regime == "cliff" and c.learned_before_cliff >= 0.3, c
-        assert paper_regime(c.regime, c.learned_before_cliff, th) == "cliff"
+        assert paper_regime(c.regime, c.learned_before_cliff, th, c.kept_before_cliff, c.learned_after_cliff) == "cliff", c
     for _ in range(50):
         cliff = random_curve("cliff", rng)
         late = Curve(learn_at=cliff.forget_at + 0.5, learn_decades=0.5, forget_at=cliff.forget_at,
@@ -206,3 +206,29 @@ def test_paper_reading_of_a_cliff_needs_learning_before_the_collapse():
         assert paper_regime(regime, None, th) == regime
     # the threshold is explicit: with paper_min_learning 0 both readings agree on every cliff
     assert paper_regime("cliff", 0.0, Thresholds(paper_min_learning=0.0)) == "cliff"
+
+
+def test_the_papers_cliff_keeps_retention_before_the_collapse_and_learns_nothing_after_it():
+    """Issue 31, the two series the issue found reading `cliff` in both readings: one that had
+    already lost 35 % of base retention before its collapse (the paper's safe side forgets
+    minimally), and one that learned 6 % of the headroom before the collapse and 86 % more at
+    higher lrs after it (the paper's collapse brings no further learning). Rule 4 keeps both as
+    cliffs; the paper's reading names what each lacks."""
+    from cliffsweep.analysis.classify import paper_regime
+
+    th = Thresholds()
+    lrs = [0.0, 1e-5, 2e-5, 4e-5, 8e-5, 1.6e-4]
+    forgot = classify(series([0.2, 0.5, 0.7, 0.75, 0.76, 0.76], [0.8, 0.72, 0.6, 0.52, 0.05, 0.04], lrs), th)
+    # the collapse ends at 8e-5; a whole transition width below it (<= 8e-5 / 3.5) is 2e-5, at 75 % of R0
+    assert forgot.regime == "cliff" and forgot.kept_before_cliff == pytest.approx(0.75), forgot
+    assert paper_regime(forgot.regime, forgot.learned_before_cliff, th, forgot.kept_before_cliff,
+                        forgot.learned_after_cliff) == "forgot_before_cliff"
+    late = classify(series([0.2, 0.22, 0.248, 0.25, 0.6, 0.9], [0.8, 0.8, 0.79, 0.1, 0.08, 0.05], lrs), th)
+    assert late.regime == "cliff" and late.learned_before_cliff == pytest.approx(0.06), late
+    assert late.learned_after_cliff > th.max_gain_share, late
+    assert paper_regime(late.regime, late.learned_before_cliff, th, late.kept_before_cliff,
+                        late.learned_after_cliff) == "learned_after_cliff"
+    # the paper's own shape: learns while keeping retention, collapses, learns no more
+    clean = classify(series([0.2, 0.5, 0.8, 0.9, 0.9, 0.88], [0.8, 0.8, 0.78, 0.77, 0.1, 0.05], lrs), th)
+    assert clean.regime == "cliff" and paper_regime(clean.regime, clean.learned_before_cliff, th,
+                                                    clean.kept_before_cliff, clean.learned_after_cliff) == "cliff"

@@ -46,13 +46,25 @@ Rules, in order (every threshold is a field of :class:`Thresholds`):
    gain may come before the collapse inside the step); the bracket is reported for refinement;
 7. gradual otherwise: retention falls meaningfully, but no collapse within ``cliff_lr_ratio``.
 
-**The paper's cliff, and ours.** The paper's cliff (Fig. 4) has two sides: lrs that *learn*
-without forgetting, then the collapse. Rule 4 asks only for the collapse (kept retention, then a
-loss with no learning gain), so a series that never learns and then forgets is a cliff by rule 4
-(issue 16 found one: qwen2-tiny/lora, largest learning gain 0.010). :func:`paper_regime` makes
-the paper's reading explicit: a cliff whose safe side learned less than ``paper_min_learning``
-of the headroom ``1 - L0`` is a ``collapse_without_learning`` there. The frontiers table reports
-both (``regime`` and ``regime_paper``), and the report counts regimes both ways.
+**The paper's cliff, and ours.** The paper's cliff (000 Fig. 4, Sec. 3) has two sides: small lrs
+that *learn with minimal forgetting*, then a sharp transition into catastrophic forgetting *with
+no further learning*. Rule 4 asks only for the collapse (kept retention, then a loss with no
+learning gain across it), so a series that never learns and then forgets is a cliff by rule 4
+(issue 16 found one: qwen2-tiny/lora, largest learning gain 0.010). :func:`paper_regime` reads a
+rule-4 cliff as the paper does, each of its conditions a label of its own:
+
+- ``collapse_without_learning``: the safe side (critical_lr_low) learned less than
+  ``paper_min_learning`` of the headroom ``1 - L0``;
+- ``forgot_before_cliff``: the small lrs had already lost ``forget_min`` or more of R0 (not
+  "minimal forgetting"; issue 31: a series at 65 % of R0 before its collapse read cliff),
+  measured a whole transition width (``cliff_lr_ratio``) below the collapse's end, so that a
+  point on the collapse's own shoulder does not count;
+- ``learned_after_cliff``: past the collapse, higher lrs still gained more than
+  ``max_gain_share`` of the learning span (not "no further learning"; issue 31: 6 % of the
+  headroom before, 86 % more after, read cliff).
+
+The frontiers table reports both (``regime`` and ``regime_paper``), and the report counts regimes
+both ways.
 
 Seeds at the same lr are averaged before classification. Comparisons at a threshold are
 inclusive up to 1e-9 of float rounding (a drop equal to ``cliff_drop`` is a collapse), so ties
@@ -68,7 +80,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 REGIMES = ("cliff", "gradual", "no_forgetting", "inconclusive")
-PAPER_REGIMES = ("cliff", "collapse_without_learning", "gradual", "no_forgetting", "inconclusive")
+PAPER_REGIMES = ("cliff", "collapse_without_learning", "forgot_before_cliff", "learned_after_cliff", "gradual",
+                 "no_forgetting", "inconclusive")
 _EPS = 1e-9  # float slack so that a value equal to a threshold up to rounding counts as equal
 
 
@@ -136,6 +149,15 @@ class Classification:
     learned_before_cliff: float | None = None
     """Cliffs only: learning gain at critical_lr_low as a share of the headroom 1 - L0 (the
     paper's "learning without forgetting" side; :func:`paper_regime`)."""
+    kept_before_cliff: float | None = None
+    """Cliffs only: retention as a share of R0 at the highest trained lr a whole transition
+    width below the collapse (lr <= critical_lr_high / cliff_lr_ratio): the paper's "small lrs"
+    with their "minimal forgetting". Not at critical_lr_low itself, which may sit on the
+    collapse's shoulder (a sigmoid collapse sampled on a grid); None when no trained lr is that
+    low."""
+    learned_after_cliff: float | None = None
+    """Cliffs only: the most any lr above critical_lr_high gains over it, as a share of the
+    learning span (the paper's "no further learning" after the transition)."""
     unresolved_lr_low: float | None = None
     """Rule 6 only: the lower lr of a collapsing grid step wider than cliff_lr_ratio."""
     unresolved_lr_high: float | None = None
@@ -222,7 +244,8 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
             critical_lr_low=float(lr[i]), critical_lr_high=float(lr[j]), drop_at_cliff=float(drop),
             drop_at_cliff_abs=float(R[i] - R[j]), gain_at_cliff=float(gain),
             gain_at_cliff_share=float(gain / span), learned_before_cliff=float((L[i] - L0) / max(1.0 - L0, 1e-12)),
-            **summary)
+            kept_before_cliff=_kept_below(lr, r, lr[j] / th.cliff_lr_ratio),
+            learned_after_cliff=float((L[j:].max() - L[j]) / span), **summary)
     if wit.any():
         i, j = (int(x[0]) for x in np.nonzero(wit))
         return Classification("inconclusive", f"retention collapses at lr {lr[i]:g} -> {lr[j]:g} but recovers "
@@ -240,10 +263,29 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
                           f"within {th.cliff_lr_ratio:g}x of lr lacking learning", n_points, **summary)
 
 
-def paper_regime(regime: str, learned_before_cliff: float | None, th: Thresholds) -> str:
-    """The paper's reading of a regime (module docstring): a cliff whose safe side learned less
-    than ``paper_min_learning`` of the headroom is a ``collapse_without_learning``; every other
-    regime reads the same."""
-    if regime == "cliff" and (learned_before_cliff is None or learned_before_cliff < th.paper_min_learning - _EPS):
+def paper_regime(regime: str, learned_before_cliff: float | None, th: Thresholds,
+                 kept_before_cliff: float | None = None, learned_after_cliff: float | None = None) -> str:
+    """The paper's reading of a regime (module docstring): a rule-4 cliff is the paper's cliff
+    only if its safe side learned (``collapse_without_learning`` otherwise) with minimal
+    forgetting (``forgot_before_cliff``) and nothing more is learned past it
+    (``learned_after_cliff``); every other regime reads the same. A missing measure (None or
+    NaN: a table written before it existed) does not count against the cliff."""
+    if regime != "cliff":
+        return regime
+    if learned_before_cliff is None or learned_before_cliff < th.paper_min_learning - _EPS:
         return "collapse_without_learning"
+    if _known(kept_before_cliff) and kept_before_cliff < 1.0 - th.forget_min - _EPS:
+        return "forgot_before_cliff"
+    if _known(learned_after_cliff) and learned_after_cliff > th.max_gain_share + _EPS:
+        return "learned_after_cliff"
     return regime
+
+
+def _kept_below(lr: np.ndarray, r: np.ndarray, limit: float) -> float | None:
+    """Retention share at the highest trained lr <= limit (None if there is none)."""
+    below = np.flatnonzero(lr <= limit * (1 + _EPS))
+    return float(r[below[-1]]) if len(below) else None
+
+
+def _known(x: float | None) -> bool:
+    return x is not None and x == x

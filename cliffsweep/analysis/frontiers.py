@@ -27,7 +27,7 @@ MIN_CONFIDENCE = 0.6
 
 FRONTIER_COLUMNS = [
     "model", "family", "size_b", "series", "method", "optimizer", "epochs", "label", "regime", "regime_paper",
-    "learned_before_cliff", "regime_point_estimate",
+    "learned_before_cliff", "kept_before_cliff", "learned_after_cliff", "regime_point_estimate",
     "confidence", "confidence_method", "regime_shares", "critical_lr_low", "critical_lr_high",
     "bracket_agreement", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff", "gain_at_cliff_share",
     "max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "max_safe_lr_confidence", "max_forgetting", "max_learning", "base_L", "base_R", "frontier_area", "pareto_point_ids",
@@ -35,7 +35,7 @@ FRONTIER_COLUMNS = [
     "n_checkpoints", "reason",
 ]
 _CLIFF_FIELDS = ["critical_lr_low", "critical_lr_high", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff",
-                 "gain_at_cliff_share", "learned_before_cliff"]
+                 "gain_at_cliff_share", "learned_before_cliff", "kept_before_cliff", "learned_after_cliff"]
 
 
 def series_labels(points: pd.DataFrame) -> pd.Series:
@@ -108,7 +108,8 @@ def _series_row(key: tuple, rows: pd.DataFrame, base: pd.DataFrame, reps: tuple 
                              f"estimate '{point.regime}' ({point.reason})")
     if out["regime"] != "cliff":
         out.update({f: np.nan for f in _CLIFF_FIELDS})
-    out["regime_paper"] = paper_regime(out["regime"], out["learned_before_cliff"], th)
+    out["regime_paper"] = paper_regime(out["regime"], out["learned_before_cliff"], th, out["kept_before_cliff"],
+                                       out["learned_after_cliff"])
     return out
 
 
@@ -183,7 +184,8 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     table = pd.DataFrame(rows)
     if table.empty:
         return pd.DataFrame(columns=FRONTIER_COLUMNS)
-    for col in ("max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "learned_before_cliff"):
+    for col in ("max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "learned_before_cliff", "kept_before_cliff",
+                "learned_after_cliff"):
         table[col] = table[col].astype(float)  # None -> NaN, a float column
     info = models if models is not None else pd.DataFrame(columns=["model", "family", "size_b"])
     table = table.merge(info[["model", "family", "size_b"]], on="model", how="left")

@@ -49,9 +49,12 @@ Retention R is judged as a share of the base R, learning L against the series' l
 - **inconclusive**: too few points, a collapse over a grid step too wide to tell (refine it), or
   bootstrap replicates disagree (the point estimate and its agreement are shown).
 
-The paper's reading adds one condition: its cliff learns before it collapses. A cliff whose last
-safe lr gained less than paper_min_learning of the headroom 1 - L0 reads there as
-**collapse_without_learning**; both readings are reported and counted.
+The paper's reading asks more of a cliff: small lrs learn with minimal forgetting, then the
+collapse, with no further learning. A cliff whose last safe lr gained less than
+paper_min_learning of the headroom 1 - L0 reads there as **collapse_without_learning**; one whose
+safe side had already lost forget_min of base R as **forgot_before_cliff**; one whose higher lrs
+still learn more than max_gain_share of the span past the collapse as **learned_after_cliff**.
+Both readings are reported and counted.
 Highest safe lr: the highest trained lr keeping >= 1 - forget_min of base R (green ring); the next
 trained lr forgets, so the answer lies between the two.
 
