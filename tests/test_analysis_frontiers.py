@@ -213,3 +213,28 @@ def test_several_stores_are_analysed_as_one(tmp_path):
     table = pd.read_parquet(f"{out}/frontiers.parquet")
     assert set(zip(table["model"], table["series"])) == {("m-cliff", "sft"), ("m-cliff", "lora"), ("m-grad", "lora")}
     assert f"{a}, {b}" in open(f"{out}/report.html").read()
+
+
+def test_sft_under_another_optimizer_is_compared_with_sft_itself(tmp_path):
+    """Issue 31 / seed 001: `sft[muon]` keeps method sft, and matched_gain used to skip every sft
+    series; now SFT under each other optimizer is compared with SFT's own series, in an
+    optimizers table of its own (not among the methods' effects)."""
+    from cliffsweep.analysis import claims
+
+    store = _tiny(str(tmp_path / "s"))  # sft (adamw): learns, then a cliff at 1.5e-4
+    for lr, lv, rv in zip((5e-5, 1e-4, 1.5e-4), (0.5, 0.7, 0.72), (0.6, 0.6, 0.59)):  # muon: keeps retention
+        tid = f"m-sft-muon-lr{lr:g}"
+        for task, role, value in (("chem", "learn", lv), ("gsm8k", "retain", rv)):
+            store.write("evals", eval_key(tid, 10, task), [dict(
+                trial_id=tid, model="m", method="sft", series="sft[muon]", optimizer="muon", lr=lr, epochs=1, seed=0,
+                step=10, epoch=10.0, task=task, role=role, metric="accuracy", value=value, n=100, scorer_version="v1",
+                evaluated_at=pd.Timestamp.now(tz="UTC"), eval_seconds=0.1)])
+    d = load_store(str(tmp_path / "s"))
+    table = frontiers(d.points, n_boot=0)
+    gains = claims.matched_gain(d.points.assign(_row=range(len(d.points))), table)
+    opt = claims.optimizer_consistency(gains)
+    assert list(opt["series"]) == ["sft[muon]"] and opt.loc[0, "reference"] == "sft", opt
+    # at matched learning (within one binomial s.e. of L, n = 100) SFT's best retention is its 1e-4
+    # point (0.58): muon's 1e-4 point keeps 0.60, +0.02; muon dominates SFT's frontier
+    assert opt.loc[0, "gain_max"] == pytest.approx(0.02, abs=1e-9) and opt.loc[0, "dominates_sft"], opt
+    assert claims.by_sft_regime(gains).empty  # no other method: SFT's optimizers are not a method effect

@@ -78,17 +78,20 @@ def retention_gain(ref_L: np.ndarray, ref_R: np.ndarray, L: np.ndarray, R: np.nd
 
 
 def matched_gain(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None = None) -> pd.DataFrame:
-    """Per model x epochs x method (not SFT): the largest and mean retention gain over SFT at
+    """Per model x epochs x series other than SFT's own (other methods, and SFT under other
+    optimizers: 001's optimizer-consistency claim): the largest and mean retention gain over SFT at
     matched learning, over the method's lrs that learn no more than SFT does; the learning where
     the largest gain is; whether the method Pareto-dominates SFT (frontiers ``dominated_by``);
     and its largest learning over SFT's. ``reps``: (L_reps, R_reps) bootstrap replicates
     aligned with ``points`` rows, for ``gain_max_lo`` / ``gain_max_hi``."""
     rows = []
     ref = reference_series(table).set_index(["model", "epochs"])
-    for r in table[table["method"] != REFERENCE].itertuples():
+    for r in table.itertuples():
         if (r.model, r.epochs) not in ref.index:
             continue
         sft = ref.loc[(r.model, r.epochs)]
+        if r.series == sft["series"]:
+            continue  # SFT itself; SFT under another optimizer (sft[muon]) is compared (001's claim)
         a, b = _final(points, r.model, sft["series"], r.epochs), _final(points, r.model, r.series, r.epochs)
         b = b[b["series"] != "base"]
         if a.empty or b.empty:
@@ -165,6 +168,7 @@ def by_sft_regime(gains: pd.DataFrame) -> pd.DataFrame:
     """Method effects conditioned on SFT's regime at the same model x epochs: series count,
     share that Pareto-dominates SFT, share dominated by SFT, mean largest retention gain at
     matched learning, mean learning over SFT's."""
+    gains = gains[gains["method"] != REFERENCE]  # methods' effects; SFT's optimizers: optimizer_consistency
     if gains.empty:
         return pd.DataFrame(columns=["sft_regime", "method", "n_series", "share_dominating_sft",
                                      "share_dominated_by_sft", "mean_gain_max", "mean_learning_over_sft"])
@@ -173,6 +177,16 @@ def by_sft_regime(gains: pd.DataFrame) -> pd.DataFrame:
         "n_series": g.size(), "share_dominating_sft": g["dominates_sft"].mean(),
         "share_dominated_by_sft": g["dominated_by_sft"].mean(), "mean_gain_max": g["gain_max"].mean(),
         "mean_learning_over_sft": g["learning_over_sft"].mean()}).reset_index()
+
+
+def optimizer_consistency(gains: pd.DataFrame) -> pd.DataFrame:
+    """001's claim, that the optimizer a model was pretrained with is the one to finetune it with:
+    SFT under each other optimizer (`sft[muon]`, `sft[sgd]`) against SFT's reference series at
+    the same model x epochs, from `matched_gain`'s rows (retention gain at matched learning,
+    learning over it, Pareto dominance both ways). Empty when the sweep has one optimizer."""
+    cols = ["model", "family", "epochs", "series", "reference", "sft_regime", "regime", "gain_max", "gain_max_lo",
+            "gain_max_hi", "learning_over_sft", "dominates_sft", "dominated_by_sft"]
+    return gains.loc[gains["method"] == REFERENCE, cols].reset_index(drop=True)
 
 
 def _log_slope(x: pd.Series, y: pd.Series) -> float:

@@ -16,6 +16,7 @@ def paper_tables(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None, 
     pair = None if reps is None else (reps[0], reps[1])
     gains = claims.matched_gain(pts, table, pair)
     return {"matched_gain": gains, "regime_counts": claims.regime_counts(table),
-            "by_sft_regime": claims.by_sft_regime(gains), "epochs_effect": claims.epochs_effect(table),
+            "by_sft_regime": claims.by_sft_regime(gains), "optimizers": claims.optimizer_consistency(gains),
+            "epochs_effect": claims.epochs_effect(table),
             "size_effect": claims.size_effect(pts, table), "task_correlation": claims.task_correlation(pts),
             "point_spread": claims.point_spread(pts, pair), "curvature": curvature_table(uris)}

@@ -197,6 +197,14 @@ def paper_sections(table, points, paper: dict, out_dir: str, learn: str, retain:
                         [("", size, _cols("model", "family", "size_b", "regime", "regime_paper", "critical_lr_high",
                                           "max_safe_lr", "steepness", "frontier_area", "max_learning", "base_L",
                                           "base_R", "family_steepness_vs_size"))], [("Fig. 9", f9)] if f9 else []))
+    if len(paper["optimizers"]):
+        secs.append(Section("001: SFT under other optimizers", "SFT with each other optimizer against SFT's own "
+                            "series at the same model and epochs (optimizers.parquet): retention gain at matched "
+                            "learning (gain_max, 5-95 % interval), learning over it, Pareto dominance both ways.",
+                            [("", paper["optimizers"], _cols("model", "epochs", "series", "reference", "sft_regime",
+                                                              "regime", "gain_max", "gain_max_lo", "gain_max_hi",
+                                                              "learning_over_sft", "dominates_sft",
+                                                              "dominated_by_sft"))]))
     secs.append(Section("Sec. 3: learning and retention are uncorrelated", "Correlation of learn and retain "
                         "accuracy across the base models and across each model's checkpoints "
                         "(task_correlation.parquet).", [("", paper["task_correlation"],
