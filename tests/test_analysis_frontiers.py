@@ -238,3 +238,24 @@ def test_sft_under_another_optimizer_is_compared_with_sft_itself(tmp_path):
     # point (0.58): muon's 1e-4 point keeps 0.60, +0.02; muon dominates SFT's frontier
     assert opt.loc[0, "gain_max"] == pytest.approx(0.02, abs=1e-9) and opt.loc[0, "dominates_sft"], opt
     assert claims.by_sft_regime(gains).empty  # no other method: SFT's optimizers are not a method effect
+
+
+def test_best_learn_checkpoint_is_classified_when_asked(tmp_path):
+    """003 reads each run at its best checkpoint on the target task: `analyze --checkpoint
+    best_learn` classifies that checkpoint (the earliest of ties), not the trial's last."""
+    from cliffsweep.analysis.points import points_from_evals
+
+    store = _tiny(str(tmp_path / "s"))
+    for lr in (5e-5, 1e-4, 1.5e-4):  # an earlier checkpoint that learned more and forgot less
+        tid = f"m-sft-lr{lr:g}"
+        _write(store, tid, 5, "chem", "learn", 0.9, lr=lr)
+        _write(store, tid, 5, "gsm8k", "retain", 0.59, lr=lr)
+    evals, trials = store.read("evals"), store.read("trials")
+    final, _ = points_from_evals(evals, trials, "chem", "gsm8k")
+    best, notes = points_from_evals(evals, trials, "chem", "gsm8k", pick="best_learn")
+    assert set(final.loc[final["classified"] & (final["series"] == "sft"), "step"]) == {10}
+    assert set(best.loc[best["classified"] & (best["series"] == "sft"), "step"]) == {5}
+    assert (best.loc[best["series"] == "base", "classified"]).all() and any("best_learn" in n for n in notes)
+    assert not any("not done" in n for n in notes), notes
+    assert frontiers(final, n_boot=0).iloc[0]["regime"] == "cliff"
+    assert frontiers(best, n_boot=0).iloc[0]["regime"] == "no_forgetting"

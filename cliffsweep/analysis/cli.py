@@ -26,6 +26,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--min-confidence", type=float, default=MIN_CONFIDENCE,
                    help="below this bootstrap agreement a regime is reported as inconclusive")
     p.add_argument("--no-report", action="store_true", help="write the tables only")
+    p.add_argument("--checkpoint", choices=["final", "best_learn"], default="final",
+                   help="which checkpoint of a trial is classified: its last (the cliff paper) or its best on the "
+                        "learn task (003's best-target checkpoint)")
     for name, field in Thresholds.model_fields.items():
         p.add_argument(f"--{name.replace('_', '-')}", dest=f"th_{name}", type=field.annotation, default=None,
                        help=f"threshold (default {field.default}); see docs/analysis.md")
@@ -43,7 +46,7 @@ def run(args: argparse.Namespace, after=None) -> int:
     try:
         table = analyze_store(args.store, args.out, learn_task=args.learn_task, retain_task=args.retain_task,
                               thresholds=thresholds, n_boot=args.n_boot, seed=args.seed,
-                              min_confidence=args.min_confidence, report=not args.no_report)
+                              min_confidence=args.min_confidence, report=not args.no_report, pick=args.checkpoint)
     except AnalysisInputError as e:
         print(f"cliffsweep analyze: {e}", file=sys.stderr)
         return 2

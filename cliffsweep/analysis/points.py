@@ -79,9 +79,18 @@ def check_scorer_versions(evals: pd.DataFrame, tasks: list[str]) -> None:
                                      "scorer or analyse a store holding one version")
 
 
+CHECKPOINT_PICKS = ("final", "best_learn")
+"""Which checkpoint of a done trial is classified: its last (the cliff paper), or the one with the
+highest learn accuracy, the earliest of ties (003's "best-target checkpoint": each run is read at
+its best on the target task)."""
+
+
 def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str,
-                      retain_task: str) -> tuple[pd.DataFrame, list[str]]:
-    """Pivot accuracy evals into one row per checkpoint with L and R (pure; see module doc)."""
+                      retain_task: str, pick: str = "final") -> tuple[pd.DataFrame, list[str]]:
+    """Pivot accuracy evals into one row per checkpoint with L and R (pure; see module doc);
+    `pick` (CHECKPOINT_PICKS) chooses the classified checkpoint of each done trial."""
+    if pick not in CHECKPOINT_PICKS:
+        raise AnalysisInputError(f"checkpoint pick {pick!r}; valid: {list(CHECKPOINT_PICKS)}")
     notes: list[str] = []
     acc = evals[(evals["metric"] == "accuracy") & evals["task"].isin([learn_task, retain_task])]
     dup = acc.duplicated(["trial_id", "step", "task"], keep=False)
@@ -119,8 +128,16 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
                      "their last checkpoint is treated as final")
         pts.loc[unknown, "status"] = "done"
     pts["final"] = pts["step"] == pts.groupby("trial_id")["step"].transform("max")
-    pts["classified"] = pts["final"] & (pts["status"] == "done")
-    skipped = pts.loc[pts["final"] & ~pts["classified"], "trial_id"].unique()
+    chosen = pts["final"]
+    if pick == "best_learn":
+        best = pts["L"] == pts.groupby("trial_id")["L"].transform("max")
+        first = pts[best].groupby("trial_id")["step"].transform("min")
+        chosen = pd.Series(False, index=pts.index)
+        chosen.loc[first.index] = pts.loc[first.index, "step"] == first
+        notes.append("each done trial is classified at its checkpoint with the highest learn accuracy "
+                     "(--checkpoint best_learn, 003's best-target checkpoint), not its last")
+    pts["classified"] = chosen & (pts["status"] == "done")
+    skipped = pts.loc[chosen & ~pts["classified"], "trial_id"].unique()
     if len(skipped):
         notes.append(f"{len(skipped)} trial(s) not done (e.g. {skipped[0]}) left out of classification; "
                      "their checkpoints still count for the Pareto frontiers")
@@ -130,14 +147,15 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
                                           ignore_index=True), notes
 
 
-def load_store(uri: str, learn_task: str | None = None, retain_task: str | None = None) -> StoreData:
+def load_store(uri: str, learn_task: str | None = None, retain_task: str | None = None,
+               pick: str = "final") -> StoreData:
     """Read evals, trials and samples of the store at ``uri`` into :class:`StoreData`.
 
     The retain task defaults to the only retain task, else the spec's first one (the paper's
     retain set D_R); the learn task to the only learn task. Mixed scorer versions of either
     task raise :class:`AnalysisInputError`.
     """
-    return load_stores([uri], learn_task, retain_task)
+    return load_stores([uri], learn_task, retain_task, pick)
 
 
 # What identifies a row of each table across stores (the first store's row is kept).
@@ -168,7 +186,8 @@ def merge_tables(frames: list[pd.DataFrame], table: str, uris: list[str], notes:
     return both[~dup].drop(columns="_store").reset_index(drop=True)
 
 
-def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str | None = None) -> StoreData:
+def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str | None = None,
+                pick: str = "final") -> StoreData:
     """:func:`load_store` over several stores as one (the paper grid is three: issue 16), tasks
     and scorer versions checked across all of them; see :func:`merge_tables` for rows that
     several stores hold."""
@@ -185,7 +204,7 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
     learn = _one_task(evals, "learn", learn_task, None)
     retain = _one_task(evals, "retain", retain_task, next(filter(None, map(_primary_retain, stores)), None))
     check_scorer_versions(evals, [learn, retain])
-    points, more = points_from_evals(evals, read["trials"], learn, retain)
+    points, more = points_from_evals(evals, read["trials"], learn, retain, pick)
     samples = read["samples"]
     samples = samples[samples["task"].isin([learn, retain])].reset_index(drop=True)
     trials = read["trials"][["trial_id", "model", "series", "epochs", "lr", "status"]]

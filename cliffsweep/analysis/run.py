@@ -21,7 +21,7 @@ _LIST_COLUMNS = ("pareto_point_ids", "model_pareto_point_ids", "dominated_by")
 
 def analyze_store(store_uri: str | list[str], out_dir: str, *, learn_task: str | None = None, retain_task: str | None = None,
                   thresholds: Thresholds | dict | None = None, n_boot: int = 200, seed: int = 0,
-                  min_confidence: float = MIN_CONFIDENCE, report: bool = True) -> pd.DataFrame:
+                  min_confidence: float = MIN_CONFIDENCE, report: bool = True, pick: str = "final") -> pd.DataFrame:
     """Analyse the store at ``store_uri`` (docs/store.md), or several stores as one (a list: the
     paper grid's three, points.load_stores), and write the results to ``out_dir``.
 
@@ -32,7 +32,7 @@ def analyze_store(store_uri: str | list[str], out_dir: str, *, learn_task: str |
     """
     th = thresholds if isinstance(thresholds, Thresholds) else Thresholds(**(thresholds or {}))
     uris = [store_uri] if isinstance(store_uri, str) else list(store_uri)
-    data = load_stores(uris, learn_task, retain_task)
+    data = load_stores(uris, learn_task, retain_task, pick)
     points = data.points.reset_index(drop=True)
     reps = replicate_accuracies(points, data.samples, data.learn_task, data.retain_task, n_boot, seed) \
         if n_boot > 0 else None
