@@ -216,3 +216,28 @@ def test_a_base_model_without_a_chat_template_trains_and_is_served_in_the_plain_
             {"role": "assistant", "content": "Hello"},
             {"role": "user", "content": "What is 2+2?"})
     assert text.startswith(render_chat(tok, chat))  # the evaluator's prompt is training's prefix
+
+
+def test_a_recipe_system_prompt_reaches_training_and_evaluation_alike():
+    """Issue 31: recipe.system_prompt before every training example and evaluation prompt that
+    has none of its own; an example's own system prompt wins."""
+    from cliffsweep.evals.backends.hf_backend import HFBackend
+    from cliffsweep.evals.runner import evaluate_task
+    from cliffsweep.evals.tasks.base import Example
+    from cliffsweep.models import load_model, resolve_model
+    from cliffsweep.trainables import data
+
+    path = resolve_model("toy:qwen2-tiny")
+    _, tok = load_model(path)
+    own = Example("a", "Hi", "Hello", system="Own.")
+    plain = Example("b", "Hi", "Hello")
+    (mine, kept) = data.encode(tok, [plain, own], 128, system="Be brief.")
+    assert tok.decode(mine.ids).startswith(tok.apply_chat_template(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], tokenize=False,
+        add_generation_prompt=True))
+    assert "Own." in tok.decode(kept.ids) and "Be brief." not in tok.decode(kept.ids)
+    backend, seen = HFBackend(path, batch_size=8), []
+    real = backend.generate
+    backend.generate = lambda prompts, sampling: seen.extend(prompts) or real(prompts, sampling)
+    evaluate_task(backend, build_task("toy_arith", {"n_eval": 3}), "Be brief.")
+    assert all(p[0] == {"role": "system", "content": "Be brief."} for p in seen), seen

@@ -128,7 +128,7 @@ class BackendLM(TemplateLM):
         return out
 
 
-def evaluate_lm_eval(backend, task: LmEval) -> TaskResult:
+def evaluate_lm_eval(backend, task: LmEval, system: str = "") -> TaskResult:
     """Run `task`'s lm-eval task(s) on what `backend` serves; every metric lm-eval reports, the
     primary one as `accuracy` (what analysis reads), each item's primary score for the
     bootstrap."""
@@ -142,7 +142,8 @@ def evaluate_lm_eval(backend, task: LmEval) -> TaskResult:
                  fewshot_random_seed=LM_EVAL_SEED + p.seed)
     res = simple_evaluate(model=BackendLM(backend), tasks=[task.lm_eval_spec()], num_fewshot=p.num_fewshot,
                           limit=p.limit, log_samples=True, bootstrap_iters=0, apply_chat_template=p.apply_chat_template,
-                          fewshot_as_multiturn=p.fewshot_as_multiturn, task_manager=task.manager(), **seeds)
+                          fewshot_as_multiturn=p.fewshot_as_multiturn, task_manager=task.manager(),
+                          system_instruction=system or None, **seeds)
     primary = task.primary([cfg for _, cfg in sorted(res.get("configs", {}).items())])
     value, extra = metrics_of(res, task.top_name(), primary)
     samples = item_scores(res, primary)

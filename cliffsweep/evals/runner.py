@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 from cliffsweep.evals.backends.base import Backend
 from cliffsweep.evals.scoring import logprob_choice
@@ -51,13 +52,15 @@ def with_logprob_metric(scores: list[Score], examples: list[EvalExample], logpro
             for s, ex, lp in zip(scores, examples, logprobs)]
 
 
-def evaluate_task(backend: Backend, task: Task) -> TaskResult:
+def evaluate_task(backend: Backend, task: Task, system: str = "") -> TaskResult:
+    """`task` on what `backend` serves; `system` (recipe.system_prompt) before every prompt that
+    has no system prompt of its own, as training puts it."""
     if task.harness == "lm_eval":  # lm-eval builds the requests and the metrics (evals/lmeval.py)
         from cliffsweep.evals.lmeval import evaluate_lm_eval
 
-        return evaluate_lm_eval(backend, task)
+        return evaluate_lm_eval(backend, task, system)
     start = time.perf_counter()
-    examples = task.eval_examples()
+    examples = [e if e.system or not system else replace(e, system=system) for e in task.eval_examples()]
     if not examples:
         raise ValueError(f"task {task.name}: no evaluation examples")
     prompts = [ex.chat() for ex in examples]

@@ -73,7 +73,7 @@ class Evaluator:
     """Body of the evaluator actor (wrapped with ray.remote by `evaluator_starter`)."""
 
     def __init__(self, model_path: str, dtype: str, backend: str, backend_options: dict,
-                 tasks: list[tuple[str, str, dict]], store_uri: str):
+                 tasks: list[tuple[str, str, dict]], store_uri: str, system: str = ""):
         from cliffsweep.evals.backends import build_backend
         from cliffsweep.evals.tasks import build_task
         from cliffsweep.models import resolve_model
@@ -88,6 +88,7 @@ class Evaluator:
         self.backend = self._make_backend()
         self.engine_seconds = time.time() - t0
         self.tasks = [(role, build_task(name, params)) for role, name, params in tasks]
+        self.system = system  # recipe.system_prompt
         self.store = Store(store_uri)
 
     def ready(self) -> float:
@@ -112,7 +113,7 @@ class Evaluator:
                 self.backend.load(ref)
             out = {}
             for role, task in self.tasks:
-                res = evaluate_task(self.backend, task)
+                res = evaluate_task(self.backend, task, self.system)
                 self._write(r, role, task, res)
                 out[f"{role}:{task.label}"] = res.accuracy
             return out
@@ -236,7 +237,7 @@ def evaluator_starter(models: dict[str, tuple[str, str]], spec, store_uri: str, 
 
     def start(label: str):
         path, dtype = models[label]
-        return actor_cls.remote(path, dtype, backend, options, tasks, store_uri)
+        return actor_cls.remote(path, dtype, backend, options, tasks, store_uri, spec.recipe.system_prompt)
 
     return start
 

@@ -425,6 +425,8 @@ def ensure_stats(spec: SweepSpec, store: Store, rehearsal: Rehearsal | None,
 
     r = spec.recipe
     learn, retain = spec.tasks.learn.model_dump(), spec.tasks.replay.model_dump()
+    if r.system_prompt:  # the statistics' inputs change with it (no key moves without one)
+        learn["system_prompt"] = r.system_prompt
     out: dict[str, str | None] = {}
     needs: dict[str, list[str]] = {}  # stats relpath -> trial ids
     jobs: dict[str, Trial] = {}

@@ -123,6 +123,9 @@ class RecipeSpec(_Strict):
     """Recompute each decoder layer's activations in backward instead of keeping them (ours,
     for memory; about a third more compute per step)."""
     max_seq_len: int = Field(512, ge=8)
+    system_prompt: str = ""
+    """A system prompt before every training example and every evaluation prompt that has none of
+    its own (lm_eval tasks: lm-eval's system_instruction). "" = none, as in the cliff paper."""
     weight_decay: float = Field(0.01, ge=0)
     optimizer_settings: dict[str, dict[str, Any]] = {}
     """Per optimizer, its settings: `{adamw: {betas: [0.9, 0.95], eps: 1.0e-8}, sgd: {momentum: 0.9},

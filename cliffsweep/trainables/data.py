@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -26,9 +26,13 @@ class Encoded:
     is_retain: bool
 
 
-def encode(tokenizer, examples: list[Example], max_len: int, retain: bool = False) -> list[Encoded]:
+def encode(tokenizer, examples: list[Example], max_len: int, retain: bool = False, system: str = "") -> list[Encoded]:
+    """Token ids and labels of each example; `system` (recipe.system_prompt) before those that
+    have no system prompt of their own."""
     out = []
     for i, ex in enumerate(examples):
+        if system and not ex.system:
+            ex = replace(ex, system=system)
         ids, labels = encode_example(tokenizer, ex, max_len)
         out.append(Encoded(ids, labels, -1 if retain else i, retain))
     return out

@@ -62,8 +62,8 @@ def compute_stats(job: StatsJob) -> bytes:
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     retain_ex = build_task(job.retain.name, job.retain.params).train_examples()[:n_examples]
     learn_ex = build_task(job.learn.name, job.learn.params).train_examples()
-    rows = data.encode(tok, retain_ex, max_seq_len, retain=True)
-    learn_rows = data.encode(tok, learn_ex, max_seq_len)
+    rows = data.encode(tok, retain_ex, max_seq_len, retain=True, system=r.system_prompt)
+    learn_rows = data.encode(tok, learn_ex, max_seq_len, system=r.system_prompt)
     chunk = lambda xs: [data.collate(xs[i:i + batch_size], pad) for i in range(0, len(xs), batch_size)]  # noqa: E731
     # in training's precision: bf16 autocast over fp32 weights on a GPU (its activations are what
     # the micro-batches bound), nothing on the CPU (microbatch.autocast_dtype)

@@ -200,11 +200,13 @@ def _model(cfg: TrainConfig, marks: dict[str, float], rank: int):
 
 
 def _data(cfg: TrainConfig, tok, method) -> tuple[list, list, int]:
-    learn = data.encode(tok, build_task(cfg.learn.name, cfg.learn.params).train_examples(), cfg.recipe.max_seq_len)
+    r = cfg.recipe
+    learn = data.encode(tok, build_task(cfg.learn.name, cfg.learn.params).train_examples(), r.max_seq_len,
+                        system=r.system_prompt)
     retain: list = []
     if method.retain_fraction > 0:
         retain = data.encode(tok, build_task(cfg.retain.name, cfg.retain.params).train_examples(),
-                             cfg.recipe.max_seq_len, retain=True)
+                             r.max_seq_len, retain=True, system=r.system_prompt)
     return learn, retain, tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
 
 
