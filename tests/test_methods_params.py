@@ -152,6 +152,12 @@ def test_sib_lowers_retain_grad_norm_at_its_minimum(arch):
         retain_gradients(model, data)
         costs[factor], totals[factor] = channel_costs(model), grad_sq_norm(model)
 
+    # 000's Eq. 2 as printed is the inverse, (||g_div||^2 / ||g_mul||^2)^(1/4): it raises the norm
+    # (issue 31; docs/methods.md states our reading)
+    printed = copy.deepcopy(base)
+    sib.prepare(printed, {k: 1.0 / v for k, v in alphas.items()})
+    retain_gradients(printed, data)
+    assert grad_sq_norm(printed) > before > totals[1.0], (float(grad_sq_norm(printed)), float(before))
     assert totals[1.0] < before  # strictly lower after balancing
     assert torch.allclose(totals[1.0], stats["sib:grad_sq_after_predicted"], rtol=1e-4)  # predicted = measured
     assert torch.allclose(totals[1.0], stats["sib:grad_sq_after"], rtol=1e-4)  # compute_stats measured it too
