@@ -97,10 +97,12 @@ def retain_data_problems(spec: SweepSpec) -> list[str]:
     """A method that trains on or computes statistics from D_R (replay, EWC, MAS, SIB, FLOW) needs
     a task with a training split there: said now, not when its first trial starts."""
     from cliffsweep.evals.tasks import build_task
+    from cliffsweep.sweep.grid import expand_params
     from cliffsweep.trainables.methods import build_method, method_class
 
-    users = sorted({m.name for m in spec.methods
-                    if method_class(m.name).costs.stats_data == "retain" or build_method(m.name, {}).retain_fraction > 0})
+    # the spec's own params (a method may require some; each grid combination, as trials build it)
+    users = sorted({m.name for m in spec.methods for p in expand_params(m.params)
+                    if method_class(m.name).costs.stats_data == "retain" or build_method(m.name, p).retain_fraction > 0})
     if not users:
         return []
     d_r = spec.tasks.replay
