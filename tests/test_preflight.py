@@ -53,3 +53,16 @@ def test_run_with_an_impossible_context_starts_nothing(tmp_path):
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and "eval.max_model_len: 1024 exceeds the context" in r.stderr, r.stderr
     assert not (tmp_path / "store").exists()
+
+
+def test_preflight_reads_no_hub_data_for_a_method_that_draws_retain_data(monkeypatch):
+    """The paper grid's EWC draws D_R from the hub's GSM8K: preflight must not download it (CI
+    has no hub; stop 35's cluster run failed here). Hub data is read by the trial, at run time."""
+    import huggingface_hub.constants
+
+    from cliffsweep.orchestrator.preflight import task_data_problems
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # a download raises at once
+    s = parse_spec(spec(methods=[{"name": "sft"}, {"name": "ewc"}],
+                        tasks={"learn": {"name": "toy_facts"}, "retain": [{"name": "gsm8k"}]}))
+    assert task_data_problems(s) == []

@@ -107,8 +107,11 @@ def retain_data_problems(spec: SweepSpec) -> list[str]:
         return []
     d_r = spec.tasks.replay
     where = "tasks.retain_data" if spec.tasks.retain_data is not None else "tasks.retain.0"
+    task = build_task(d_r.name, d_r.params)
+    if not task.data_is_local():  # the hub's copy: reading it here would download it (issue 29's rule)
+        return []
     try:
-        if not build_task(d_r.name, d_r.params).train_examples():
+        if not task.train_examples():
             raise ValueError("its training split is empty")
     except (ValueError, NotImplementedError, KeyError) as e:
         return [f"{where}: the methods {users} draw retain data D_R from it, and {e}; name a task with a "
