@@ -9,6 +9,7 @@ import sys
 
 from cliffsweep.analysis.classify import Thresholds
 from cliffsweep.analysis.frontiers import MIN_CONFIDENCE
+from cliffsweep.analysis.suite import AGGREGATES
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -20,7 +21,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    "are analysed as one (e.g. the paper grid's three stores)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--learn-task", help="learn task (default: the store's only learn task)")
-    p.add_argument("--retain-task", help="retain task (default: the only one, else the spec's first)")
+    p.add_argument("--retain-task", help="read retention on this one retain task (default: every retain task of "
+                   "the store; several are a suite, read by --suite)")
+    p.add_argument("--suite", choices=AGGREGATES, default="share_of_base",
+                   help="how several retain tasks make one retention: the mean share of each task's base score "
+                        "(default), or seed 003's general performance (plain mean, tasks the base scores < 0.5 on left out)")
     p.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates (0: no confidence)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--min-confidence", type=float, default=MIN_CONFIDENCE,
@@ -46,7 +51,8 @@ def run(args: argparse.Namespace, after=None) -> int:
     try:
         table = analyze_store(args.store, args.out, learn_task=args.learn_task, retain_task=args.retain_task,
                               thresholds=thresholds, n_boot=args.n_boot, seed=args.seed,
-                              min_confidence=args.min_confidence, report=not args.no_report, pick=args.checkpoint)
+                              min_confidence=args.min_confidence, report=not args.no_report, pick=args.checkpoint,
+                              suite=args.suite)
     except AnalysisInputError as e:
         print(f"cliffsweep analyze: {e}", file=sys.stderr)
         return 2
@@ -59,10 +65,31 @@ def run(args: argparse.Namespace, after=None) -> int:
         safe = "" if r.max_safe_lr != r.max_safe_lr else f"; max safe lr {lr_text(r.max_safe_lr)}" + (
             "" if r.max_safe_lr_next != r.max_safe_lr_next else f" (next {lr_text(r.max_safe_lr_next)} forgets)")
         print(f"{r.model:>16} {r.label:<24} {r.regime}{conf}{paper}{bracket}{safe}")
+    _print_suite(args.out)
     print(f"wrote {args.out}/frontiers.parquet" + ("" if args.no_report else f" and {args.out}/report.html"))
     if after is not None:
         after(table)
     return 0
+
+
+def _print_suite(out: str) -> None:
+    """For a retention suite: which task falls first in each series (suite.parquet)."""
+    import os
+
+    import pandas as pd
+
+    from cliffsweep.analysis.layout import lr_text
+
+    path = os.path.join(out, "suite.parquet")
+    if not os.path.exists(path):
+        return
+    per_task = pd.read_parquet(path)
+    print(f"retention suite of {per_task['task'].nunique()} tasks; the task that falls first per series:")
+    for (model, label), g in per_task.groupby(["model", "label"], sort=True):
+        first = g[g["first_to_fall"]]
+        what = "none falls within the swept lrs" if first.empty else \
+            f"{first['task'].iloc[0]} (at lr {lr_text(first['falls_at'].iloc[0])}, its own regime {first['regime'].iloc[0]})"
+        print(f"{model:>16} {label:<24} {what}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from cliffsweep.analysis.points import AnalysisInputError
+from cliffsweep.analysis.suite import suite_replicates, task_column
 
 
 def _sample_replicates(points: pd.DataFrame, samples: pd.DataFrame, value_col: str, n_boot: int,
@@ -57,30 +58,39 @@ def _sample_replicates(points: pd.DataFrame, samples: pd.DataFrame, value_col: s
     return reps, has
 
 
+def _column_replicates(points: pd.DataFrame, samples: pd.DataFrame | None, col: str, task: str | None,
+                       n_boot: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Replicates of one accuracy column of ``points`` (task ``task``) and each row's source."""
+    task_samples = samples[samples["task"] == task] if samples is not None and task else pd.DataFrame(
+        columns=["trial_id", "step", "example_id", "correct"])
+    reps, has = _sample_replicates(points, task_samples, col, n_boot, rng)
+    n = points[f"n_{col}"].astype("Float64").to_numpy(float, na_value=np.nan) if f"n_{col}" in points \
+        else np.full(len(points), np.nan)
+    binom = ~has & np.isfinite(n) & (n > 0)
+    if binom.any():
+        p = points[col].to_numpy(float)[binom]
+        nn = n[binom].astype(int)
+        reps[binom] = rng.binomial(nn[:, None], p[:, None], size=(binom.sum(), n_boot)) / nn[:, None]
+    return reps, np.where(has, "samples", np.where(binom, "binomial", "none"))
+
+
 def replicate_accuracies(points: pd.DataFrame, samples: pd.DataFrame | None, learn_task: str | None,
-                         retain_task: str | None, n_boot: int, seed: int = 0
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                         retain_task: str | list[str] | None, n_boot: int, seed: int = 0,
+                         suite: str = "share_of_base") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bootstrap replicates of L and R for every row of ``points``.
 
     Returns ``(L_reps, R_reps, source)``: two (len(points), n_boot) arrays and, per point,
     ``'samples'`` (paired example bootstrap), ``'binomial'`` (analytic fallback from n) or
-    ``'none'`` (no n: the row stays NaN and no confidence can be given).
+    ``'none'`` (no n: the row stays NaN and no confidence can be given). Several retain tasks
+    (a suite, analysis/suite.py): each task's items are drawn on their own, and R's replicates
+    are the suite's aggregate of each replicate (issue 30: bootstrapped over every task's items).
     """
     rng = np.random.default_rng(seed)
-    out, sources = [], []
-    for col, task in (("L", learn_task), ("R", retain_task)):
-        task_samples = samples[samples["task"] == task] if samples is not None and task else pd.DataFrame(
-            columns=["trial_id", "step", "example_id", "correct"])
-        reps, has = _sample_replicates(points, task_samples, col, n_boot, rng)
-        n = points[f"n_{col}"].astype("Float64").to_numpy(float, na_value=np.nan) if f"n_{col}" in points \
-            else np.full(len(points), np.nan)
-        binom = ~has & np.isfinite(n) & (n > 0)
-        if binom.any():
-            p = points[col].to_numpy(float)[binom]
-            nn = n[binom].astype(int)
-            reps[binom] = rng.binomial(nn[:, None], p[:, None], size=(binom.sum(), n_boot)) / nn[:, None]
-        out.append(reps)
-        sources.append(np.where(has, "samples", np.where(binom, "binomial", "none")))
-    src = np.where((sources[0] == "none") | (sources[1] == "none"), "none",
-                   np.where((sources[0] == "samples") & (sources[1] == "samples"), "samples", "binomial"))
-    return out[0], out[1], src
+    retain = list(retain_task) if isinstance(retain_task, (list, tuple)) else [retain_task]
+    columns = [("L", learn_task)] + ([("R", retain[0])] if len(retain) == 1 else
+                                     [(task_column(t), t) for t in retain])
+    out, sources = zip(*(_column_replicates(points, samples, col, task, n_boot, rng) for col, task in columns))
+    R = out[1] if len(retain) == 1 else suite_replicates(points, retain, suite, list(out[1:]))
+    none = np.logical_or.reduce([s == "none" for s in sources])
+    every = np.logical_and.reduce([s == "samples" for s in sources])
+    return out[0], R, np.where(none, "none", np.where(every, "samples", "binomial"))

@@ -148,7 +148,7 @@ def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
 
 
 def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresholds: Thresholds | None = None,
-              *, learn_task: str | None = None, retain_task: str | None = None, n_boot: int = 200,
+              *, learn_task: str | None = None, retain_task: str | list[str] | None = None, n_boot: int = 200,
               seed: int = 0, min_confidence: float = MIN_CONFIDENCE, models: pd.DataFrame | None = None,
               replicates: tuple | None = None) -> pd.DataFrame:
     """One row per series of ``points`` (columns FRONTIER_COLUMNS).
@@ -159,7 +159,8 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     fallback), ``trial_id``/``step`` (to match ``samples``), ``method``/``optimizer``, ``round``
     (0 = the grid, > 0 = a refinement round; counts ``n_refined_lrs``). Base rows
     have ``series == 'base'`` and ``lr == 0`` and belong to every series of their model.
-    ``samples``: per-example results (store schema) of ``learn_task`` and ``retain_task``.
+    ``samples``: per-example results (store schema) of ``learn_task`` and ``retain_task`` (a
+    suite's tasks: a list, R their share_of_base aggregate; see confidence.replicate_accuracies).
     ``models``: analysis/model_info.py's table (family, size_b); without it both stay empty.
     ``replicates``: confidence.replicate_accuracies of these points, if already computed.
     """

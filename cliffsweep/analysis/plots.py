@@ -104,3 +104,45 @@ def plot_training_curves(model: str, curves: pd.DataFrame, path: str) -> bool:
     fig.savefig(path)
     plt.close(fig)
     return True
+
+
+def plot_suite(model: str, points: pd.DataFrame, table: pd.DataFrame, per_task: pd.DataFrame, tasks: list[str],
+               path: str) -> None:
+    """A retention suite (issue 30 part 3): each task's retention as a share of its base vs lr,
+    one panel per task and one for the aggregate, one line per series; each task's own cliff
+    bracket shaded and the task that falls first marked in its panel title per series."""
+    from cliffsweep.analysis.suite import task_column
+
+    mp = points[points["model"] == model]
+    base = mp[mp["series"] == "base"]
+    rows = table[table["model"] == model]
+    style = series_style(sorted(zip(rows["method"], rows["label"]), key=lambda x: (x[0] != "sft", x[1])))
+    panels = [("R", "aggregate")] + [(task_column(t), t) for t in tasks]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 1, 3.8), sharex=True, sharey=True,
+                             squeeze=False)  # one scale: a task that loses 3 % must not look like one that loses 90 %
+    for ax, (col, name) in zip(axes[0], panels):
+        ref = base[col].mean()
+        for _, row in rows.iterrows():
+            s = mp[(mp["series"] == row["series"]) & (mp["epochs"] == row["epochs"])]
+            curve = _final_curve(s.assign(R=s[col]), base.assign(R=base[col]))
+            curve = curve[curve["lr"] > 0]
+            st = style[row["label"]]
+            ax.plot(curve["lr"], curve["R"] / ref, "-", marker=st["marker"], ms=4, color=st["color"], label=row["label"])
+            mine = per_task[(per_task["model"] == model) & (per_task["series"] == row["series"])
+                            & (per_task["epochs"] == row["epochs"]) & (per_task["task"] == name)]
+            for r in mine.itertuples():
+                if r.regime == "cliff":
+                    ax.axvspan(r.critical_lr_low, r.critical_lr_high, color=CLIFF_RED, alpha=0.06)
+        first = per_task[(per_task["model"] == model) & (per_task["task"] == name) & per_task["first_to_fall"]]
+        ax.axhline(1.0, color="black", ls=":", lw=1)
+        ax.set_xscale("log")
+        ax.set_xlabel("learning rate")
+        ax.set_title(f"{name}" + (f"\nfalls first in {len(first)} series" if len(first) else ""), fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("retention, share of base")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=7, frameon=False)
+    fig.suptitle(f"{model}: retention suite per task (shaded: a task's own cliff bracket)", fontsize=10)
+    fig.subplots_adjust(**{**_MARGINS, "top": 0.8, "bottom": 0.16 + 0.05 * (1 + len(labels) // 5)})
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)

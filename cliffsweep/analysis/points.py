@@ -1,7 +1,8 @@
 """Read a sweep's Parquet store (docs/store.md) into a table of (learning, retention) points.
 
 One point = one evaluated checkpoint: (trial_id, step) with the learn-task accuracy ``L`` and
-the retain-task accuracy ``R``. The base model (``series == 'base'``, lr 0, step 0) is the
+the retain-task accuracy ``R`` (with several retain tasks, a suite: each task's accuracy in its
+column ``R[<task>]`` and R their aggregate, analysis/suite.py). The base model (``series == 'base'``, lr 0, step 0) is the
 lr = 0 point of every series of its model. The final checkpoint of a trial is its max step;
 only final checkpoints of finished (``done``) trials are classified, while every checkpoint
 (intermediate ones and those of diverged / running trials, which are real models too) counts
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from cliffsweep.analysis.suite import n_column, suite_label, suite_retention, task_column
 from cliffsweep.storage.health import ensure_readable
 from cliffsweep.storage.store import Store
 
@@ -33,6 +35,7 @@ class StoreData:
     """Per-example results of the learn and retain evaluations (may be empty)."""
     learn_task: str
     retain_task: str
+    """The retain task, or the suite's label (analysis/suite.suite_label)."""
     notes: list[str]
     """What was left out and why (e.g. a checkpoint evaluated on one task only)."""
     trials: pd.DataFrame | None = None
@@ -42,9 +45,13 @@ class StoreData:
     curves: pd.DataFrame | None = None
     """The training curves: the store's `steps` rows with their trial's model, series, epochs,
     lr and status (empty for stores written before the `steps` table existed)."""
+    retain_tasks: tuple[str, ...] = ()
+    """The retain tasks R is read on: one, or a suite's (then ``retain_task`` names the suite)."""
+    suite: str | None = None
+    """The suite's aggregate (analysis/suite.AGGREGATES); None for one retain task."""
 
 
-def _one_task(evals: pd.DataFrame, role: str, chosen: str | None, primary: str | None) -> str:
+def _one_task(evals: pd.DataFrame, role: str, chosen: str | None) -> str:
     tasks = sorted(evals.loc[evals["role"] == role, "task"].unique())
     if chosen is not None:
         if chosen not in tasks:
@@ -54,20 +61,34 @@ def _one_task(evals: pd.DataFrame, role: str, chosen: str | None, primary: str |
         raise AnalysisInputError(f"the store has no accuracy evals with role {role!r}")
     if len(tasks) == 1:
         return tasks[0]
-    if primary in tasks:
-        return primary
-    raise AnalysisInputError(f"several {role} tasks {tasks} and no spec.json naming the primary one; "
-                             f"choose one (--{role}-task)")
+    raise AnalysisInputError(f"several {role} tasks {tasks}; choose one (--{role}-task)")
 
 
-def _primary_retain(store: Store) -> str | None:
-    """The spec's first retain task (the retain set D_R), if the store keeps its spec."""
+def _retain_tasks(evals: pd.DataFrame, chosen: str | None, spec_order: list[str]) -> list[str]:
+    """The retain task chosen, else every retain task of the store (a suite: analysis/suite.py),
+    in the spec's order where the spec names them."""
+    if chosen is not None:
+        return [_one_task(evals, "retain", chosen)]
+    tasks = sorted(evals.loc[evals["role"] == "retain", "task"].unique())
+    if not tasks:
+        raise AnalysisInputError("the store has no accuracy evals with role 'retain'")
+    rank = {t: i for i, t in enumerate(spec_order)}
+    return sorted(tasks, key=lambda t: (rank.get(t, len(rank)), t))
+
+
+def _spec_retain(store: Store) -> list[str]:
+    """The spec's retain tasks by their names in the store (lm_eval:<task>), if it keeps its spec."""
     if not store.exists("spec.json"):
-        return None
+        return []
     from cliffsweep.evals.tasks import task_label
 
-    first = store.read_json("spec.json")["tasks"]["retain"][0]
-    return task_label(first["name"], first.get("params") or {})  # its name in the store (lm_eval:<task>)
+    def label(t: dict) -> str:
+        try:
+            return task_label(t["name"], t.get("params") or {})
+        except (KeyError, ValueError):  # a task this installation does not know: its name then
+            return t["name"]
+
+    return [label(t) for t in store.read_json("spec.json")["tasks"]["retain"]]
 
 
 def check_scorer_versions(evals: pd.DataFrame, tasks: list[str]) -> None:
@@ -85,14 +106,18 @@ highest learn accuracy, the earliest of ties (003's "best-target checkpoint": ea
 its best on the target task)."""
 
 
-def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str,
-                      retain_task: str, pick: str = "final") -> tuple[pd.DataFrame, list[str]]:
+def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str, retain_task: str | list[str],
+                      pick: str = "final", suite: str = "share_of_base") -> tuple[pd.DataFrame, list[str]]:
     """Pivot accuracy evals into one row per checkpoint with L and R (pure; see module doc);
-    `pick` (CHECKPOINT_PICKS) chooses the classified checkpoint of each done trial."""
+    `pick` (CHECKPOINT_PICKS) chooses the classified checkpoint of each done trial. Several
+    retain tasks are a suite: each keeps its column ``R[<task>]`` and R is their `suite`
+    aggregate (analysis/suite.py)."""
     if pick not in CHECKPOINT_PICKS:
         raise AnalysisInputError(f"checkpoint pick {pick!r}; valid: {list(CHECKPOINT_PICKS)}")
+    retain = [retain_task] if isinstance(retain_task, str) else list(retain_task)
+    columns = {"R": retain[0]} if len(retain) == 1 else {task_column(t): t for t in retain}
     notes: list[str] = []
-    acc = evals[(evals["metric"] == "accuracy") & evals["task"].isin([learn_task, retain_task])]
+    acc = evals[(evals["metric"] == "accuracy") & evals["task"].isin([learn_task, *retain])]
     dup = acc.duplicated(["trial_id", "step", "task"], keep=False)
     if dup.any():
         first = acc[dup].iloc[0]
@@ -100,20 +125,22 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
                                  f"task {first.task!r}")
     keys = ["trial_id", "step"]
     meta_cols = ["model", "series", "method", "optimizer", "lr", "epochs", "seed", "epoch"]
-    side = {}
-    for name, task in (("L", learn_task), ("R", retain_task)):
+    sides = []
+    for name, task in (("L", learn_task), *columns.items()):
         part = acc[acc["task"] == task].set_index(keys)
-        side[name] = part[["value", "n"]].rename(columns={"value": name, "n": f"n_{name}"})
-        side[f"meta_{name}"] = part[meta_cols]
-    both = side["L"].join(side["R"], how="outer")
-    half = both[both[["L", "R"]].isna().any(axis=1)]
+        sides.append(part[["value", "n"]].rename(columns={"value": name, "n": f"n_{name}"}))
+    meta = acc[acc["task"] == learn_task].set_index(keys)[meta_cols]
+    both = sides[0].join(sides[1:], how="outer")
+    values = ["L", *columns]
+    half = both[both[values].isna().any(axis=1)]
+    tasks = "/".join([learn_task, *retain])
     if len(half):
-        notes.append(f"{len(half)} checkpoint(s) evaluated on only one of {learn_task}/{retain_task} "
+        notes.append(f"{len(half)} checkpoint(s) evaluated on only some of {tasks} "
                      f"left out, e.g. {half.index[0][0]}@{half.index[0][1]}")
-    both = both.dropna(subset=["L", "R"])
-    pts = both.join(side["meta_L"]).reset_index()
+    both = both.dropna(subset=values)
+    pts = both.join(meta).reset_index()
     if pts.empty:
-        raise AnalysisInputError(f"no checkpoint has both {learn_task} and {retain_task} accuracies")
+        raise AnalysisInputError(f"no checkpoint has accuracies of all of {tasks}")
     pts["point_id"] = pts["trial_id"] + "@" + pts["step"].astype(str)
     latest = trials.drop_duplicates("trial_id", keep="last").set_index("trial_id")
     pts["status"] = pts["trial_id"].map(latest["status"]).astype(object)
@@ -141,21 +168,30 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
     if len(skipped):
         notes.append(f"{len(skipped)} trial(s) not done (e.g. {skipped[0]}) left out of classification; "
                      "their checkpoints still count for the Pareto frontiers")
-    for col in ("n_L", "n_R", "step", "epochs", "seed", "round"):
+    if len(retain) > 1:
+        pts["R"], more = suite_retention(pts, retain, suite)
+        pts["n_R"] = pts[[n_column(t) for t in retain]].sum(axis=1)
+        notes += more
+        pts = pts.dropna(subset=["R"]).reset_index(drop=True)
+        if pts.empty:
+            raise AnalysisInputError(f"no model has a retention suite aggregate: {'; '.join(more)}")
+    for col in ("n_L", "n_R", "step", "epochs", "seed", "round", *(n_column(t) for t in retain if len(retain) > 1)):
         pts[col] = pts[col].astype("Int64")
-    return pts[POINT_COLUMNS].sort_values(["model", "series", "epochs", "lr", "seed", "step"],
+    extra = [c for t in retain if len(retain) > 1 for c in (task_column(t), n_column(t))]
+    return pts[POINT_COLUMNS + extra].sort_values(["model", "series", "epochs", "lr", "seed", "step"],
                                           ignore_index=True), notes
 
 
 def load_store(uri: str, learn_task: str | None = None, retain_task: str | None = None,
-               pick: str = "final") -> StoreData:
+               pick: str = "final", suite: str = "share_of_base") -> StoreData:
     """Read evals, trials and samples of the store at ``uri`` into :class:`StoreData`.
 
-    The retain task defaults to the only retain task, else the spec's first one (the paper's
-    retain set D_R); the learn task to the only learn task. Mixed scorer versions of either
-    task raise :class:`AnalysisInputError`.
+    Retention is read on ``retain_task`` if given, else on every retain task of the store: one
+    task as it is, several as a suite (their ``suite`` aggregate, analysis/suite.py). The learn
+    task defaults to the only learn task. Mixed scorer versions of any task raise
+    :class:`AnalysisInputError`.
     """
-    return load_stores([uri], learn_task, retain_task, pick)
+    return load_stores([uri], learn_task, retain_task, pick, suite)
 
 
 # What identifies a row of each table across stores (the first store's row is kept).
@@ -187,7 +223,7 @@ def merge_tables(frames: list[pd.DataFrame], table: str, uris: list[str], notes:
 
 
 def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str | None = None,
-                pick: str = "final") -> StoreData:
+                pick: str = "final", suite: str = "share_of_base") -> StoreData:
     """:func:`load_store` over several stores as one (the paper grid is three: issue 16), tasks
     and scorer versions checked across all of them; see :func:`merge_tables` for rows that
     several stores hold."""
@@ -201,17 +237,18 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
     if evals.empty:
         where = f"store {uris[0]!r} has" if len(uris) == 1 else f"stores {uris} have"
         raise AnalysisInputError(f"{where} no accuracy evals (evals/ is empty or missing)")
-    learn = _one_task(evals, "learn", learn_task, None)
-    retain = _one_task(evals, "retain", retain_task, next(filter(None, map(_primary_retain, stores)), None))
-    check_scorer_versions(evals, [learn, retain])
-    points, more = points_from_evals(evals, read["trials"], learn, retain, pick)
+    learn = _one_task(evals, "learn", learn_task)
+    retain = _retain_tasks(evals, retain_task, next(filter(None, map(_spec_retain, stores)), []))
+    check_scorer_versions(evals, [learn, *retain])
+    points, more = points_from_evals(evals, read["trials"], learn, retain, pick, suite)
     samples = read["samples"]
-    samples = samples[samples["task"].isin([learn, retain])].reset_index(drop=True)
+    samples = samples[samples["task"].isin([learn, *retain])].reset_index(drop=True)
     trials = read["trials"][["trial_id", "model", "series", "epochs", "lr", "status"]]
     # the trial's peak lr names the line; the schedule's lr at each step becomes step_lr
     curves = read["steps"].rename(columns={"lr": "step_lr"}).merge(trials, on="trial_id", how="inner")
     from cliffsweep.analysis.model_info import model_table
 
     models = model_table(read["trials"], sorted(points["model"].unique()))
-    return StoreData(points, samples, learn, retain, notes + more, trials=read["trials"], models=models,
-                     curves=curves)
+    label = retain[0] if len(retain) == 1 else suite_label(retain, suite)
+    return StoreData(points, samples, learn, label, notes + more, trials=read["trials"], models=models,
+                     curves=curves, retain_tasks=tuple(retain), suite=suite if len(retain) > 1 else None)

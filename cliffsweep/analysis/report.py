@@ -233,6 +233,36 @@ def model_sections(table, points, spread, out_dir, learn, retain, curves, refine
     return secs
 
 
+SUITE_TABLE = [("label", "series"), ("task", "retain task"), ("regime", "regime (its own)"), ("confidence", "agreement"),
+               ("cliff", "cliff: last safe -> first collapsed lr"), ("safe", "highest safe lr -> next (forgets)"),
+               ("max_forgetting", "max R lost (% of its base)"), ("base_R", "base"), ("first", "falls first")]
+
+
+def suite_sections(table, points, per_task: pd.DataFrame, out_dir: str) -> list[Section]:
+    """A retention suite (issue 30 part 3): per model, each task's regime beside the aggregate's,
+    the task that falls first per series, and retention vs lr per task."""
+    tasks = list(dict.fromkeys(per_task["task"]))
+    out = per_task.copy()
+    out["cliff"] = [bracket_text(a, b) for a, b in zip(out["critical_lr_low"], out["critical_lr_high"])]
+    out["safe"] = [bracket_text(a, b) for a, b in zip(out["max_safe_lr"], out["max_safe_lr_next"])]
+    out["first"] = np.where(out["first_to_fall"], "first, at lr " + out["falls_at"].map(lr_text), "")
+    text = (f"R is the suite's aggregate of {len(tasks)} retain tasks ({', '.join(tasks)}); the regimes, "
+            "confidence and lrs above are read on it. Here each task is read on its own (suite.parquet); a task "
+            "falls at its first collapsed lr (a cliff) or the lr after its highest safe lr, and the task that "
+            "falls at the lowest lr of a series falls first.")
+    secs = [Section("Retention suite: each task beside the aggregate", text)]
+    for model in sorted(out["model"].unique()):
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", model)
+        name = f"suite_{slug}.png"
+        plots.plot_suite(model, points, table, per_task, tasks, os.path.join(out_dir, name))
+        agg = table[table["model"] == model][["label", "regime"]].rename(columns={"regime": "aggregate"})
+        rows = out[out["model"] == model].merge(agg, on="label", how="left")
+        secs.append(Section(f"{model}: retention per task", tables=[("", rows, [*SUITE_TABLE[:1], ("aggregate", "aggregate regime"),
+                                                                               *SUITE_TABLE[1:]])],
+                            figures=[(f"{model}: retention per task vs lr", name)], level=3))
+    return secs
+
+
 def _md_table(rows: pd.DataFrame, columns) -> str:
     head = "| " + " | ".join(h for _, h in columns) + " |\n|" + "---|" * len(columns) + "\n"
     body = "".join("| " + " | ".join(_fmt(r[c], c).replace("|", "/") for c, _ in columns) + " |\n"
@@ -313,6 +343,8 @@ def write_report(table: pd.DataFrame, points: pd.DataFrame, out_dir: str, *, sto
     secs += [Section(s.title, s.text, s.tables, s.figures, level=3)
              for s in paper_sections(table, points, paper, out_dir, learn_task, retain_task)]
     secs += model_sections(table, points, paper["point_spread"], out_dir, learn_task, retain_task, curves, refinement)
+    if paper.get("suite") is not None:
+        secs += suite_sections(table, points, paper["suite"], out_dir)
     md, page = _render(secs, out_dir)
     md_path, html_path = os.path.join(out_dir, "report.md"), os.path.join(out_dir, "report.html")
     with open(md_path, "w") as f:

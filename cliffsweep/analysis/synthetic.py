@@ -64,6 +64,9 @@ class SyntheticSweep:
     """Evaluated checkpoints per trial, evenly spaced (None: one per epoch)."""
     seed_shift: float = 0.0
     """Standard deviation, in decades of lr, of a per-seed shift of the curve (seed spread)."""
+    more_retain: tuple[tuple[str, str, float], ...] = ()
+    """Further retain tasks, a suite (analysis/suite.py): (task, shape, base accuracy); shape ''
+    follows the model's own shape, 'flat' never forgets."""
 
 
 def true_accuracy(shape: str, method: str, lr: float, epochs: int, progress: float,
@@ -212,17 +215,18 @@ def write_synthetic_store(path: str, sweep: SyntheticSweep | None = None) -> Sto
     sw = sweep or SyntheticSweep()
     rng = np.random.default_rng(sw.seed)
     store = Store(path)
+    retains = [(sw.retain_task, "", sw.base[1])] + list(sw.more_retain)
     store.write_json("spec.json", {"name": "synthetic", "tasks": {
-        "learn": {"name": sw.learn_task, "params": {}}, "retain": [{"name": sw.retain_task, "params": {}}]},
+        "learn": {"name": sw.learn_task, "params": {}}, "retain": [{"name": t, "params": {}} for t, _, _ in retains]},
         "lrs": list(sw.lrs), "epochs": list(sw.epochs)})
-    diff_L, diff_R = _examples(sw.n_learn, rng), _examples(sw.n_retain, rng)
-    tasks = ((sw.learn_task, "learn", diff_L, "letter-v1"), (sw.retain_task, "retain", diff_R, "toy-v1"))
+    diff_L = _examples(sw.n_learn, rng)
+    tasks = ((sw.learn_task, "learn", diff_L, "letter-v1"),
+             *((t, "retain", _examples(sw.n_retain, rng), "toy-v1") for t, _, _ in retains))
     for model, shape in sw.models.items():
         base = dict(trial_id=f"{model}-base", model=model, method="base", series="base", optimizer="", lr=0.0,
                     epochs=0, seed=0)
         buf = {"evals": [], "samples": []}
-        for task, role, diff, version in tasks:
-            p = sw.base[0] if role == "learn" else sw.base[1]
+        for (task, role, diff, version), p in zip(tasks, (sw.base[0], *(b for _, _, b in retains))):
             _eval_rows(buf, base, 0, 0.0, task, role, _correct(diff, p, rng), version)
         _flush(store, base["trial_id"], buf)
         shifts = {seed: rng.normal(0.0, sw.seed_shift) if sw.seed_shift else 0.0 for seed in sw.seeds}
@@ -237,9 +241,11 @@ def write_synthetic_store(path: str, sweep: SyntheticSweep | None = None) -> Sto
                         n_ck = ep if sw.checkpoints is None else sw.checkpoints
                         buf = {"evals": [], "samples": []}
                         for c in range(1, n_ck + 1):
-                            L, R = true_accuracy(shape, method, lr * 10 ** shifts[seed], ep, c / n_ck, sw.base)
+                            x = (method, lr * 10 ** shifts[seed], ep, c / n_ck)
+                            L, _ = true_accuracy(shape, *x, sw.base)
+                            Rs = [true_accuracy(own or shape, *x, (sw.base[0], b))[1] for _, own, b in retains]
                             step = round(c / n_ck * ep * sw.steps_per_epoch)
-                            for (task, role, diff, version), p in zip(tasks, (L, R)):
+                            for (task, role, diff, version), p in zip(tasks, (L, *Rs)):
                                 _eval_rows(buf, meta, step, ep * c / n_ck, task, role, _correct(diff, p, rng),
                                            version)
                         _flush(store, tid, buf)

@@ -88,9 +88,11 @@ class Refiner:
 
         from cliffsweep.evals.tasks import task_label
 
-        learn, retain = spec.tasks.learn, spec.tasks.retain[0]
+        learn = spec.tasks.learn
+        # every retain task: several are a suite, refined on their aggregate as `analyze` reads them
+        retain = [task_label(t.name, t.params) for t in spec.tasks.retain]
         points, _ = points_from_evals(self.store.read("evals"), self.store.read("trials"),
-                                      task_label(learn.name, learn.params), task_label(retain.name, retain.params))
+                                      task_label(learn.name, learn.params), retain)
         added: list[Trial] = []
         for key, trials, rnd in ready:
             self.asked[key] = rnd
