@@ -10,7 +10,6 @@ import pytest
 from cliffsweep.analysis.confidence import replicate_accuracies
 from cliffsweep.analysis.frontiers import frontiers
 from cliffsweep.analysis.points import load_store
-from cliffsweep.analysis.run import analyze_store
 from cliffsweep.analysis.suite import aggregate, kept_tasks, task_column
 from cliffsweep.analysis.synthetic import SyntheticSweep, write_synthetic_store
 
