@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pyarrow.fs as pafs
 
+from cliffsweep.storage.store import PRIMARY_METRICS
 from cliffsweep.sweep.grid import base_trial_id, expand_grid
 
 
@@ -40,7 +41,7 @@ def assert_invariant(store, spec, curve: bool = True) -> None:
     reported = set(zip(ck["trial_id"], ck["step"].astype(int)))
     assert checkpoint_folders(spec) <= reported, "a checkpoint in storage is missing from the ledger"
     assert not ev.duplicated(["trial_id", "step", "task", "metric"]).any(), "an evaluation is duplicated"
-    acc = ev[ev["metric"] == "accuracy"]
+    acc = ev[ev["metric"].isin(PRIMARY_METRICS)]  # one primary row per task: accuracy, or a loss task's loss
     evaluated = acc.groupby(["trial_id", "step"])["task"].apply(set).to_dict()
     for key in reported:
         assert evaluated.get(key) == tasks, f"checkpoint {key} evaluated on {evaluated.get(key)}, not {tasks}"

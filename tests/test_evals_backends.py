@@ -276,3 +276,21 @@ def test_lm_eval_requests_are_served_alike_by_both_backends(vllm_backend, hf_bac
     for (lv, gv), (lh, gh) in zip(vllm_backend.score_tokens(pairs), hf_backend.score_tokens(pairs)):
         assert math.isclose(lv, lh, rel_tol=1e-3, abs_tol=1e-3) and gv == gh, (lv, lh, gv, gh)
     assert vllm_backend.max_length == 256
+
+
+@pytest.mark.vllm
+def test_a_loss_task_reads_alike_on_both_backends(vllm_backend, hf_backend, ckpts, tmp_path):
+    """A loss task (issue 30 part 4) from prompt log-probabilities on vLLM equals transformers'
+    forward pass, item for item: answers after chat prompts and a text file's documents."""
+    text = tmp_path / "held.txt"
+    text.write_text("".join(f"Ava had {k} pens and gave {k - 1} away.\n" for k in range(2, 12)))
+    for params in ({"of": {"name": "toy_arith", "params": {"n_eval": 10}}, "split": "train", "n_eval": 10},
+                   {"path": str(text), "n_eval": 10}):
+        task = build_task("loss", params)
+        results = []
+        for backend in (vllm_backend, hf_backend):
+            backend.load(CheckpointRef(ckpts["a"]))
+            results.append(evaluate_task(backend, task))
+        v, h = results
+        assert v.metric == h.metric == "loss" and v.n == h.n == 10
+        assert max(abs(a - b) for a, b in zip(v.scores, h.scores)) < 2e-3, (v.scores, h.scores)

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from cliffsweep.analysis.suite import n_column, suite_label, suite_retention, task_column
 from cliffsweep.storage.health import ensure_readable
-from cliffsweep.storage.store import Store
+from cliffsweep.storage.store import LIKELIHOOD, Store
 
 POINT_COLUMNS = ["point_id", "trial_id", "model", "series", "method", "optimizer", "lr", "epochs", "seed",
                  "round", "step", "epoch", "final", "classified", "status", "L", "R", "n_L", "n_R"]
@@ -100,6 +101,30 @@ def check_scorer_versions(evals: pd.DataFrame, tasks: list[str]) -> None:
                                      "scorer or analyse a store holding one version")
 
 
+def scores_of(evals: pd.DataFrame) -> pd.DataFrame:
+    """The row analysis classifies on for every evaluation, as metric "accuracy": a task's
+    accuracy, or for a loss task (lower is better, evals/tasks/loss.py) its `likelihood`, the mean
+    over items of exp(-item NLL). A loss thus reads as a higher-is-better score in (0, 1], and its
+    retention as a share of the base model's (docs/analysis.md "Loss tasks"). Idempotent."""
+    loss_tasks = set(evals.loc[evals["metric"] == "loss", "task"])
+    keep = ((evals["metric"] == "accuracy") & ~evals["task"].isin(loss_tasks)) | \
+        ((evals["metric"] == LIKELIHOOD) & evals["task"].isin(loss_tasks))
+    return evals[keep].assign(metric="accuracy")
+
+
+def sample_scores(samples: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
+    """Samples with each loss-task item's likelihood exp(-NLL) as its `correct` (a float), so the
+    item bootstrap (confidence.py) draws the same mean that `scores_of` reads."""
+    loss_tasks = set(evals.loc[evals["metric"] == "loss", "task"])
+    if not loss_tasks or samples.empty:
+        return samples
+    out = samples.copy()
+    mine = out["task"].isin(loss_tasks)
+    out["correct"] = out["correct"].astype(float)
+    out.loc[mine, "correct"] = np.exp(-out.loc[mine, "score"].astype(float))
+    return out
+
+
 CHECKPOINT_PICKS = ("final", "best_learn")
 """Which checkpoint of a done trial is classified: its last (the cliff paper), or the one with the
 highest learn accuracy, the earliest of ties (003's "best-target checkpoint": each run is read at
@@ -117,7 +142,8 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
     retain = [retain_task] if isinstance(retain_task, str) else list(retain_task)
     columns = {"R": retain[0]} if len(retain) == 1 else {task_column(t): t for t in retain}
     notes: list[str] = []
-    acc = evals[(evals["metric"] == "accuracy") & evals["task"].isin([learn_task, *retain])]
+    acc = scores_of(evals)
+    acc = acc[acc["task"].isin([learn_task, *retain])]
     dup = acc.duplicated(["trial_id", "step", "task"], keep=False)
     if dup.any():
         first = acc[dup].iloc[0]
@@ -232,8 +258,8 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
         ensure_readable(store, ("evals", "trials", "samples", "steps"))
     notes: list[str] = []
     read = {t: merge_tables([s.read(t) for s in stores], t, uris, notes) for t in ("evals", "trials", "samples", "steps")}
-    evals = read["evals"]
-    evals = evals[evals["metric"] == "accuracy"] if len(evals) else evals
+    raw = read["evals"]
+    evals = scores_of(raw) if len(raw) else raw
     if evals.empty:
         where = f"store {uris[0]!r} has" if len(uris) == 1 else f"stores {uris} have"
         raise AnalysisInputError(f"{where} no accuracy evals (evals/ is empty or missing)")
@@ -241,7 +267,7 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
     retain = _retain_tasks(evals, retain_task, next(filter(None, map(_spec_retain, stores)), []))
     check_scorer_versions(evals, [learn, *retain])
     points, more = points_from_evals(evals, read["trials"], learn, retain, pick, suite)
-    samples = read["samples"]
+    samples = sample_scores(read["samples"], raw)
     samples = samples[samples["task"].isin([learn, *retain])].reset_index(drop=True)
     trials = read["trials"][["trial_id", "model", "series", "epochs", "lr", "status"]]
     # the trial's peak lr names the line; the schedule's lr at each step becomes step_lr

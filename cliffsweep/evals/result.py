@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 class TaskResult:
     task: str
     accuracy: float
-    """Mean primary correctness (what analysis uses)."""
+    """The primary metric's value (`metric`): mean correctness, or a loss task's mean NLL."""
     n: int
     extra: dict[str, float] = field(default_factory=dict)
     """Secondary metrics: name -> mean over examples (GSM8K strict_match / flexible_extract /
@@ -21,3 +21,8 @@ class TaskResult:
     seconds: float = 0.0
     """Generation + scoring wall time."""
     scorer_version: str = ""
+    metric: str = "accuracy"
+    """The primary metric's name (Task.metric): "accuracy" or "loss"."""
+    scores: list[float] = field(default_factory=list)
+    """Each sample's own value where it is not right/wrong (a loss task: the item's mean per-token
+    NLL), in the order of `samples`; empty otherwise."""

@@ -59,6 +59,8 @@ def evaluate_task(backend: Backend, task: Task, system: str = "") -> TaskResult:
         from cliffsweep.evals.lmeval import evaluate_lm_eval
 
         return evaluate_lm_eval(backend, task, system)
+    if task.harness == "loss":
+        return evaluate_loss(backend, task, system)
     start = time.perf_counter()
     examples = [e if e.system or not system else replace(e, system=system) for e in task.eval_examples()]
     if not examples:
@@ -82,3 +84,43 @@ def evaluate_task(backend: Backend, task: Task, system: str = "") -> TaskResult:
         seconds=time.perf_counter() - start,
         scorer_version=task.scorer_version,
     )
+
+
+def loss_pairs(tokenizer, items, system: str, max_doc_tokens: int) -> list[tuple[list[int], list[int]]]:
+    """(context, scored) token ids of each loss item (evals/tasks/loss.py): a reply after its chat
+    prompt, tokenised as training tokenises replies; a document after the BOS (else EOS) token,
+    cut to `max_doc_tokens`, so its first token is scored too."""
+    from cliffsweep.evals.backends.base import continuation_ids, prompt_ids
+
+    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    out = []
+    for it in items:
+        if it.example is None:
+            ids = tokenizer(it.text, add_special_tokens=False)["input_ids"][:max_doc_tokens]
+            out.append(([start], ids))
+            continue
+        ex = it.example if it.example.system or not system else replace(it.example, system=system)
+        out.append((prompt_ids(tokenizer, ex.chat()), continuation_ids(tokenizer, it.text)))
+    return out
+
+
+def evaluate_loss(backend: Backend, task, system: str = "") -> TaskResult:
+    """A loss task: each item's mean per-token NLL from one batched scoring call (no generation).
+    Primary `loss` = the mean over items (lower is better); `likelihood` = the mean of each item's
+    exp(-NLL), what analysis classifies on (storage/store.LIKELIHOOD); `perplexity` = exp(loss)."""
+    import math
+
+    start = time.perf_counter()
+    items = task.items()
+    pairs = loss_pairs(backend.tokenizer, items, system, task.params.max_doc_tokens)
+    scored = backend.score_tokens(pairs)
+    if len(scored) != len(items):
+        raise RuntimeError(f"backend scored {len(scored)} items of {len(items)}")
+    nll = [-lp / len(c) for (lp, _), (_, c) in zip(scored, pairs)]
+    loss = sum(nll) / len(nll)
+    return TaskResult(
+        task=task.label, accuracy=loss, n=len(items), metric="loss",
+        extra={"likelihood": sum(math.exp(-x) for x in nll) / len(nll), "perplexity": math.exp(loss),
+               "tokens": float(sum(len(c) for _, c in pairs))},
+        samples=[(it.id, greedy, "") for it, (_, greedy) in zip(items, scored)], scores=nll,
+        seconds=time.perf_counter() - start, scorer_version=task.scorer_version)

@@ -164,15 +164,17 @@ def write_result(store: Store, r: EvalRequest, role: str, scorer_version: str, r
     now = datetime.now(timezone.utc)
     base = {k: getattr(r, k) for k in ("trial_id", "model", "method", "series", "optimizer",
                                        "lr", "epochs", "seed", "step", "epoch")}
-    metrics = {"accuracy": res.accuracy, **res.extra}
+    metrics = {res.metric: res.accuracy, **res.extra}
     rows = [dict(base, task=res.task, role=role, metric=m, value=float(v), n=res.n,
                  scorer_version=scorer_version, evaluated_at=now, eval_seconds=res.seconds)
             for m, v in metrics.items()]
     key = eval_key(r.trial_id, r.step, res.task)
     # samples first: an evals row implies its samples exist
+    scores = res.scores or [None] * len(res.samples)
     store.write("samples", key, [
         {"trial_id": r.trial_id, "step": r.step, "task": res.task, "example_id": str(eid),
-         "correct": bool(ok), "prediction": str(pred)} for eid, ok, pred in res.samples])
+         "correct": bool(ok), "prediction": str(pred), "score": score}
+        for (eid, ok, pred), score in zip(res.samples, scores, strict=True)])
     store.write("evals", key, rows)
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cliffsweep.storage.store import Store
+from cliffsweep.storage.store import PRIMARY_METRICS, Store
 
 
 def final_points(store: Store) -> pd.DataFrame:
     """One row per (trial, role) with the primary accuracy of its last evaluated step; base
     rows are repeated for every series of their model."""
     ev = store.read("evals")
-    ev = ev[ev["metric"] == "accuracy"]
+    ev = ev[ev["metric"].isin(PRIMARY_METRICS)]  # a loss task's is its loss (lower is better)
     if ev.empty:
         return pd.DataFrame(columns=["model", "series", "epochs", "lr", "trial_id", "step", "learn", "retain"])
     # first task of each role = primary (the learn task; the first retain task)

@@ -24,6 +24,13 @@ import pyarrow.parquet as pq
 
 TABLES = ("trials", "checkpoints", "evals", "samples", "errors", "steps", "tracking")
 
+PRIMARY_METRICS = ("accuracy", "loss")
+"""The `evals.metric` of an evaluation's primary row: "accuracy" (higher is better) or, for a
+loss task, "loss" (mean per-token NLL, lower is better). Exactly one per task and checkpoint."""
+LIKELIHOOD = "likelihood"
+"""A loss task's row that analysis classifies on: the mean over items of exp(-item NLL), each
+item's geometric-mean token probability, higher is better (analysis/points.py)."""
+
 # Column order and types of each table; a write is cast to this so that files always union.
 SCHEMAS: dict[str, pa.Schema] = {
     "trials": pa.schema([
@@ -55,6 +62,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "samples": pa.schema([
         ("trial_id", pa.string()), ("step", pa.int64()), ("task", pa.string()),
         ("example_id", pa.string()), ("correct", pa.bool_()), ("prediction", pa.string()),
+        ("score", pa.float64()),  # a loss task's item NLL (evals/tasks/loss.py); else and in older files: null
     ]),
     "errors": pa.schema([
         ("trial_id", pa.string()), ("step", pa.int64()), ("kind", pa.string()),

@@ -13,6 +13,7 @@ TASKS: dict[str, str] = {
     "toy_facts": "cliffsweep.toy.tasks:ToyFacts",
     "dataset": "cliffsweep.evals.tasks.dataset:Dataset",  # the user's own data (issue 30)
     "lm_eval": "cliffsweep.evals.tasks.lm_eval:LmEval",  # any lm-evaluation-harness task (issue 30)
+    "loss": "cliffsweep.evals.tasks.loss:Loss",  # held-out NLL, lower is better (issue 30 part 4)
 }
 
 

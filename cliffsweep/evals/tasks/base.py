@@ -101,6 +101,9 @@ class Task:
     harness: ClassVar[str] = ""
     """"" = cliffsweep's runner (eval_examples, one batched generation, score); "lm_eval" = the
     task is lm-evaluation-harness's, which builds its own requests and metrics (evals/lmeval.py)."""
+    metric: ClassVar[str] = "accuracy"
+    """The primary metric's name in the store: "accuracy" (higher is better), or "loss" (lower is
+    better: evals/tasks/loss.py; storage/store.PRIMARY_METRICS)."""
     choice_letters: ClassVar[tuple[str, ...]] = ()
     """Multiple-choice tasks set the letters; the runner then also scores the letter with the
     highest log-probability as the first token(s) of the reply (`logprob_accuracy`)."""
