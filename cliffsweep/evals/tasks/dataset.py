@@ -126,8 +126,24 @@ def _content_key(c: Conversation) -> str:
     return hashlib.sha256(json.dumps([c.system, c.turns]).encode()).hexdigest()
 
 
+# `toy:<file>`: a toy data file (cliffsweep/toy/files.py), looked up by name as the task registry
+# looks up the toy tasks, so that evals never imports the toy world it is the interface of.
+TOY_FILES = {"toy": "cliffsweep.toy.files:toy_file"}
+
+
+def local_source(source: str) -> str:
+    """A data source with `toy:<file>` replaced by the toy file's path (written on first use)."""
+    if not source.startswith("toy:"):
+        return source
+    from cliffsweep.registry import lookup
+
+    return lookup(TOY_FILES, "toy", "data source")(source[4:])
+
+
 def is_hub(source: str) -> bool:
-    """A hub dataset id ('org/name'): not a path on this machine."""
+    """A hub dataset id ('org/name'): not a path on this machine (nor a toy file, `toy:<file>`)."""
+    if source.startswith("toy:"):
+        return False
     return not Path(source).expanduser().exists() and source.count("/") == 1 and not source.startswith((".", "/", "~"))
 
 
@@ -137,7 +153,7 @@ def read_rows(source: str, split: str | None, collect: list[str] | None = None) 
     if is_hub(source):
         yield from _hub_rows(source, split or "train")
         return
-    path = Path(source).expanduser()
+    path = Path(local_source(source)).expanduser()
     files = sorted(f for f in path.iterdir() if f.suffix in SUFFIXES) if path.is_dir() else [path]
     if not path.exists() or not files:
         raise DataError(f"{source}: no such file, or no {'/'.join(SUFFIXES)} files in the folder")

@@ -13,7 +13,8 @@ served by the evaluator's own engine (evals/lmeval.py). What cliffsweep adds:
 
 Checked before anything starts (`data_problems`): the task exists (else the close names), its
 data loads (offline: the dataset it names and how to point it at local files), and its primary
-metric is one where higher is better (a loss-like metric waits for issue 30 part 4).
+metric is one where higher is better (a held-out loss is cliffsweep's own `loss` task,
+evals/tasks/loss.py, which analysis reads in its direction).
 """
 
 from __future__ import annotations
@@ -173,8 +174,9 @@ class LmEval(Task):
         for name, t in tasks.items():
             better = t.higher_is_better()
             if metric in better and not better[metric]:
-                problems.append(f"lm_eval task {name!r}: its metric {metric!r} is lower-is-better; cliffsweep "
-                                "reads retention as higher-is-better (loss metrics: issue 30 part 4)")
+                problems.append(f"lm_eval task {name!r}: its metric {metric!r} is lower-is-better; an lm_eval "
+                                "task is read as higher-is-better: for a held-out loss use the task `loss` "
+                                "(docs/tasks.md)")
         return problems
 
     # --- what `plan` prices --------------------------------------------------------------------
