@@ -128,13 +128,15 @@ def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_w
     it, ends A, then trains B (attempt 1: B never started before); A's final checkpoint is
     recorded and evaluated once. (2) The evaluator actor is SIGKILLed as it starts trial B's
     first checkpoint, with more evaluations queued behind it: Ray restarts it and the calls are
-    redone, none lost. A second retain task is lm-eval's (issue 30): its evaluations too, once."""
+    redone, none lost. Two more retain tasks, lm-eval's and a loss task (issue 30): their
+    evaluations too, once (a loss task's primary row is its `loss`)."""
     # resume_every_s 0: every checkpoint saves the training state, so the retry resumes at step 4
     lm_eval = {"name": "lm_eval", "params": {"task": "toy_arith_lm", "include_path": "toy", "apply_chat_template": True,
                                              "limit": 20}}
     data = sweep(tmp_path / "store", resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 2},
                  resume_every_s=0)
-    data["tasks"]["retain"].append(lm_eval)
+    data["tasks"]["retain"] += [lm_eval, {"name": "loss", "params": {"of": {"name": "toy_arith"}, "split": "train",
+                                                                     "n_eval": 20}}]
     a, b = ids(data)
     store = run_with_faults(data, f"reported:{a}:4=kill;eval:{b}:2=kill", tmp_path, monkeypatch)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("reported", "eval"))) == [
@@ -146,6 +148,9 @@ def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_w
     assert_invariant(store, parse_spec(data))
     ev = store.read("evals").query("task == 'lm_eval:toy_arith_lm'")
     assert set(ev["metric"]) == {"accuracy", "exact_match,strict-match"} and (ev["n"] == 20).all()
+    loss = store.read("evals").query("task == 'loss:toy_arith:train'")
+    assert set(loss["metric"]) == {"loss", "likelihood", "perplexity", "tokens"} and (loss["n"] == 20).all()
+    assert store.read("samples").query("task == 'loss:toy_arith:train'")["score"].gt(0).all()
     # done trials keep only their final checkpoint, without training state (keep_checkpoints: final)
     assert checkpoint_folders(parse_spec(data)) == {(a, 4), (b, 4)}
     assert not list((tmp_path / "store" / "checkpoints").rglob("train_state.pt"))

@@ -130,3 +130,11 @@ def test_a_loss_series_with_a_known_regime_reads_as_that_regime(tmp_path):
     assert (loss_t["confidence_method"] == "bootstrap").all()  # the items' own NLLs, not a binomial
     ev = pd.read_parquet(tmp_path / "out_loss" / "points.parquet")
     assert ev["R"].between(0, 1).all()
+
+
+def test_plan_counts_no_generation_for_a_loss_task():
+    """A loss task is prefill only: `plan` counts its items' prompts, no generations."""
+    from cliffsweep.planner.plan import eval_load
+
+    assert build_task("loss", {"path": "a.txt"}).sampling.max_tokens == 0
+    assert eval_load([(150, 0), (100, 64)]) == (100, 6400)

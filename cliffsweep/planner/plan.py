@@ -65,8 +65,9 @@ class ModelPlan:
 
 
 def eval_load(tasks: list[tuple[int, int]]) -> tuple[int, int]:
-    """(generations, generated tokens at most) of one evaluation over tasks (n_eval, max_tokens)."""
-    return sum(n for n, _ in tasks), sum(n * m for n, m in tasks)
+    """(generations, generated tokens at most) of one evaluation over tasks (n_eval, max_tokens);
+    a task that generates nothing (max_tokens 0: a loss task, prefill only) adds no generation."""
+    return sum(n for n, m in tasks if m > 0), sum(n * m for n, m in tasks)
 
 
 def recipe_extras(recipe) -> tuple[int | None, bool]:
