@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -172,7 +173,8 @@ def test_a_sweep_learns_from_a_jsonl_of_chat_messages_and_plan_prices_it(tmp_pat
                                                           "metric": "exact", "max_tokens": 8}},
                   "retain": [{"name": "toy_arith", "params": {"n_eval": 40}},
                              {"name": "lm_eval", "params": {"task": "toy_arith_lm", "include_path": "toy",
-                                                            "apply_chat_template": True, "limit": 40}}]},
+                                                            "apply_chat_template": True, "limit": 40}},
+                             {"name": "loss", "params": {"of": {"name": "toy_arith"}, "split": "train", "n_eval": 40}}]},
         "recipe": {"batch_size": 16, "max_seq_len": 128},
         "eval": {"points_per_trial": 1, "backend": "hf", "cpus_per_evaluator": 0.5},
         "resources": {"max_concurrent_trials": 1}}))
@@ -195,6 +197,15 @@ def test_a_sweep_learns_from_a_jsonl_of_chat_messages_and_plan_prices_it(tmp_pat
     assert not lm.duplicated(["trial_id", "step", "metric"]).any() and len(lm) == 2 * 2  # base + 1 checkpoint
     acc = lm.pivot_table(index="trial_id", columns="metric", values="value")
     assert (acc["accuracy"] == acc["exact_match,strict-match"]).all() and acc.loc["q-base", "accuracy"] >= 0.9, acc
+    # the three retain tasks are a suite (issue 30 part 3): analyze reads their aggregate and each
+    out = tmp_path / "report"
+    assert main(["analyze", str(tmp_path / "store"), "--out", str(out), "--n-boot", "20"]) == 0
+    per_task = pd.read_parquet(out / "suite.parquet")
+    assert sorted(per_task["task"]) == ["lm_eval:toy_arith_lm", "loss:toy_arith:train", "toy_arith"]
+    points = pd.read_parquet(out / "points.parquet").set_index("trial_id")
+    assert points.loc["q-base", "R"] == pytest.approx(1.0)  # the base keeps all of itself
+    assert 0 < points.loc["q-base", "R[loss:toy_arith:train]"] <= 1  # the loss read as its likelihood
+    assert "Retention suite" in (out / "report.md").read_text()
 
 
 def test_a_base_model_without_a_chat_template_trains_and_is_served_in_the_plain_format():
