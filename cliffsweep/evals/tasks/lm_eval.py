@@ -67,8 +67,8 @@ def task_manager(include_path: str | None):
     try:
         from lm_eval.tasks import TaskManager
     except ImportError as e:
-        raise ImportError(f"the lm_eval task needs lm-evaluation-harness {LM_EVAL_VERSION}: pip install --no-deps "
-                          f"lm-eval=={LM_EVAL_VERSION} (scripts/setup.sh does it)") from e
+        raise ImportError(f"the lm_eval task needs lm-evaluation-harness {LM_EVAL_VERSION}, a dependency of "
+                          f"cliffsweep: pip install lm-eval=={LM_EVAL_VERSION}") from e
     return TaskManager(include_path=include_path)
 
 
