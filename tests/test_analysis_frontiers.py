@@ -262,3 +262,16 @@ def test_best_learn_checkpoint_is_classified_when_asked(tmp_path):
     assert not any("not done" in n for n in notes), notes
     assert frontiers(final, n_boot=0).iloc[0]["regime"] == "cliff"
     assert frontiers(best, n_boot=0).iloc[0]["regime"] == "no_forgetting"
+
+
+def test_the_robust_frontier_keeps_only_points_that_beat_every_other_by_c():
+    """Seed 001's robust frontier: a Pareto point within c of another on both axes is dropped
+    (a hair's gain is not a frontier point); c = 0 is the plain frontier; a duplicate is one point."""
+    from cliffsweep.analysis.pareto import pareto_mask
+
+    L = np.array([0.50, 0.5004, 0.60, 0.70, 0.70, 0.40])
+    R = np.array([0.80, 0.7998, 0.70, 0.50, 0.50, 0.30])
+    assert pareto_mask(L, R).tolist() == [True, True, True, True, True, False]
+    # points 0 and 1 are each within 0.001 of the other on both axes: neither clearly beats it
+    assert pareto_mask(L, R, robust=0.001).tolist() == [False, False, True, True, True, False]
+    assert pareto_mask(L, R, robust=0.0001).tolist() == [True, True, True, True, True, False]

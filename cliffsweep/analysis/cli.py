@@ -26,6 +26,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--suite", choices=AGGREGATES, default="share_of_base",
                    help="how several retain tasks make one retention: the mean share of each task's base score "
                         "(default), or seed 003's general performance (plain mean, tasks the base scores < 0.5 on left out)")
+    p.add_argument("--robust-frontier", type=float, default=0.0, metavar="C",
+                   help="seed 001's robust frontier: keep a Pareto point only if it beats every other point by C "
+                        "on one axis (001: 0.001); default 0, the plain frontier")
     p.add_argument("--n-boot", type=int, default=200, help="bootstrap replicates (0: no confidence)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--min-confidence", type=float, default=MIN_CONFIDENCE,
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace, after=None) -> int:
         table = analyze_store(args.store, args.out, learn_task=args.learn_task, retain_task=args.retain_task,
                               thresholds=thresholds, n_boot=args.n_boot, seed=args.seed,
                               min_confidence=args.min_confidence, report=not args.no_report, pick=args.checkpoint,
-                              suite=args.suite)
+                              suite=args.suite, robust_frontier=args.robust_frontier)
     except AnalysisInputError as e:
         print(f"cliffsweep analyze: {e}", file=sys.stderr)
         return 2

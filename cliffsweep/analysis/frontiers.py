@@ -122,13 +122,14 @@ def _n_refined_lrs(rows: pd.DataFrame) -> int:
     return len(refined)
 
 
-def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
-    """Per-series and per-model Pareto points (all checkpoints), area score, dominance."""
+def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame, robust: float = 0.0) -> pd.DataFrame:
+    """Per-series and per-model Pareto points (all checkpoints; ``robust``: pareto.pareto_mask),
+    area score, dominance."""
     extra = []
     for model, mpts in points.groupby("model", sort=False):
         base = mpts[mpts["series"] == "base"]
         trained = mpts[mpts["series"] != "base"]
-        front = mpts[pareto_mask(mpts["L"], mpts["R"])]
+        front = mpts[pareto_mask(mpts["L"], mpts["R"], robust)]
         groups = dict(list(trained.groupby(SERIES_KEY, sort=False)))
         L0 = float(base["L"].mean()) if len(base) else np.nan
         R0 = float(base["R"].mean()) if len(base) else np.nan
@@ -137,7 +138,7 @@ def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
             mine = front[front["point_id"].isin(s["point_id"])]
             extra.append({
                 "model": key[0], "series": key[1], "epochs": key[2],
-                "pareto_point_ids": both.loc[pareto_mask(both["L"], both["R"]), "point_id"].tolist(),
+                "pareto_point_ids": both.loc[pareto_mask(both["L"], both["R"], robust), "point_id"].tolist(),
                 "model_pareto_point_ids": mine["point_id"].tolist(),
                 "model_pareto_share": len(mine) / max(len(front[front["series"] != "base"]), 1),
                 "frontier_area": frontier_area(s["L"], s["R"], L0, R0) if len(base) else np.nan,
@@ -150,7 +151,7 @@ def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
 def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresholds: Thresholds | None = None,
               *, learn_task: str | None = None, retain_task: str | list[str] | None = None, n_boot: int = 200,
               seed: int = 0, min_confidence: float = MIN_CONFIDENCE, models: pd.DataFrame | None = None,
-              replicates: tuple | None = None) -> pd.DataFrame:
+              replicates: tuple | None = None, robust: float = 0.0) -> pd.DataFrame:
     """One row per series of ``points`` (columns FRONTIER_COLUMNS).
 
     ``points``: one row per checkpoint with ``model, series, epochs, lr, L, R, point_id`` and,
@@ -163,6 +164,7 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     suite's tasks: a list, R their share_of_base aggregate; see confidence.replicate_accuracies).
     ``models``: analysis/model_info.py's table (family, size_b); without it both stay empty.
     ``replicates``: confidence.replicate_accuracies of these points, if already computed.
+    ``robust``: seed 001's robust frontier margin c for the Pareto columns (pareto.pareto_mask).
     """
     th = thresholds or Thresholds()
     if samples is not None and (learn_task is None or retain_task is None):
@@ -191,12 +193,12 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     info = models if models is not None else pd.DataFrame(columns=["model", "family", "size_b"])
     table = table.merge(info[["model", "family", "size_b"]], on="model", how="left")
     table["size_b"] = table["size_b"].astype(float)
-    return _pareto_columns(table, pts)[FRONTIER_COLUMNS]
+    return _pareto_columns(table, pts, robust)[FRONTIER_COLUMNS]
 
 
-def model_frontier(points: pd.DataFrame) -> pd.DataFrame:
+def model_frontier(points: pd.DataFrame, robust: float = 0.0) -> pd.DataFrame:
     """The Pareto-optimal checkpoints of each model across all its series (and the base)."""
     keep = []
     for _, mpts in points.groupby("model", sort=True):
-        keep.append(mpts[pareto_mask(mpts["L"], mpts["R"])].sort_values("L"))
+        keep.append(mpts[pareto_mask(mpts["L"], mpts["R"], robust)].sort_values("L"))
     return pd.concat(keep, ignore_index=True) if keep else points.iloc[0:0]

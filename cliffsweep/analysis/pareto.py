@@ -11,13 +11,23 @@ from __future__ import annotations
 import numpy as np
 
 
-def pareto_mask(L: np.ndarray, R: np.ndarray) -> np.ndarray:
-    """Boolean mask of the Pareto-optimal points (maximising L and R)."""
+def pareto_mask(L: np.ndarray, R: np.ndarray, robust: float = 0.0) -> np.ndarray:
+    """Boolean mask of the Pareto-optimal points (maximising L and R).
+
+    ``robust = c > 0``: seed 001's robust frontier (Sec. 6, "Evaluation"): a frontier point is
+    kept only if it beats every other point by at least c on one axis, ``L_i >= L_j + c or
+    R_i >= R_j + c`` for all j ("only the points with a significant improvement compared to
+    others"; 001 uses c = 0.001). Points identical to i count as i, not as others."""
     L, R = np.asarray(L, float), np.asarray(R, float)
     ge = (L[None, :] >= L[:, None]) & (R[None, :] >= R[:, None])
     gt = (L[None, :] > L[:, None]) | (R[None, :] > R[:, None])
     # row i is dominated if some column j is >= on both and > on one
-    return ~(ge & gt).any(axis=1)
+    keep = ~(ge & gt).any(axis=1)
+    if robust > 0:
+        same = (L[None, :] == L[:, None]) & (R[None, :] == R[:, None])
+        clear = (L[:, None] >= L[None, :] + robust) | (R[:, None] >= R[None, :] + robust) | same
+        keep &= clear.all(axis=1)
+    return keep
 
 
 def dominates_all(L_a: np.ndarray, R_a: np.ndarray, L_b: np.ndarray, R_b: np.ndarray) -> bool:

@@ -23,7 +23,7 @@ _LIST_COLUMNS = ("pareto_point_ids", "model_pareto_point_ids", "dominated_by")
 def analyze_store(store_uri: str | list[str], out_dir: str, *, learn_task: str | None = None, retain_task: str | None = None,
                   thresholds: Thresholds | dict | None = None, n_boot: int = 200, seed: int = 0,
                   min_confidence: float = MIN_CONFIDENCE, report: bool = True, pick: str = "final",
-                  suite: str = "share_of_base") -> pd.DataFrame:
+                  suite: str = "share_of_base", robust_frontier: float = 0.0) -> pd.DataFrame:
     """Analyse the store at ``store_uri`` (docs/store.md), or several stores as one (a list: the
     paper grid's three, points.load_stores), and write the results to ``out_dir``.
 
@@ -32,7 +32,8 @@ def analyze_store(store_uri: str | list[str], out_dir: str, *, learn_task: str |
     List columns stay lists in Parquet and are ';'-joined in the CSV. Beside it: one Parquet
     table per claim (:func:`paper_tables`). Several retain tasks are read as a suite (``suite``:
     analysis/suite.AGGREGATES; ``retain_task`` reads one), and suite.parquet holds each task's own
-    regime beside the aggregate's.
+    regime beside the aggregate's. ``robust_frontier``: seed 001's margin c (0.001 there) for
+    the Pareto columns and model_frontier.parquet (pareto.pareto_mask); 0 = the plain frontier.
     """
     th = thresholds if isinstance(thresholds, Thresholds) else Thresholds(**(thresholds or {}))
     uris = [store_uri] if isinstance(store_uri, str) else list(store_uri)
@@ -42,7 +43,8 @@ def analyze_store(store_uri: str | list[str], out_dir: str, *, learn_task: str |
     reps = replicate_accuracies(points, data.samples, data.learn_task, retain, n_boot, seed, suite) \
         if n_boot > 0 else None
     table = frontiers(points, data.samples, th, learn_task=data.learn_task, retain_task=retain,
-                      n_boot=n_boot, seed=seed, min_confidence=min_confidence, models=data.models, replicates=reps)
+                      n_boot=n_boot, seed=seed, min_confidence=min_confidence, models=data.models, replicates=reps,
+                      robust=robust_frontier)
     extra = paper_tables(points, table, reps, uris)
     if data.suite is not None:
         extra["suite"] = per_task_table(points, data.samples, retain, data.learn_task, th, n_boot, seed,
@@ -58,7 +60,7 @@ def analyze_store(store_uri: str | list[str], out_dir: str, *, learn_task: str |
     if data.suite is None and os.path.exists(os.path.join(out_dir, "suite.parquet")):
         os.remove(os.path.join(out_dir, "suite.parquet"))  # an earlier analysis's: not of this reading
     points.to_parquet(os.path.join(out_dir, "points.parquet"), index=False)
-    model_frontier(points).to_parquet(os.path.join(out_dir, "model_frontier.parquet"), index=False)
+    model_frontier(points, robust_frontier).to_parquet(os.path.join(out_dir, "model_frontier.parquet"), index=False)
     if report:
         write_report(table, points, out_dir, store_uri=", ".join(uris), learn_task=data.learn_task,
                      retain_task=data.retain_task, thresholds=th, min_confidence=min_confidence, n_boot=n_boot,
