@@ -125,6 +125,36 @@ def sample_scores(samples: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _pivot(acc: pd.DataFrame, learn_task: str, retain: list[str], notes: list[str]) -> pd.DataFrame:
+    """One row per checkpoint evaluated on every task: L, R (one retain task) or each task's
+    ``R[<task>]`` (a suite), their sizes, and the trial's metadata."""
+    acc = acc[acc["task"].isin([learn_task, *retain])]
+    dup = acc.duplicated(["trial_id", "step", "task"], keep=False)
+    if dup.any():
+        first = acc[dup].iloc[0]
+        raise AnalysisInputError(f"duplicate accuracy rows for trial {first.trial_id!r} step {first.step} "
+                                 f"task {first.task!r}")
+    keys = ["trial_id", "step"]
+    columns = {"R": retain[0]} if len(retain) == 1 else {task_column(t): t for t in retain}
+    sides = []
+    for name, task in (("L", learn_task), *columns.items()):
+        part = acc[acc["task"] == task].set_index(keys)
+        sides.append(part[["value", "n"]].rename(columns={"value": name, "n": f"n_{name}"}))
+    meta = acc[acc["task"] == learn_task].set_index(keys)[["model", "series", "method", "optimizer", "lr", "epochs",
+                                                          "seed", "epoch"]]
+    both = sides[0].join(sides[1:], how="outer")
+    values = ["L", *columns]
+    half = both[both[values].isna().any(axis=1)]
+    tasks = "/".join([learn_task, *retain])
+    if len(half):
+        notes.append(f"{len(half)} checkpoint(s) evaluated on only some of {tasks} "
+                     f"left out, e.g. {half.index[0][0]}@{half.index[0][1]}")
+    pts = both.dropna(subset=values).join(meta).reset_index()
+    if pts.empty:
+        raise AnalysisInputError(f"no checkpoint has accuracies of all of {tasks}")
+    return pts
+
+
 CHECKPOINT_PICKS = ("final", "best_learn")
 """Which checkpoint of a done trial is classified: its last (the cliff paper), or the one with the
 highest learn accuracy, the earliest of ties (003's "best-target checkpoint": each run is read at
@@ -140,33 +170,8 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
     if pick not in CHECKPOINT_PICKS:
         raise AnalysisInputError(f"checkpoint pick {pick!r}; valid: {list(CHECKPOINT_PICKS)}")
     retain = [retain_task] if isinstance(retain_task, str) else list(retain_task)
-    columns = {"R": retain[0]} if len(retain) == 1 else {task_column(t): t for t in retain}
     notes: list[str] = []
-    acc = scores_of(evals)
-    acc = acc[acc["task"].isin([learn_task, *retain])]
-    dup = acc.duplicated(["trial_id", "step", "task"], keep=False)
-    if dup.any():
-        first = acc[dup].iloc[0]
-        raise AnalysisInputError(f"duplicate accuracy rows for trial {first.trial_id!r} step {first.step} "
-                                 f"task {first.task!r}")
-    keys = ["trial_id", "step"]
-    meta_cols = ["model", "series", "method", "optimizer", "lr", "epochs", "seed", "epoch"]
-    sides = []
-    for name, task in (("L", learn_task), *columns.items()):
-        part = acc[acc["task"] == task].set_index(keys)
-        sides.append(part[["value", "n"]].rename(columns={"value": name, "n": f"n_{name}"}))
-    meta = acc[acc["task"] == learn_task].set_index(keys)[meta_cols]
-    both = sides[0].join(sides[1:], how="outer")
-    values = ["L", *columns]
-    half = both[both[values].isna().any(axis=1)]
-    tasks = "/".join([learn_task, *retain])
-    if len(half):
-        notes.append(f"{len(half)} checkpoint(s) evaluated on only some of {tasks} "
-                     f"left out, e.g. {half.index[0][0]}@{half.index[0][1]}")
-    both = both.dropna(subset=values)
-    pts = both.join(meta).reset_index()
-    if pts.empty:
-        raise AnalysisInputError(f"no checkpoint has accuracies of all of {tasks}")
+    pts = _pivot(scores_of(evals), learn_task, retain, notes)
     pts["point_id"] = pts["trial_id"] + "@" + pts["step"].astype(str)
     latest = trials.drop_duplicates("trial_id", keep="last").set_index("trial_id")
     pts["status"] = pts["trial_id"].map(latest["status"]).astype(object)
