@@ -73,11 +73,12 @@ def _warn_tracking(spec) -> None:
 def cmd_plan(args) -> int:
     from cliffsweep.planner.archs import UnknownArch
     from cliffsweep.planner.text import plan_text
+    from cliffsweep.planner.tokenstats import UnknownLengths
 
     try:
         specs = [(path, load_spec(path)) for path in args.specs]
         print(plan_text(specs, args.mfu, args.bandwidth * 1e9, tuple(args.measured)))
-    except UnknownArch as e:
+    except (UnknownArch, UnknownLengths) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

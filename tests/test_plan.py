@@ -219,7 +219,9 @@ def test_packaged_proxy_follows_n_train_and_split():
     assert packaged("chem_l3", {}).n == PACKAGED["chem_l3"].n
     assert packaged("chem_l3", {"n_train": 100}).n == 100
     assert packaged("chem_l3", {"test_fraction": 0.6}).n == round(PACKAGED["chem_l3"].n * 0.5)
-    with pytest.raises(KeyError, match="local `path:`"):
+    from cliffsweep.planner.tokenstats import UnknownLengths
+
+    with pytest.raises(UnknownLengths, match="local `path:`"):
         packaged("toy_facts", {})
 
 

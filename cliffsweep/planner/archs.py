@@ -201,5 +201,5 @@ def arch_for(path: str) -> Arch:
         return PUBLISHED[path]
     raise UnknownArch(f"{path}: cannot size this model: no local folder and not in the table of published "
                       f"configs ({', '.join(sorted(PUBLISHED)[:4])}, ...). Point path: at a local copy with its "
-                      "config.json, or add an Arch entry to PUBLISHED in cliffsweep/archs.py (hidden, layers, heads, "
+                      "config.json, or add an Arch entry to PUBLISHED in cliffsweep/planner/archs.py (hidden, layers, heads, "
                       "kv_heads, intermediate, vocab from the model's config.json)")

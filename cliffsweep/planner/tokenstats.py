@@ -94,10 +94,15 @@ def measure(tokenizer, name: str, params: dict, max_len: int = 1 << 20) -> Lengt
     return Lengths.of(lengths, f"{name}: {len(lengths)} examples, encoded with the model's tokenizer")
 
 
+class UnknownLengths(ValueError):
+    """A task `plan` cannot price: its data is not on this machine and no packaged statistics
+    stand in for it; the message says what to give."""
+
+
 def packaged(name: str, params: dict) -> Lengths:
     """PACKAGED lengths of task `name`, with n adjusted to the task's n_train and split."""
     if name not in PACKAGED:
-        raise KeyError(f"task {name!r}: its data is not local and cliffsweep has no packaged token "
+        raise UnknownLengths(f"task {name!r}: its data is not local and cliffsweep has no packaged token "
                        f"statistics for it (only {sorted(PACKAGED)}); give the task a local `path:`")
     base = PACKAGED[name]
     n = base.n

@@ -32,6 +32,11 @@ from cliffsweep.evals.tasks.rows import seeded_subset
 LM_EVAL_VERSION = "0.4.13"
 
 
+UNLOADED_ITEMS = 1000
+"""Items `plan` assumes for an lm-eval task it cannot load here and that sets no `limit` (ours:
+the size of a typical benchmark's test split, e.g. ARC-Challenge 1,172, GSM8K 1,319)."""
+
+
 class LmEvalParams(TaskParams):
     task: str = Field(min_length=1)
     """An lm-eval task or group name (`lm_eval --tasks list`), or one in `include_path`."""
@@ -189,8 +194,14 @@ class LmEval(Task):
 
     @property
     def eval_size(self) -> int:
-        """Items per evaluation: `limit` per task, else every evaluation document (loads the data)."""
-        return sum(min(self.params.limit or len(t.eval_docs), len(t.eval_docs)) for t in self._built().values())
+        """Items per evaluation: `limit` per task, else every evaluation document (loads the data).
+        A task that cannot be built here (its data or a package its code needs is not on this
+        machine: `validate` says which) is priced at `limit`, else UNLOADED_ITEMS."""
+        try:
+            built = self._built()
+        except Exception:  # noqa: BLE001 - `plan` prices what it can; `validate` names the cause
+            return self.params.limit or UNLOADED_ITEMS
+        return sum(min(self.params.limit or len(t.eval_docs), len(t.eval_docs)) for t in built.values())
 
     def plan_examples(self) -> list[Example]:
         """The evaluation documents as prompt / target pairs (what a request's tokens are made of;
