@@ -275,3 +275,21 @@ def test_the_robust_frontier_keeps_only_points_that_beat_every_other_by_c():
     # points 0 and 1 are each within 0.001 of the other on both axes: neither clearly beats it
     assert pareto_mask(L, R, robust=0.001).tolist() == [False, False, True, True, True, False]
     assert pareto_mask(L, R, robust=0.0001).tolist() == [True, True, True, True, True, False]
+
+
+def test_the_forgetting_order_of_methods_under_each_optimizer():
+    """001's claim on methods: the order by frontier area under muon against adamw's, as Kendall's
+    tau over the methods both ran; a swapped pair shows as tau < 1."""
+    from cliffsweep.analysis.claims import forgetting_order
+
+    rows = [("sft", "adamw", 0.5), ("ewc(lam=1)", "adamw", 0.7), ("lora(rank=8)", "adamw", 0.6),
+            ("sft[muon]", "muon", 0.55), ("ewc(lam=1)[muon]", "muon", 0.75), ("lora(rank=8)[muon]", "muon", 0.65),
+            ("sft[sgd]", "sgd", 0.6), ("ewc(lam=1)[sgd]", "sgd", 0.5), ("lora(rank=8)[sgd]", "sgd", 0.7)]
+    table = pd.DataFrame([{"model": "m", "epochs": 3, "label": label, "optimizer": opt, "frontier_area": a}
+                          for label, opt, a in rows])
+    out = forgetting_order(table).set_index("optimizer")
+    assert out.loc["adamw", "order"] == "ewc(lam=1) > lora(rank=8) > sft"
+    assert out.loc["muon", "same_order"] and out.loc["muon", "kendall_tau"] == 1.0
+    assert out.loc["sgd", "order"] == "lora(rank=8) > sft > ewc(lam=1)" and not out.loc["sgd", "same_order"]
+    assert out.loc["sgd", "kendall_tau"] == pytest.approx(-1 / 3)
+    assert forgetting_order(table[table["optimizer"] == "adamw"]).empty  # one optimizer: no claim

@@ -189,6 +189,41 @@ def optimizer_consistency(gains: pd.DataFrame) -> pd.DataFrame:
     return gains.loc[gains["method"] == REFERENCE, cols].reset_index(drop=True)
 
 
+def _kendall(a: list[str], b: list[str]) -> float:
+    """Kendall's tau between two orders of the same items (1 = the same order, -1 = reversed)."""
+    pos = {x: i for i, x in enumerate(b)}
+    pairs = [(i, j) for i in range(len(a)) for j in range(i + 1, len(a))]
+    if not pairs:
+        return np.nan
+    return sum(1 if pos[a[i]] < pos[a[j]] else -1 for i, j in pairs) / len(pairs)
+
+
+def forgetting_order(table: pd.DataFrame, reference: str = "adamw") -> pd.DataFrame:
+    """001's consistency claim read on methods: under each optimizer, the methods of a model x
+    epochs ordered by frontier area (the larger, the less forgotten at matched learning), and
+    whether that order is the one under `reference` (Kendall's tau over the methods both
+    optimizers ran; 1 = the same order). Methods are the series labels without their
+    `[optimizer]` suffix (sweep/grid.series_label). Empty with one optimizer."""
+    cols = ["model", "epochs", "optimizer", "order", "n_methods", "reference", "kendall_tau", "same_order"]
+    t = table.assign(optimizer=table["optimizer"].replace("", reference),
+                     base=table["label"].str.replace(r" e\d+$", "", regex=True).str.replace(r"\[[^\]]*\]$", "",
+                                                                                          regex=True))
+    rows = []
+    for (model, epochs), g in t.groupby(["model", "epochs"], sort=True):
+        if g["optimizer"].nunique() < 2:
+            continue
+        orders = {o: s.sort_values(["frontier_area", "base"], ascending=[False, True])["base"].tolist()
+                  for o, s in g.groupby("optimizer", sort=True)}
+        ref = reference if reference in orders else next(iter(orders))
+        for opt, order in orders.items():
+            shared = [m for m in order if m in orders[ref]]
+            tau = _kendall(shared, [m for m in orders[ref] if m in shared])
+            rows.append({"model": model, "epochs": epochs, "optimizer": opt, "order": " > ".join(order),
+                         "n_methods": len(order), "reference": ref, "kendall_tau": tau,
+                         "same_order": bool(tau == 1.0) if np.isfinite(tau) else None})
+    return pd.DataFrame(rows, columns=cols)
+
+
 def _log_slope(x: pd.Series, y: pd.Series) -> float:
     """Least-squares slope of log10 y on log10 x over the finite pairs (NaN with < 2 x values)."""
     ok = np.isfinite(x.to_numpy(float)) & np.isfinite(y.to_numpy(float)) & (y.to_numpy(float) > 0)

@@ -17,6 +17,7 @@ def paper_tables(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None, 
     gains = claims.matched_gain(pts, table, pair)
     return {"matched_gain": gains, "regime_counts": claims.regime_counts(table),
             "by_sft_regime": claims.by_sft_regime(gains), "optimizers": claims.optimizer_consistency(gains),
+            "forgetting_order": claims.forgetting_order(table),
             "epochs_effect": claims.epochs_effect(table),
             "size_effect": claims.size_effect(pts, table), "task_correlation": claims.task_correlation(pts),
             "point_spread": claims.point_spread(pts, pair), "curvature": curvature_table(uris)}

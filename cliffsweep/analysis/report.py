@@ -205,6 +205,13 @@ def paper_sections(table, points, paper: dict, out_dir: str, learn: str, retain:
                                                               "regime", "gain_max", "gain_max_lo", "gain_max_hi",
                                                               "learning_over_sft", "dominates_sft",
                                                               "dominated_by_sft"))]))
+    if len(paper.get("forgetting_order", ())):
+        secs.append(Section("001: the methods' forgetting order under each optimizer", "Per model and epochs, the "
+                            "methods ordered by frontier area (the larger, the less forgotten at matched learning) "
+                            "under each optimizer, and Kendall's tau against the reference optimizer's order "
+                            "(1 = the same order; forgetting_order.parquet).",
+                            [("", paper["forgetting_order"], _cols("model", "epochs", "optimizer", "order", "reference",
+                                                                    "kendall_tau", "same_order"))]))
     secs.append(Section("Sec. 3: learning and retention are uncorrelated", "Correlation of learn and retain "
                         "accuracy across the base models and across each model's checkpoints "
                         "(task_correlation.parquet).", [("", paper["task_correlation"],
