@@ -252,3 +252,19 @@ def test_a_recipe_system_prompt_reaches_training_and_evaluation_alike():
     backend.generate = lambda prompts, sampling: seen.extend(prompts) or real(prompts, sampling)
     evaluate_task(backend, build_task("toy_arith", {"n_eval": 3}), "Be brief.")
     assert all(p[0] == {"role": "system", "content": "Be brief."} for p in seen), seen
+
+
+def test_a_toy_data_file_reads_as_a_jsonl_of_chat_messages_and_an_unknown_one_is_named(tmp_path, monkeypatch):
+    """`toy:<file>` (the toy suite example's learn data) is a JSONL the toy world writes once, read
+    by the same code as a user's file: the toy facts' training phrasings, their held-out phrasing."""
+    import cliffsweep.toy.files as files
+
+    monkeypatch.setattr(files, "DATA_DIR", tmp_path / "data")
+    task = build_task("dataset", {"path": "toy:facts_chat.jsonl", "eval_path": "toy:facts_chat_held.jsonl"})
+    facts = build_task("toy_facts", {"n_eval": 200})
+    assert [(e.prompt, e.response) for e in task.train_examples()] != []
+    assert sorted((e.prompt, e.response) for e in task.train_examples()) == sorted(
+        (e.prompt, e.response) for e in facts.train_examples())
+    assert (tmp_path / "data" / "facts_chat.jsonl").exists() and not list((tmp_path / "data").glob(".*"))
+    assert build_task("dataset", {"path": "toy:nope.jsonl"}).data_problems() == [
+        "toy:nope.jsonl: unknown toy data file 'nope.jsonl'; valid: ['facts_chat.jsonl', 'facts_chat_held.jsonl']"]

@@ -137,7 +137,10 @@ def local_source(source: str) -> str:
         return source
     from cliffsweep.registry import lookup
 
-    return lookup(TOY_FILES, "toy", "data source")(source[4:])
+    try:
+        return lookup(TOY_FILES, "toy", "data source")(source[4:])
+    except ValueError as e:  # an unknown toy file: a data problem, listed with the others
+        raise DataError(f"{source}: {e}") from None
 
 
 def is_hub(source: str) -> bool:
