@@ -121,7 +121,8 @@ def cmd_run(args) -> int:
         print("\nInterrupted (Ctrl-C or SIGTERM) before or after training; every finished result is in the "
               f"store. Run the same command again to resume:\n  {shlex.join(again)}", file=sys.stderr)
         return Exit.INTERRUPTED
-    print("\nFinal learn / retain accuracy per lr (last checkpoint; lr 0 = base model):")
+    print("\nFinal learn / first retain task's score per lr (accuracy; a loss task's loss, lower is better; "
+          "last checkpoint; lr 0 = base model):")
     print(summary_text(store))
     print("\n" + status_text(store))
     print(f"\nResults: {store.uri}  (cliffsweep status {store.uri}; cliffsweep analyze {store.uri} --out report/)")
