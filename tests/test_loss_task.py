@@ -138,3 +138,17 @@ def test_plan_counts_no_generation_for_a_loss_task():
 
     assert build_task("loss", {"path": "a.txt"}).sampling.max_tokens == 0
     assert eval_load([(150, 0), (100, 64)]) == (100, 6400)
+
+
+def test_a_loss_item_longer_than_the_engine_is_cut_to_fit_and_a_prompt_that_fills_it_is_named():
+    from cliffsweep.evals.runner import loss_pairs
+    from cliffsweep.evals.tasks.loss import LossItem
+    from cliffsweep.models import load_model, resolve_model
+
+    _, tok = load_model(resolve_model("toy:qwen2-tiny"))
+    doc = LossItem("d", "three apples and four pears " * 40)
+    (context, scored), = loss_pairs(tok, [doc], "", 10_000, max_length=64)
+    assert len(context) + len(scored) == 64 and len(scored) > 0
+    ask = build_task("toy_arith", {"n_eval": 1}).eval_examples()[0]
+    with pytest.raises(ValueError, match="loss item x: its prompt is .* tokens, the engine serves 8"):
+        loss_pairs(tok, [LossItem("x", "12", ask)], "", 256, max_length=8)

@@ -86,10 +86,13 @@ def evaluate_task(backend: Backend, task: Task, system: str = "") -> TaskResult:
     )
 
 
-def loss_pairs(tokenizer, items, system: str, max_doc_tokens: int) -> list[tuple[list[int], list[int]]]:
+def loss_pairs(tokenizer, items, system: str, max_doc_tokens: int,
+               max_length: int | None = None) -> list[tuple[list[int], list[int]]]:
     """(context, scored) token ids of each loss item (evals/tasks/loss.py): a reply after its chat
     prompt, tokenised as training tokenises replies; a document after the BOS (else EOS) token,
-    cut to `max_doc_tokens`, so its first token is scored too."""
+    cut to `max_doc_tokens`, so its first token is scored too. With `max_length` (the engine's
+    context), the scored part is cut so that the whole fits; a prompt that alone fills it is an
+    error naming the item."""
     from cliffsweep.evals.backends.base import continuation_ids, prompt_ids
 
     start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
@@ -101,7 +104,13 @@ def loss_pairs(tokenizer, items, system: str, max_doc_tokens: int) -> list[tuple
             continue
         ex = it.example if it.example.system or not system else replace(it.example, system=system)
         out.append((prompt_ids(tokenizer, ex.chat()), continuation_ids(tokenizer, it.text)))
-    return out
+    if max_length is None:
+        return out
+    for it, (context, _) in zip(items, out):
+        if len(context) >= max_length:
+            raise ValueError(f"loss item {it.id}: its prompt is {len(context)} tokens, the engine serves "
+                             f"{max_length}: raise eval.max_model_len or shorten the prompt")
+    return [(context, scored[: max_length - len(context)]) for context, scored in out]
 
 
 def evaluate_loss(backend: Backend, task, system: str = "") -> TaskResult:
@@ -112,7 +121,7 @@ def evaluate_loss(backend: Backend, task, system: str = "") -> TaskResult:
 
     start = time.perf_counter()
     items = task.items()
-    pairs = loss_pairs(backend.tokenizer, items, system, task.params.max_doc_tokens)
+    pairs = loss_pairs(backend.tokenizer, items, system, task.params.max_doc_tokens, backend.max_length)
     scored = backend.score_tokens(pairs)
     if len(scored) != len(items):
         raise RuntimeError(f"backend scored {len(scored)} items of {len(items)}")
