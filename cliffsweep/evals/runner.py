@@ -128,7 +128,7 @@ def evaluate_loss(backend: Backend, task, system: str = "") -> TaskResult:
     nll = [-lp / len(c) for (lp, _), (_, c) in zip(scored, pairs)]
     loss = sum(nll) / len(nll)
     return TaskResult(
-        task=task.label, accuracy=loss, n=len(items), metric="loss",
+        task=task.label, accuracy=loss, n=len(items), metric=task.metric,
         extra={"likelihood": sum(math.exp(-x) for x in nll) / len(nll), "perplexity": math.exp(loss),
                "tokens": float(sum(len(c) for _, c in pairs))},
         samples=[(it.id, greedy, "") for it, (_, greedy) in zip(items, scored)], scores=nll,
