@@ -31,7 +31,7 @@ def _load(path: str | None, store: str | None):
 
     spec = load_spec(path or default_spec_path())
     if store:
-        data = spec.model_dump()
+        data = spec.model_dump(exclude_unset=True)  # what the file set: defaults re-derive
         data["store"] = store
         spec = parse_spec(yaml.safe_load(yaml.safe_dump(data)), str(path or default_spec_path()))
     return spec

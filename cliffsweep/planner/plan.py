@@ -10,6 +10,9 @@ text.py prints the result, bill.py prices the time around the compute, simulate/
 
 from __future__ import annotations
 
+import functools
+import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,12 +224,23 @@ def eval_prompt_tokens(model_path: str, tasks, notes: list[str]) -> float:
     a prompt as long as the task's mean training example times (1 + its few-shot examples)."""
     total = 0.0
     for t in tasks:
-        shots = int(t.params.model_dump().get("num_fewshot") or 0)
-        if t.params.model_dump().get("protocol") == "zeroshot":
-            shots = 0
-        lengths = lengths_for(model_path, t.name, t.params.model_dump(), [])
+        shots = 0 if getattr(t.params, "protocol", None) == "zeroshot" else int(getattr(t.params, "num_fewshot", 0) or 0)
+        # The fields the user set, not a dump of defaults: a task's cross-field checks refuse
+        # defaults its own choices make meaningless (num_fewshot under protocol zeroshot).
+        lengths = lengths_for(model_path, t.name, t.params.model_dump(exclude_unset=True), [])
         total += t.eval_size * (1 + shots) * lengths.mean(1 << 20)
     return total
+
+
+@functools.lru_cache(maxsize=32)
+def _measured(folder: str, task: str, params_json: str, stamp: int) -> Lengths:
+    """tokenstats.measure, once per (tokenizer, task) in a process: a plan reads the learn task
+    twice (training tokens, evaluation prompts), and encoding every example is most of its time."""
+    from transformers import AutoTokenizer
+
+    from cliffsweep.planner import tokenstats
+
+    return tokenstats.measure(AutoTokenizer.from_pretrained(folder), task, json.loads(params_json))
 
 
 def lengths_for(model_path: str, task: str, params: dict, notes: list[str]) -> Lengths:
@@ -237,9 +251,9 @@ def lengths_for(model_path: str, task: str, params: dict, notes: list[str]) -> L
 
     folder = local_folder(model_path)
     if folder is not None and tokenstats.task_is_local(task, params):
-        from transformers import AutoTokenizer
-
-        got = tokenstats.measure(AutoTokenizer.from_pretrained(folder), task, params)
+        path = params.get("path")
+        stamp = os.stat(path).st_mtime_ns if isinstance(path, str) and os.path.exists(path) else 0  # edited data
+        got = _measured(folder, task, json.dumps(params, sort_keys=True, default=str), stamp)
         notes.append(f"{task}: {got.n} training examples, exact lengths (the model's tokenizer, local data)")
         return got
     got = tokenstats.packaged(task, params)

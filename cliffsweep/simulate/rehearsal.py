@@ -176,15 +176,16 @@ def calibrate(spec, cluster: Cluster, n: int = 4) -> Overheads:
     jobs, `n` points in one job, `2n` points in one job. The second and third differ by `n`
     points' overhead, the first and second by `n - 1` job starts; what is left of the second is
     the sweep's own start."""
-    data = spec.model_dump()
-    data["methods"], data["epochs"], data["models"] = data["methods"][:1], data["epochs"][:1], data["models"][:1]
-    lrs = [float(x) for x in data["lrs"]]
+    data = spec.model_dump(exclude_unset=True)  # what the file set: defaults re-derive
+    data["methods"], data["models"] = data["methods"][:1], data["models"][:1]
+    data["epochs"] = spec.epochs[:1]
+    lrs = [float(x) for x in spec.lrs]
     while len(lrs) < 2 * n:
         lrs.append(lrs[-1] * 1.1)
     runs = []
     for k, (points, per_job) in enumerate(((n, 1), (n, n), (2 * n, 2 * n))):
         d = dict(data, lrs=lrs[:points], store=f"{spec.store_uri}-calibration{k}")
-        d["resources"] = dict(data["resources"], max_concurrent_trials=1, trials_per_job=per_job)
+        d["resources"] = dict(data.get("resources", {}), max_concurrent_trials=1, trials_per_job=per_job)
         runs.append(rehearse(type(spec).model_validate(d), cluster, 1e-6).makespan)
     point = max(0.0, (runs[2] - runs[1]) / n)
     job = max(0.0, (runs[0] - runs[1]) / max(1, n - 1))

@@ -36,8 +36,8 @@ from pydantic import Field
 
 from cliffsweep.evals.scoring import LETTER_SCORER_VERSION, LETTERS, letter_score
 from cliffsweep.evals.tasks.base import EvalExample, Example, Sampling, Score, Task, TaskParams
-from cliffsweep.evals.tasks.rows import (DataError, DataWarning, field, read_jsonl, row_problems, seeded_subset,
-                                        stable_unit, stratified_subset)
+from cliffsweep.evals.tasks.rows import (DataError, DataWarning, data_files, field, read_jsonl, row_problems,
+                                        seeded_subset, stable_unit, stratified_subset)
 
 HUB_ID = "hicai-zju/SciKnowEval"
 HUB_FILE = "data/Chemistry/sciknoweval_chemistry_test.jsonl"  # all levels; L3 rows are selected
@@ -93,8 +93,8 @@ class ChemL3(Task):
     def data_problems(self) -> list[str]:
         if self.params.path is None:  # the hub's copy: read at run time
             return []
-        files = sorted(Path(self.params.path).glob("*.jsonl"))
-        return row_problems(files, parse_row) if files else [f"{self.params.path}: no *.jsonl files"]
+        files = _files(self.params.path)
+        return row_problems(files, parse_row) if files else [f"{self.params.path}: no *.jsonl (or .jsonl.gz) files"]
 
     def rows(self) -> list[Row]:
         """Every kept multiple-choice row, in file order."""
@@ -204,13 +204,18 @@ def _load(path: str | None) -> list[Row]:
 
 def _raw_rows(path: str | None):
     if path is not None:
-        files = sorted(Path(path).glob("*.jsonl"))
+        files = _files(path)
         if not files:
-            raise DataError(f"{path}: no *.jsonl files")
+            raise DataError(f"{path}: no *.jsonl (or .jsonl.gz) files")
         for f in files:
             yield from read_jsonl(f)
         return
     yield from hub_rows(_download())
+
+
+def _files(path: str) -> list[Path]:
+    """The folder's JSON-lines files, compressed or not (as SciKnowEval ships them: .jsonl.gz)."""
+    return data_files(path, (".jsonl",)) if Path(path).is_dir() else []
 
 
 def hub_rows(local_file: str):

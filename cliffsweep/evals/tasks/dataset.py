@@ -32,7 +32,8 @@ from pydantic import Field
 from cliffsweep.evals.scoring.match import MATCH_SCORER_VERSION, Metric, match_score
 from cliffsweep.evals.tasks.base import EvalExample, Example, Sampling, Score, Task, TaskParams
 from cliffsweep.evals.tasks.formats import Conversation, Format, conversation
-from cliffsweep.evals.tasks.rows import DataError, read_jsonl, seeded_subset, stable_unit
+from cliffsweep.evals.tasks.rows import (COMPRESSIONS, DataError, data_files, open_text, plain_suffix, read_jsonl,
+                                         seeded_subset, stable_unit)
 
 SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 
@@ -157,15 +158,17 @@ def read_rows(source: str, split: str | None, collect: list[str] | None = None) 
         yield from _hub_rows(source, split or "train")
         return
     path = Path(local_source(source)).expanduser()
-    files = sorted(f for f in path.iterdir() if f.suffix in SUFFIXES) if path.is_dir() else [path]
+    files = data_files(path, SUFFIXES) if path.is_dir() else [path]
     if not path.exists() or not files:
-        raise DataError(f"{source}: no such file, or no {'/'.join(SUFFIXES)} files in the folder")
+        raise DataError(f"{source}: no such file, or no {'/'.join(SUFFIXES)} files in the folder "
+                        f"(each also as {'/'.join(COMPRESSIONS)})")
     for f in files:
         yield from _file_rows(f, collect)
 
 
 def _file_rows(f: Path, collect: list[str] | None) -> Iterator[tuple[str, dict]]:
-    if f.suffix == ".jsonl":
+    kind = plain_suffix(f)
+    if kind == ".jsonl":
         if collect is None:
             yield from read_jsonl(f)
             return
@@ -176,26 +179,28 @@ def _file_rows(f: Path, collect: list[str] | None) -> Iterator[tuple[str, dict]]
                 yield where, _json_row(where, line)
             except DataError as e:
                 collect.append(str(e))
-    elif f.suffix == ".json":
+    elif kind == ".json":
         try:
-            data = json.loads(f.read_text(encoding="utf-8"))
+            with open_text(f) as h:
+                data = json.loads(h.read())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise DataError(f"{f}: not JSON ({e})") from None
         if not isinstance(data, list):
             raise DataError(f"{f}: expected a JSON list of rows, got {type(data).__name__}")
         yield from ((f"{f}:item {i}", _object(f"{f}:item {i}", r)) for i, r in enumerate(data))
-    elif f.suffix == ".csv":
-        with f.open(encoding="utf-8", newline="") as h:
+    elif kind == ".csv":
+        with open_text(f, newline="") as h:
             reader = csv.DictReader(h)
             for row in reader:
                 yield f"{f}:{reader.line_num}", {k: v for k, v in row.items() if k is not None}
-    elif f.suffix == ".parquet":
+    elif kind == ".parquet" and f.suffix == ".parquet":  # Parquet compresses inside the file
         import pandas as pd
 
         for i, row in enumerate(pd.read_parquet(f).to_dict("records")):
             yield f"{f}:row {i}", _plain(row)
     else:
-        raise DataError(f"{f}: not a data file ({'/'.join(SUFFIXES)})")
+        raise DataError(f"{f}: not a data file ({'/'.join(SUFFIXES)}; all but .parquet also as "
+                        f"{'/'.join(COMPRESSIONS)})")
 
 
 def _object(where: str, row: Any) -> dict:

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import random
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from cliffsweep.evals.scoring import GSM8K_SCORER_VERSION, gsm8k_reference, gsm8k_score
 from cliffsweep.evals.tasks.base import EvalExample, Example, Sampling, Score, Task, TaskParams
-from cliffsweep.evals.tasks.rows import DataError, field, read_jsonl, row_problems, seeded_subset
+from cliffsweep.evals.tasks.rows import DataError, data_file, field, read_jsonl, row_problems, seeded_subset
 
 HUB_ID = "openai/gsm8k"
 HUB_FILES = {"train": "main/train-00000-of-00001.parquet", "test": "main/test-00000-of-00001.parquet"}
@@ -102,7 +101,7 @@ class GSM8K(Task):
     def data_problems(self) -> list[str]:
         if self.params.path is None:  # the hub's copy: read at run time
             return []
-        return row_problems([Path(self.params.path) / f"{s}.jsonl" for s in ("train", "test")], _parse)
+        return row_problems([data_file(self.params.path, f"{s}.jsonl") for s in ("train", "test")], _parse)
 
     def _split(self, split: str) -> list[tuple[str, str, str]]:
         """(row id, question, answer) of every row of `split`, validated, in file order."""
@@ -151,7 +150,7 @@ def _parse(where: str, row: dict[str, Any]) -> tuple[str, str]:
 def _rows(path: str | None, split: str):
     """(location, row) pairs from a local folder (train.jsonl / test.jsonl) or the hub."""
     if path is not None:
-        return read_jsonl(Path(path) / f"{split}.jsonl")
+        return read_jsonl(data_file(path, f"{split}.jsonl"))
     return _hub_rows(split)
 
 

@@ -11,7 +11,7 @@ Two sources of text:
   (a worked solution, not only its final number): for a retain task, which this sweep never
   trains on, the loss of what the base model was taught (seed 001's validation loss, seed 002's
   loss canary).
-- `path`: a plain text file, one document per non-empty line (a `.jsonl` file: its rows'
+- `path`: a plain text file (or `.gz` / `.zst`), one document per non-empty line (a `.jsonl` file: its rows'
   `text` field), each scored from its first token after the tokenizer's BOS (or EOS) token and
   cut to `max_doc_tokens`: seed 002's held-out pretraining-loss canary.
 
@@ -32,7 +32,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cliffsweep.evals.tasks.base import EvalExample, Example, Sampling, Task, TaskParams
-from cliffsweep.evals.tasks.rows import DataError, seeded_subset
+from cliffsweep.evals.tasks.rows import DataError, open_text, plain_suffix, seeded_subset
 
 LOSS_SCORER_VERSION = "loss-v1"
 
@@ -142,11 +142,11 @@ def _documents(path: str) -> list[LossItem]:
     if not p.is_file():
         raise DataError(f"{path}: no such text file")
     out = []
-    with open(p, encoding="utf-8") as f:
+    with open_text(p) as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            if p.suffix == ".jsonl":
+            if plain_suffix(p) == ".jsonl":
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as e:

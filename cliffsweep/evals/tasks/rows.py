@@ -6,7 +6,9 @@ skipped item: it raises DataError("<file>:<line>: ..."), so a broken download is
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
 import random
 from collections import defaultdict
@@ -24,17 +26,65 @@ class DataWarning(UserWarning):
     the message names them (file:line)."""
 
 
+# How benchmarks ship their files (GSM8K and SciKnowEval in tests/data/, most hub datasets):
+# `datasets` and lm-eval read these as they are, so every local reader here does too.
+COMPRESSIONS = (".gz", ".zst")
+
+
+def plain_suffix(path: str | Path) -> str:
+    """The data format's suffix of `path`, under any compression: `train.jsonl.gz` -> `.jsonl`."""
+    p = Path(path)
+    return Path(p.stem).suffix if p.suffix in COMPRESSIONS else p.suffix
+
+
+def open_text(path: str | Path, newline: str | None = None) -> io.TextIOBase:
+    """A UTF-8 text handle on `path`, decompressing `.gz` and `.zst` files as they are read."""
+    p = Path(path)
+    if p.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8", newline=newline)
+    if p.suffix == ".zst":
+        import zstandard
+
+        return io.TextIOWrapper(zstandard.open(p, "rb"), encoding="utf-8", newline=newline)
+    return p.open(encoding="utf-8", newline=newline)
+
+
+def data_file(folder: str | Path, name: str) -> Path:
+    """`folder/name`, or its compressed copy (`name.gz`, `name.zst`) where only that exists; the
+    plain name when none does, so that the error names the file a user would look for."""
+    plain = Path(folder) / name
+    for candidate in (plain, *(plain.with_name(plain.name + c) for c in COMPRESSIONS)):
+        if candidate.is_file():
+            return candidate
+    return plain
+
+
+def data_files(folder: str | Path, suffixes: Iterable[str]) -> list[Path]:
+    """The files of `folder` whose format (plain_suffix) is one of `suffixes`, compressed or not,
+    sorted by name."""
+    wanted = tuple(suffixes)
+    return sorted(f for f in Path(folder).iterdir() if f.is_file() and plain_suffix(f) in wanted)
+
+
 def _lines(path: Path) -> Iterator[tuple[str, str]]:
-    """(location 'file:line', text) of every non-blank line of a text file."""
+    """(location 'file:line', text) of every non-blank line of a text file (compressed or not)."""
     if not path.is_file():
         raise DataError(f"{path}: data file not found")
-    with path.open(encoding="utf-8") as f:
+    try:
+        handle = open_text(path)
+    except ImportError:
+        raise DataError(f"{path}: reading .zst files needs the `zstandard` package") from None
+    with handle as f:
         try:
             for lineno, line in enumerate(f, start=1):
                 if line.strip():
                     yield f"{path}:{lineno}", line
         except UnicodeDecodeError as e:
             raise DataError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x}); save it as UTF-8") from None
+        except Exception as e:  # noqa: BLE001 - gzip.BadGzipFile, EOFError, zstandard.ZstdError: one sentence
+            if isinstance(e, DataError) or path.suffix not in COMPRESSIONS:
+                raise
+            raise DataError(f"{path}: cannot be decompressed ({type(e).__name__}: {e})") from None
 
 
 def _json_row(where: str, line: str) -> dict[str, Any]:
