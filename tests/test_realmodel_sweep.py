@@ -1,6 +1,6 @@
 """The real-task path on a real instruct model: SmolLM2-135M-Instruct (GQA 9/3 heads, tied
 embeddings, its own chat template; cliffsweep/realmodels.py) finetuned on ChemL3 and evaluated on
-ChemL3 + GSM8K from tests/data (realdata.py), with sft, lora, sib and kl, through a local Ray cluster,
+ChemL3 + GSM8K from tests/data as shipped (gzipped JSONL, read as they are), with sft, lora, sib and kl, through a local Ray cluster,
 Ray Train, vLLM CPU evaluators that reload each checkpoint's weights, and the Parquet store.
 
 Sized for 2 CPU cores: 2 training examples of at most 256 tokens, one optimizer step per trial,
@@ -54,12 +54,13 @@ def spec_for(store: str, data: Path):
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory, smollm2_folder, real_data):
+def swept(tmp_path_factory, smollm2_folder):
     import ray
 
     from cliffsweep.orchestrator.driver import run_sweep
 
-    spec = spec_for(str(tmp_path_factory.mktemp("realmodel") / "store"), real_data)
+    shipped = Path(__file__).resolve().parent / "data"  # *.jsonl.gz, as the datasets distribute them
+    spec = spec_for(str(tmp_path_factory.mktemp("realmodel") / "store"), shipped)
     store = run_sweep(spec)
     yield spec, store
     ray.shutdown()

@@ -28,8 +28,12 @@ def broken_gsm8k(folder: Path) -> list[str]:
         else:
             rows[4] = '{"question": "cut short", "answer": \n'  # line 5: bad JSON
             rows[6] = json.dumps({"question": "q", "answer": "no final number"}) + "\n"  # line 7: no '#### N'
-        (folder / f"{split}.jsonl").write_text("".join(rows))
-    return [f"{folder}/train.jsonl:3", f"{folder}/test.jsonl:5", f"{folder}/test.jsonl:7"]
+        if split == "test":  # compressed, as GSM8K ships: its rows are named by the same file:line
+            with gzip.open(folder / "test.jsonl.gz", "wt") as f:
+                f.write("".join(rows))
+        else:
+            (folder / f"{split}.jsonl").write_text("".join(rows))
+    return [f"{folder}/train.jsonl:3", f"{folder}/test.jsonl.gz:5", f"{folder}/test.jsonl.gz:7"]
 
 
 def test_every_malformed_row_of_every_task_file_is_listed_before_anything_starts(tmp_path):
@@ -49,3 +53,21 @@ def test_every_malformed_row_of_every_task_file_is_listed_before_anything_starts
         assert "missing field 'answer'" in r.stderr and "bad JSON" in r.stderr
         assert "Traceback" not in r.stderr and "Ray instance" not in r.stdout + r.stderr
     assert not (tmp_path / "store" / "trials").exists()  # nothing started
+
+
+def test_the_shipped_gzipped_files_are_read_as_they_are(tmp_path):
+    """tests/data as shipped (JSONL.gz, as GSM8K and SciKnowEval are distributed) is a sweep's
+    data with no unpacking: `validate` reads every row, `plan` measures their exact lengths. (A
+    real sweep on these files: tests/test_realmodel_sweep.py.)"""
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "name": "shipped", "models": [{"name": "m", "path": "toy:qwen2-tiny"}], "methods": [{"name": "sft"}],
+        "lrs": [1e-3], "epochs": [1], "store": str(tmp_path / "store"),
+        "tasks": {"learn": {"name": "chem_l3", "params": {"path": str(DATA / "sciknoweval-chem-l3"), "n_eval": 20}},
+                  "retain": [{"name": "gsm8k", "params": {"path": str(DATA / "gsm8k"), "n_eval": 60, "max_tokens": 192,
+                                                          "protocol": "zeroshot"}}]}}))
+    for command in ("validate", "plan"):
+        r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", command, str(sweep)], capture_output=True,
+                           text=True, timeout=300, cwd=ROOT)
+        assert r.returncode == 0, (command, r.stdout[-2000:], r.stderr[-2000:])
+    assert "chem_l3: 1676 training examples, exact lengths" in r.stdout, r.stdout
