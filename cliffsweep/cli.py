@@ -21,6 +21,7 @@ from cliffsweep.storage.health import StoreDamaged
 from cliffsweep.storage.lease import StoreBusy
 from cliffsweep.sweep.spec import SpecError
 
+from cliffsweep.orchestrator.raystart import RAY_START_TIMEOUT_S
 from cliffsweep.orchestrator.specfile import default_spec_path, load_spec
 
 
@@ -106,6 +107,7 @@ def cmd_simulate(args) -> int:
 
 def cmd_run(args) -> int:
     from cliffsweep.orchestrator.driver import run_sweep
+    from cliffsweep.orchestrator.raystart import RayStartError
     from cliffsweep.orchestrator.outcome import Exit, ending_text, exit_code
     from cliffsweep.orchestrator.summary import status_text, summary_text
 
@@ -116,7 +118,10 @@ def cmd_run(args) -> int:
     try:
         store = run_sweep(spec, eval_backend=args.eval_backend, retry_failed=args.retry_failed,
                           num_cpus=args.num_cpus, verbose=args.verbose, force=args.force,
-                          node_ip=args.node_ip_address)
+                          node_ip=args.node_ip_address, start_timeout=args.ray_start_timeout)
+    except RayStartError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return Exit.FAILED
     except KeyboardInterrupt:  # outside Tune (which stops its trials itself): nothing was running
         print("\nInterrupted (Ctrl-C or SIGTERM) before or after training; every finished result is in the "
               f"store. Run the same command again to resume:\n  {shlex.join(again)}", file=sys.stderr)
@@ -213,7 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--eval-backend", choices=["vllm", "hf"], help="override eval.backend")
     r.add_argument("--retry-failed", action="store_true", help="re-run trials recorded as failed")
     r.add_argument("--num-cpus", type=int, help="CPUs of the local Ray cluster (default: all)")
-    r.add_argument("-v", "--verbose", action="store_true", help="stream Ray worker logs")
+    r.add_argument("-v", "--verbose", action="store_true",
+                   help="show Tune's and Ray's own messages and worker logs here (default: the run's log file, "
+                        "<store>/_logs/)")
+    r.add_argument("--ray-start-timeout", type=float, default=RAY_START_TIMEOUT_S, metavar="SECONDS",
+                   help="how long a Ray start may take before it counts as failed; it is retried once with 3x "
+                        f"this (default: {RAY_START_TIMEOUT_S:g})")
     r.add_argument("--node-ip-address", default=None,
                    help="the address this run's own local Ray cluster gives its node (default: Ray's choice). Ray "
                         "2.60 listens on every interface whatever it is; its token authentication (on by default) "

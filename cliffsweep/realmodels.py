@@ -18,9 +18,12 @@ the wheel's version, so every test, worker and benchmark reuses one build.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sys
+import time
 import uuid
 from importlib import metadata, util
 from pathlib import Path
@@ -126,8 +129,13 @@ def ensure_smollm2(variant: str = "135m-instruct") -> str:
     if (target / BUILD_INFO).is_file():
         return str(target)
     tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
+    t0 = time.monotonic()
+    print(f"preparing {PREFIX}{variant} from its GGUF file, once (cached in {target.parent}) ...", file=sys.stderr,
+          end="", flush=True)
     try:
-        build_smollm2(tmp, variant)
+        with _quiet_transformers():
+            build_smollm2(tmp, variant)
+        print(f" {time.monotonic() - t0:.0f} s", file=sys.stderr)
         try:
             os.rename(tmp, target)
         except OSError:
@@ -136,6 +144,31 @@ def ensure_smollm2(variant: str = "135m-instruct") -> str:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return str(target)
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """The one-time build says one line (ensure_smollm2), not transformers' progress bars
+    ("Converting and de-quantizing GGUF tensors" is a plain tqdm on stderr, "Loading weights",
+    "Writing model shards"); what it printed is shown if the build fails."""
+    import io
+
+    from transformers.utils import logging as hf_logging
+
+    bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            yield
+    except BaseException:
+        sys.stderr.write(said.getvalue()[-4000:])
+        raise
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def ensure_model(path: str) -> str:

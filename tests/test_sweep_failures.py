@@ -9,6 +9,8 @@ could not tell)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 from pathlib import Path
@@ -52,12 +54,18 @@ def swept(tmp_path_factory):
     assert next(t for t in expand_grid(spec) if t.trial_id == crashing).lr == 3e-3
     (root / "sweep.yaml").write_text(yaml.safe_dump(raw))
     os.environ["CLIFFSWEEP_FAULTS"] = f"train_start:{crashing}=raise"
+    out, err = io.StringIO(), io.StringIO()
     try:
-        code = main(["run", str(root / "sweep.yaml"), "--num-cpus", "3"])
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["run", str(root / "sweep.yaml"), "--num-cpus", "3"])
     finally:
         del os.environ["CLIFFSWEEP_FAULTS"]
         ray.shutdown()
+    TERMINAL.update(out=out.getvalue(), err=err.getvalue())
     return spec, Store(spec.store_uri), crashing, code
+
+
+TERMINAL: dict[str, str] = {}  # what the run printed, for the test of its words
 
 
 def test_crashing_trial_is_retried_then_recorded_as_failed(swept):
@@ -181,3 +189,36 @@ def test_killed_worker_resumes_from_its_checkpoint_to_the_same_weights(tmp_path)
     evals = store.read("evals")
     assert sorted(set(evals.loc[evals["trial_id"] == tid, "step"])) == [25, 50, 75, 100]
     assert not evals.duplicated(["trial_id", "step", "task", "metric"]).any()
+
+
+def test_the_terminal_says_cliffsweeps_words_and_tunes_go_to_the_log(swept):
+    """Issue 37 part 4: Tune's banner, its per-trial error lines (its own trial ids), its
+    TensorBoard hint and Ray's start-up notices go to the run's log, not the terminal; the
+    failure is said once in the store's trial ids."""
+    spec, store, crashing, code = swept
+    said = TERMINAL["out"] + TERMINAL["err"]
+    for tune_or_ray in ("Configuration for experiment", "View detailed results", "tensorboard", "Trial trial_",
+                        "Error file", "Started a local Ray instance", "SearchGenerator"):
+        assert tune_or_ray not in said, (tune_or_ray, said[-3000:])
+    assert f"a trial failed and is retried: {crashing}: " in TERMINAL["err"], TERMINAL["err"]
+    log = next((Path(spec.store_uri) / "_logs").glob("run-*.log")).read_text()
+    assert "Started a local Ray instance" in log and "Tune's and Ray's own messages: " in TERMINAL["out"]
+
+
+def test_a_ray_that_does_not_start_is_one_sentence_and_exit_1(tmp_path):
+    """Issue 37 part 5: a start that outlives --ray-start-timeout is retried once with 3x as long,
+    then said in one sentence (what failed, the usual cause, what to do), exit 1, no traceback.
+    With --verbose, Ray's own messages are on the terminal."""
+    import subprocess
+    import sys
+
+    for verbose in (False, True):
+        r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "run", "--store", str(tmp_path / f"s{verbose}"),
+                            "--ray-start-timeout", "0.1", *(["--verbose"] if verbose else [])],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+        assert "Traceback" not in r.stdout + r.stderr
+        errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "did not start (not within 0.1 s; then not within 0.3 s)" in errors[0], r.stderr
+        assert "busy machine" in errors[0] and "--num-cpus" in errors[0]
+        assert ("Token authentication" in r.stderr or "did not start within" in r.stderr) == verbose, r.stderr

@@ -38,6 +38,8 @@ from cliffsweep.orchestrator.sweeprun import SweepRun, _abs_uri
 from cliffsweep.storage.health import ensure_readable
 from cliffsweep.storage.lease import Lease
 from cliffsweep.storage.store import Store
+from cliffsweep.orchestrator.raystart import RAY_START_TIMEOUT_S, start_ray
+from cliffsweep.orchestrator.terminal import log_path, third_party_to_log
 
 # Per-trial overhead is a first-class cost (docs/benchmarks.md). Ray Train V2 polls its workers
 # every 2 s by default, which adds up to 2 s per report and per trial end; 1 s halves that (0.2 s
@@ -180,7 +182,7 @@ def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int) -> 
 
 def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed: bool = False,
               num_cpus: int | None = None, verbose: bool = False, stream=None, rehearsal=None,
-              force: bool = False, node_ip: str | None = None) -> Store:
+              force: bool = False, node_ip: str | None = None, start_timeout: float = RAY_START_TIMEOUT_S) -> Store:
     """`rehearsal` (sweep/rehearsal.py): every piece of work a timed wait of its planned length
     (cliffsweep/simulate/rehearsal.py starts such a run on fake GPU nodes). The store is checked
     and its lease taken (storage/health.py, storage/lease.py; `force` takes a live-looking one)
@@ -192,33 +194,39 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
     ensure_readable(store)  # a damaged store is named file by file before Ray starts
     lease = Lease(store, force)
     try:
-        _sweep(spec, store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal, node_ip)
+        _sweep(spec, store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal, node_ip, start_timeout)
     finally:
         lease.release()
     return store
 
 
 def _sweep(spec: SweepSpec, store: Store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal,
-           node_ip: str) -> None:
+           node_ip: str, start_timeout: float) -> None:
     from cliffsweep.tracking.sync import start_syncer
 
     store.write_text("spec.yaml", yaml.safe_dump(spec.model_dump(), sort_keys=False))
     store.write_json("spec.json", spec.model_dump())
     syncer = start_syncer(spec, store.uri)  # mirrors the store to MLflow / W&B / TensorBoard, off this thread
-    init_ray(spec, num_cpus, verbose, node_ip)
-    stop_on_sigterm()
-    concurrency = concurrency_of(spec)
-    run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose, rehearsal, concurrency, stream)
-    todo = run.resume(retry_failed)
-    with run.progress:
-        todo = run.prepare_training(todo)
-        queue = run.queue_jobs(todo)
-        if queue.items:
-            tune_jobs(run, queue, concurrency, len(todo))
-        run.finish_evaluations()
-    run.close()
-    if syncer is not None:  # before compaction: its last round still writes `tracking` rows
-        syncer.close()
-    # One file per table instead of one per write unit: `status` / `analyze` / the next run read
-    # the store in a few requests (docs/store.md, docs/benchmarks.md).
-    store.compact()
+    import ray  # noqa: F401 - before the streams move: Ray's logger binds its handler to stderr on import
+
+    with third_party_to_log(None if verbose else log_path(store.uri, spec.name)) as term:
+        start_ray(lambda: init_ray(spec, num_cpus, verbose, node_ip), spec.ray_address, verbose, start_timeout)
+        stop_on_sigterm()
+        concurrency = concurrency_of(spec)
+        run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose, rehearsal, concurrency,
+                       stream or term.out, term.err)
+        todo = run.resume(retry_failed)
+        with run.progress:
+            todo = run.prepare_training(todo)
+            queue = run.queue_jobs(todo)
+            if queue.items:
+                tune_jobs(run, queue, concurrency, len(todo))
+            run.finish_evaluations()
+        run.close()
+        if syncer is not None:  # before compaction: its last round still writes `tracking` rows
+            syncer.close()
+        # One file per table instead of one per write unit: `status` / `analyze` / the next run read
+        # the store in a few requests (docs/store.md, docs/benchmarks.md).
+        store.compact()
+        if term.log is not None:
+            print(f"Tune's and Ray's own messages: {term.log}", file=term.out, flush=True)

@@ -20,6 +20,7 @@ from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
 from cliffsweep.orchestrator.policies import (Phase, TrialStatus, evaluator_cap, final_status, job_slots, pack, role_resources,
                                               trials_per_job, trials_to_run, wait_reasons, LIVE_EVERY_S, LIVE_FILE)
 from cliffsweep.orchestrator.pool import EvalRequest, evaluator_resources, evaluator_starter
+from cliffsweep.orchestrator.failures import FailureLog
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.jobqueue import JobQueue
 from cliffsweep.orchestrator.refiner import Refiner, stored_refined_trials
@@ -43,9 +44,10 @@ class SweepRun:
     """The phases of one `cliffsweep run`; the Tune callback and the driver loop share it."""
 
     def __init__(self, spec: SweepSpec, store: Store, eval_backend: str, verbose: bool = False,
-                 rehearsal: Rehearsal | None = None, concurrency: int = 1, stream=None):
+                 rehearsal: Rehearsal | None = None, concurrency: int = 1, stream=None, err=None):
         """Made once Ray is up (it starts the inbox actor): everything a run's phases share exists
-        from here on, nothing is filled in later (issue 33)."""
+        from here on, nothing is filled in later (issue 33). `stream`, `err`: the terminal's
+        streams for cliffsweep's own lines (orchestrator/terminal.py)."""
         self.spec, self.store, self.backend, self.verbose = spec, store, eval_backend, verbose
         self.rehearsal = rehearsal  # timed waits instead of work (sweep/rehearsal.py)
         self.grid = expand_grid(spec)  # + refined trials, as refinement adds them (refiner.py)
@@ -60,6 +62,7 @@ class SweepRun:
         self.running_jobs: dict[str, JobRun] = {}  # Train jobs Tune runs now
         self._live_at = self._rebalanced_at = self._reaped_at = 0.0
         self.progress = Progress(len(self.grid), concurrency, stream=stream)
+        self.failures = FailureLog(err)  # one terminal line per root cause; the store keeps every traceback
         models = {m.name: (m.path, m.dtype) for m in spec.models}
         # the evaluator pool is started on first use
         self.tracker = EvalTracker(store, evaluator_starter(models, spec, store.uri, eval_backend, rehearsal),
@@ -199,7 +202,6 @@ class SweepRun:
 
     def queue_jobs(self, todo: list[Trial]) -> JobQueue:
         """The trials to train as Train jobs in Tune's queue; refinement may add more."""
-        import ray
 
         self.queue.add(self.job_configs(todo, self.job_size(len(todo))))
         self.refiner.check()  # a series an earlier run left between two rounds

@@ -35,7 +35,7 @@ def sweep_callback(run: SweepRun):
 
     key = register(run)  # Tune pickles its callbacks; the live run stays here (live.py)
     book = run.book
-    failures = FailureLog()  # one terminal line per root cause; the store keeps every traceback
+    failures = run.failures
 
     class SweepCallback(tune.Callback):
         """Tune events (one Tune trial = one Train job of several trials) -> trial rows and
