@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import matplotlib.image as mpimg
 import numpy as np
@@ -23,6 +24,8 @@ from cliffsweep.analysis.frontiers import FRONTIER_COLUMNS
 from cliffsweep.analysis.synthetic import SyntheticSweep, write_synthetic_store
 
 CHROMIUM = "/usr/bin/chromium"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import example_reports  # noqa: E402 - scripts/ is not a package
 
 
 def analyze_and_check(store: str, out: str, n_boot: int = 100) -> pd.DataFrame:
@@ -135,25 +138,17 @@ def test_paper_sized_report_from_three_stores_reads_like_the_paper(tmp_path):
     from cliffsweep.analysis.paper_tables import paper_tables
     from cliffsweep.analysis.layout import overlapping_texts, texts_outside
     from cliffsweep.analysis.points import load_stores
-    from cliffsweep.analysis.synthetic import paper_sized
 
-    stores = []
-    for name, sw in paper_sized(n=100).items():
-        write_synthetic_store(str(tmp_path / name), sw)
-        stores.append(str(tmp_path / name))
-    # Fig. 2's input as a sweep stores it: SIB's statistics file of one model (spectra as
-    # trainables/curvature.py writes them; the measurement itself: tests/test_realmodels.py)
-    import torch
-    from safetensors.torch import save_file
-
-    os.makedirs(tmp_path / "paper/stats/qwen2.5-0.5b")
-    save_file({"sib:hessian_base": torch.tensor([40.0, -20.0, 10.0]), "sib:hessian_rescaled": torch.tensor([20.0, -15.0, 9.0]),
-               "sib:grad_sq_before": torch.tensor(8.0), "sib:grad_sq_after": torch.tensor(6.0)},
-              str(tmp_path / "paper/stats/qwen2.5-0.5b/sib-0123456789abcdef.safetensors"))
-    out = str(tmp_path / "out")
-    cmd = [sys.executable, "-m", "cliffsweep.cli", "analyze", *stores, "--out", out, "--n-boot", "100"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    stores = example_reports.paper_stores(tmp_path)  # + SIB's statistics file: Fig. 2's input
+    out = tmp_path / "out"
+    proc = example_reports.analyze(tmp_path, stores, out)  # as scripts/example_reports.py writes docs/example-report
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Warning" not in proc.stderr, proc.stderr[-3000:]
+    # the checked-in example is what the code writes (issue 37 part 6: it had lagged the code)
+    assert example_reports.same_report((out / "report.md").read_text(), example_reports.DOCS / "report.md") == [], \
+        "docs/example-report/report.md is stale: python scripts/example_reports.py"
+    stores = [str(tmp_path / s) for s in stores]
+    out = str(out)
     table = pd.read_parquet(f"{out}/frontiers.parquet")
     assert len(table) == 5 * 7 * 3
     truth = {"qwen2.5-0.5b": "gradual", "qwen2.5-3b": "gradual", "qwen3-0.6b": "cliff", "llama3.2-1b": "cliff",

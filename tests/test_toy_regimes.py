@@ -11,19 +11,24 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import example_reports  # noqa: E402 - scripts/ is not a package
 
 CLIFF = ("qwen2-tiny", "lora(rank=16)")
 GRADUAL = (("llama-tiny", "sft"), ("llama-tiny", "lora(rank=16)"))
 
 
-def analyzed(store, out) -> pd.DataFrame:
-    """`cliffsweep analyze` on `store`; the frontiers table indexed by (model, series)."""
-    proc = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "analyze", str(store), "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
+def analyzed(cwd: Path, store: str, out: Path) -> pd.DataFrame:
+    """`cliffsweep analyze` on `store`, as a new user runs it in `cwd`; the frontiers table
+    indexed by (model, series)."""
+    proc = example_reports.analyze(cwd, [store], out, None)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Warning" not in proc.stderr, proc.stderr[-3000:]
     table = pd.read_parquet(out / "frontiers.parquet").set_index(["model", "series"])
     print(table[["regime", "regime_paper", "confidence", "max_safe_lr", "base_L", "learn_at_max_safe_lr",
                  "drop_at_cliff", "reason"]].to_string())
@@ -39,11 +44,18 @@ def paper_cliff(row: pd.Series) -> bool:
 
 @pytest.mark.slow
 def test_the_default_sweep_shows_a_cliff_and_a_gradual_series(tmp_path):
-    store = tmp_path / "toy"
-    run = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "run", "--store", str(store)],
-                         capture_output=True, text=True, timeout=900)
+    run = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "run", "--store", "results/toy"],
+                         capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    table = analyzed(store, tmp_path / "report")
+    # the terminal says cliffsweep's words only (issue 37 part 4); Tune's and Ray's go to the log
+    for tune_or_ray in ("Configuration for experiment", "View detailed results", "tensorboard --logdir",
+                        "Started a local Ray instance", "authentication"):
+        assert tune_or_ray not in run.stdout + run.stderr, tune_or_ray
+    table = analyzed(tmp_path, "results/toy", tmp_path / "report")
+    # docs/example-report/toy is what the code writes, numbers aside (scripts/example_reports.py --toy)
+    assert example_reports.same_report((tmp_path / "report" / "report.md").read_text(),
+                                       example_reports.DOCS / "toy" / "report.md", numbers=False) == [], \
+        "docs/example-report/toy/report.md is stale: python scripts/example_reports.py --toy"
     assert paper_cliff(table.loc[CLIFF]), table.loc[CLIFF]
     for key in GRADUAL:
         assert table.loc[key, "regime"] == "gradual" and table.loc[key, "confidence"] >= 0.9, table.loc[key]

@@ -236,7 +236,7 @@ def fig_size(size: pd.DataFrame):
         sizes = _spaced(sorted(known["size_b"].unique()))
         ax.set_xticks(sizes, [f"{x:.2g}" for x in sizes])
         ax.minorticks_off()
-        if log:
+        if log and any(y > 0 for _, y in xy):  # a log axis with nothing on it has no limits to keep
             ax.set_yscale("log")
         ax.set_title(name, fontsize=8.5)
         ax.set_xlabel("parameters (billions)", fontsize=8)
