@@ -1,6 +1,6 @@
 """The real-task path on a real instruct model: SmolLM2-135M-Instruct (GQA 9/3 heads, tied
 embeddings, its own chat template; cliffsweep/realmodels.py) finetuned on ChemL3 and evaluated on
-ChemL3 + GSM8K from tests/data as shipped (gzipped JSONL, read as they are), with sft, lora, sib and kl, through a local Ray cluster,
+ChemL3 + GSM8K from tests/data as shipped (gzipped JSONL, read as they are), with sib and lora, through a local Ray cluster,
 Ray Train, vLLM CPU evaluators that reload each checkpoint's weights, and the Parquet store.
 
 Sized for 2 CPU cores: 2 training examples of at most 256 tokens, one optimizer step per trial,
@@ -22,7 +22,11 @@ from cliffsweep.orchestrator.specfile import parse_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.vllm]
 
-METHODS = ["sft", "lora", "sib", "kl"]
+# A full finetune (SIB: its statistics, then full-weight checkpoints and their reload) and an
+# adapter (LoRA: peft folders served with a LoRARequest) cover the real model's two checkpoint
+# paths; plain SFT and KL add nothing on this model that the toy sweeps do not check (cut for
+# the CI budget, issue 38).
+METHODS = ["sib", "lora"]
 N_EVAL = 3
 
 
@@ -87,15 +91,15 @@ def test_every_trial_trains_and_both_tasks_are_scored(swept):
 
 
 def test_served_checkpoints_hold_the_trained_tied_embedding(swept, smollm2_folder):
-    """Every load passed the canary (no errors above); here: the full finetunes' checkpoints
+    """Every load passed the canary (no errors above); here: the full finetune's (SIB's) checkpoints
     really differ from the base in the tied embedding, the tensor whose reload vLLM's CPU
     backend used to miss (evals/backends/vllm_backend.py ReloadExtension)."""
     from safetensors.torch import load_file
 
     spec, store = swept
     base = load_file(str(Path(smollm2_folder) / "model.safetensors"))["model.embed_tokens.weight"]
-    ckpts = sorted(Path(spec.checkpoint_uri).glob("smollm2-sft-*/step-*/model.safetensors"))
-    assert ckpts, f"no sft checkpoint under {spec.checkpoint_uri}"
+    ckpts = sorted(Path(spec.checkpoint_uri).glob("smollm2-sib-*/step-*/model.safetensors"))
+    assert ckpts, f"no sib checkpoint under {spec.checkpoint_uri}"
     tuned = load_file(str(ckpts[-1]))
     assert "lm_head.weight" not in tuned  # tied: the head is the embedding
     assert not torch.equal(tuned["model.embed_tokens.weight"], base)

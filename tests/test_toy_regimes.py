@@ -52,6 +52,15 @@ def test_the_default_sweep_shows_a_cliff_and_a_gradual_series(tmp_path):
                         "Started a local Ray instance", "authentication"):
         assert tune_or_ray not in run.stdout + run.stderr, tune_or_ray
     table = analyzed(tmp_path, "results/toy", tmp_path / "report")
+    # the packaged base models, as the sweep's vLLM evaluators score them: they know arithmetic,
+    # not the learn facts (the toy world's premise; this was a vLLM run of its own in test_toy.py)
+    from cliffsweep.storage.store import Store
+    from test_toy import LEARN_MAX, RETAIN_MIN
+
+    ev = Store(str(tmp_path / "results" / "toy")).read("evals")
+    base = ev[ev["trial_id"].str.endswith("-base") & (ev["metric"] == "accuracy")].pivot_table(
+        index="trial_id", columns="task", values="value")
+    assert len(base) == 2 and (base["toy_arith"] >= RETAIN_MIN).all() and (base["toy_facts"] <= LEARN_MAX).all(), base
     # docs/example-report/toy is what the code writes, numbers aside (scripts/example_reports.py --toy)
     assert example_reports.same_report((tmp_path / "report" / "report.md").read_text(),
                                        example_reports.DOCS / "toy" / "report.md", numbers=False) == [], \

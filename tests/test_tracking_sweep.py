@@ -77,17 +77,40 @@ def assert_metrics_equal(got: dict[str, dict[int, float]], want: dict[str, dict[
             assert _same(got[key][step], value), f"{who} {key} step {step}: {got[key][step]} != store's {value}"
 
 
-def test_sweep_mirrored_to_mlflow_wandb_and_tensorboard(tmp_path):
+def test_sweep_mirrored_to_mlflow_wandb_and_tensorboard_through_an_mlflow_outage(tmp_path):
+    """One sweep for both stories (the two used to be a sweep each): MLflow dies with the sweep's
+    first checkpoint, the sweep goes on (the store is the source of truth, W&B and TensorBoard
+    keep mirroring), and a re-run once MLflow is back fills in what it missed; then every
+    tracker holds exactly what the store holds."""
     server = MlflowServer(tmp_path / "mlflow").start()
     try:
         data = sweep(tmp_path, [1e-3, 1e30], {  # 1e30 diverges: its curve ends in a NaN loss
-            "mlflow": {"tracking_uri": server.uri},
+            "mlflow": {"tracking_uri": server.uri}, "close_timeout_s": 30,
             "wandb": {"project": "trk", "mode": "offline", "dir": str(tmp_path / "wandb")},
             "tensorboard": {"dir": str(tmp_path / "tb")}})
+        spec = parse_spec(data)
         path = tmp_path / "sweep.yaml"
         path.write_text(yaml.safe_dump(data))
-        run = cli("run", path)
-        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        proc = subprocess.Popen([sys.executable, "-m", "cliffsweep.cli", "run", str(path)], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env={**os.environ, **SECRETS})
+        store = Store(str(tmp_path / "store"))
+        deadline = time.time() + 600
+        while store.read("checkpoints").empty and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.5)
+        server.kill()  # the tracker dies with the sweep's first checkpoint
+        out, _ = proc.communicate(timeout=900)
+        assert proc.returncode == 0, out[-4000:]
+        assert "tracking: mlflow failed" in out, out[-4000:]
+        assert_invariant(store, spec)  # every grid point and evaluation is in the store regardless
+        assert {base_trial_id("q")} <= set(store.read("evals")["trial_id"])
+        status = cli("status", tmp_path / "store")
+        assert "tracking mlflow:" in status.stdout and "behind the store" in status.stdout, status.stdout
+        assert "last error" in status.stdout, status.stdout
+
+        server.start()  # back, same port and database: the re-run sends what it missed
+        rerun = cli("run", path)
+        assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+        assert "tracking mlflow: up to date with the store" in cli("status", tmp_path / "store").stdout
         analyze = cli("analyze", tmp_path / "store", "--out", tmp_path / "report", "--n-boot", "20")
         assert analyze.returncode == 0, analyze.stdout[-3000:] + analyze.stderr[-3000:]
         assert "mlflow: regimes tagged, report attached" in analyze.stdout, analyze.stdout
@@ -144,50 +167,12 @@ def test_sweep_mirrored_to_mlflow_wandb_and_tensorboard(tmp_path):
                              "tensorboard sweep")
 
         # credentials come from the environment and are written nowhere
-        for text in (run.stdout, run.stderr, analyze.stdout, analyze.stderr):
+        for text in (out, rerun.stdout, rerun.stderr, analyze.stdout, analyze.stderr):
             assert not any(s in text for s in SECRETS.values())
         for root in ("store", "wandb", "tb", "report"):
             for f in (tmp_path / root).rglob("*"):
                 if f.is_file():
                     blob = f.read_bytes()
                     assert not any(s.encode() in blob for s in SECRETS.values()), f"a credential in {f}"
-    finally:
-        server.kill()
-
-
-def test_mlflow_killed_mid_sweep_then_a_rerun_fills_in(tmp_path):
-    server = MlflowServer(tmp_path / "mlflow").start()
-    try:
-        data = sweep(tmp_path, [1e-3, 3e-3], {"mlflow": {"tracking_uri": server.uri}, "close_timeout_s": 30})
-        spec = parse_spec(data)
-        path = tmp_path / "sweep.yaml"
-        path.write_text(yaml.safe_dump(data))
-        proc = subprocess.Popen([sys.executable, "-m", "cliffsweep.cli", "run", str(path)], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env={**os.environ, **SECRETS})
-        store = Store(str(tmp_path / "store"))
-        deadline = time.time() + 600
-        while store.read("checkpoints").empty and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.5)
-        server.kill()  # the tracker dies with the sweep's first checkpoint
-        out, _ = proc.communicate(timeout=900)
-        assert proc.returncode == 0, out[-4000:]
-        assert "tracking: mlflow failed" in out, out[-4000:]
-        assert_invariant(store, spec)  # every grid point and evaluation is in the store regardless
-
-        status = cli("status", tmp_path / "store")
-        assert "tracking mlflow:" in status.stdout and "behind the store" in status.stdout, status.stdout
-        assert "last error" in status.stdout, status.stdout
-
-        server.start()  # back, same port and database: the re-run sends what it missed
-        rerun = cli("run", path)
-        assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
-        assert "tracking mlflow: up to date with the store" in cli("status", tmp_path / "store").stdout
-        runs = mlflow_runs(server.uri, "trk")
-        trials = store.read("trials").set_index("trial_id")
-        assert set(runs) == set(trials.index) | {sweep_run_id("trk")}
-        want = expected(store)
-        for tid, r in runs.items():
-            assert_metrics_equal(r["metrics"], want[tid], f"mlflow {tid}")
-        assert {base_trial_id("q")} <= set(store.read("evals")["trial_id"])
     finally:
         server.kill()

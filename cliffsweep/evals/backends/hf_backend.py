@@ -19,6 +19,41 @@ from cliffsweep.evals.canary import TOLERANCE, Canary, canary_ids, check_canary,
 from cliffsweep.evals.tasks.base import Prompt, Sampling
 
 
+SCORE_TOKEN_BUDGET = 16_384
+"""Tokens (rows x padded width) per scoring forward pass: bounds the activations whatever the
+prompts' lengths (a 2,048-token prompt goes alone with 7 others, short ones 100 at a time)."""
+LOGIT_CHUNK = 1_024
+"""Continuation positions per LM-head pass: 1,024 x 152k vocabulary (Qwen2.5) in fp32 is 0.6 GB."""
+
+
+def token_batches(lengths: list[int], budget: int) -> list[list[int]]:
+    """Indices of `lengths` in batches, longest first, each with rows x its longest <= `budget`
+    (a single longer sequence goes alone)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= budget:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+def _target_logprobs(head, hidden: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p(target) and whether target is the argmax, at each row of `hidden` (positions x
+    hidden size), through the LM head LOGIT_CHUNK rows at a time, in fp32."""
+    logp, hit = [], []
+    for i in range(0, len(target), LOGIT_CHUNK):
+        logits = head(hidden[i : i + LOGIT_CHUNK]).float()
+        t = target[i : i + LOGIT_CHUNK]
+        logp.append(logits.gather(1, t[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1))
+        hit.append(logits.argmax(-1) == t)
+        del logits
+    if not logp:
+        return torch.zeros(0), torch.zeros(0, dtype=torch.bool)
+    return torch.cat(logp), torch.cat(hit)
+
+
 def cut_at_stop(text: str, stop: tuple[str, ...]) -> str:
     cuts = [text.find(s) for s in stop if s and s in text]
     return text[: min(cuts)] if cuts else text
@@ -127,23 +162,37 @@ class HFBackend:
 
     @torch.no_grad()
     def score_tokens(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
-        out: list[tuple[float, bool]] = []
-        for i in range(0, len(pairs), self.batch_size):
-            chunk = pairs[i : i + self.batch_size]
-            width = max(len(p) + len(c) for p, c in chunk)
-            ids = torch.full((len(chunk), width), self.tokenizer.pad_token_id, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, (p, c) in enumerate(chunk):
+        """(sum of the continuation's log-probs, whether greedy decoding gives it) of each
+        (prompt, continuation) pair. Memory is bounded by design (issue 39): sequences are
+        batched by a token budget (rows x padded width <= SCORE_TOKEN_BUDGET), the decoder's
+        last hidden states are kept at the continuation positions only, and the LM head and its
+        log-softmax run over LOGIT_CHUNK of those positions at a time: no batch x sequence x
+        vocabulary tensor (16 x 1,400 x 49,152 fp32 was 4.3 GiB, the allocation that ran a
+        shared H100 out of memory)."""
+        out: list[tuple[float, bool] | None] = [None] * len(pairs)
+        causal = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        decoder, head = causal.base_model, causal.get_output_embeddings()
+        for batch in token_batches([len(p) + len(c) for p, c in pairs], SCORE_TOKEN_BUDGET):
+            width = max(len(pairs[j][0]) + len(pairs[j][1]) for j in batch)
+            ids = torch.full((len(batch), width), self.tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            rows, pos, want, spans = [], [], [], {}
+            for row, j in enumerate(batch):
+                p, c = pairs[j]
                 ids[row, : len(p) + len(c)] = torch.tensor(p + c)
                 mask[row, : len(p) + len(c)] = 1
-            logp = torch.log_softmax(
-                self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float(), dim=-1)
-            for row, (p, c) in enumerate(chunk):
-                pos = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=logp.device)  # token k at k-1
-                want = torch.tensor(c, device=logp.device)
-                rows = logp[row, pos]
-                out.append((float(rows[torch.arange(len(c)), want].sum()), bool((rows.argmax(-1) == want).all())))
-        return out
+                spans[j] = (len(want), len(want) + len(c))
+                rows += [row] * len(c)
+                pos += range(len(p) - 1, len(p) + len(c) - 1)  # token k is predicted at k-1
+                want += c
+            hidden = decoder(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
+            kept = hidden[torch.tensor(rows, device=hidden.device), torch.tensor(pos, device=hidden.device)]
+            del hidden
+            target = torch.tensor(want, device=kept.device)
+            logp, hit = _target_logprobs(head, kept, target)
+            for j, (a, b) in spans.items():
+                out[j] = (float(logp[a:b].sum()), bool(hit[a:b].all()))
+        return out  # type: ignore[return-value]
 
     def close(self) -> None:
         self.model = None
