@@ -34,10 +34,10 @@ from cliffsweep.orchestrator.policies import Phase, role_resources, sweep_concur
 from cliffsweep.orchestrator.jobqueue import JobQueue, sweep_searcher
 from cliffsweep.orchestrator.refiner import max_refine_trials
 from cliffsweep.sweep.spec import SweepSpec
-from cliffsweep.orchestrator.sweeprun import SweepRun, _abs_uri
+from cliffsweep.orchestrator.sweeprun import SweepRun
 from cliffsweep.storage.health import ensure_readable
 from cliffsweep.storage.lease import Lease
-from cliffsweep.storage.store import Store
+from cliffsweep.storage.store import Store, absolute_uri
 from cliffsweep.orchestrator.raystart import RAY_START_TIMEOUT_S, start_ray
 from cliffsweep.orchestrator.terminal import log_path, third_party_to_log
 
@@ -173,7 +173,7 @@ def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int) -> 
             search_alg=sweep_searcher(queue), num_samples=len(queue.items) + n_todo + max_refine_trials(spec),
             max_concurrent_trials=concurrency, reuse_actors=True),
         run_config=tune.RunConfig(
-            storage_path=_abs_uri(run.store.uri).rstrip("/") + "/_tune", name=f"run-{int(time.time())}",
+            storage_path=absolute_uri(run.store.uri).rstrip("/") + "/_tune", name=f"run-{int(time.time())}",
             failure_config=tune.FailureConfig(max_failures=r.max_retries),
             callbacks=[sweep_callback(run)], verbose=0),
     ).fit()

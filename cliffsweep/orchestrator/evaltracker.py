@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 from cliffsweep.orchestrator.policies import EVAL_DEPTH, evaluator_changes, resend_evaluation
 from cliffsweep.orchestrator.pool import EvalRequest
+from cliffsweep.storage import ledger
 from cliffsweep.storage.store import Store, eval_key
 
 
@@ -230,8 +230,7 @@ class EvalTracker:
         self.replaced += 1
 
     def _error(self, req: EvalRequest, kind: str, text: str, key: str) -> None:
-        self.store.write("errors", key, [{"trial_id": req.trial_id, "step": req.step, "kind": kind,
-                                          "message": text, "at": datetime.now(timezone.utc)}])
+        ledger.record_error(self.store, key, kind, req.trial_id, text, req.step)
 
     def close(self) -> None:
         """End the evaluator actors: a finished sweep holds no GPU (or node) on a shared cluster."""

@@ -26,7 +26,7 @@ from cliffsweep.orchestrator.jobqueue import JobQueue
 from cliffsweep.orchestrator.refiner import Refiner, stored_refined_trials
 from cliffsweep.orchestrator.trialbook import TrialBook, now
 from cliffsweep.storage import ledger
-from cliffsweep.storage.store import Store
+from cliffsweep.storage.store import Store, absolute_uri
 from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid
 from cliffsweep.sweep.rehearsal import Rehearsal
 from cliffsweep.sweep.reports import Begin, CheckpointReport, EndReport, Report
@@ -34,10 +34,6 @@ from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.evals.tasks import task_label
 from cliffsweep.trainables.config import JobRun, StatsJob, TrainConfig
 from cliffsweep.trainables.stats import compute_stats, stats_key, stats_relpath, stats_task_resources
-
-
-def _abs_uri(uri: str) -> str:
-    return uri if "://" in uri else os.path.abspath(os.path.expanduser(uri))
 
 
 class SweepRun:
@@ -53,7 +49,7 @@ class SweepRun:
         self.grid = expand_grid(spec)  # + refined trials, as refinement adds them (refiner.py)
         self.by_id = {t.trial_id: t for t in self.grid}
         self.stats_uri: dict[str, str | None] = {}
-        self.checkpoint_root = _abs_uri(spec.checkpoint_uri)
+        self.checkpoint_root = absolute_uri(spec.checkpoint_uri)
         self.task_names = [task_label(t.name, t.params) for t in (spec.tasks.learn, *spec.tasks.retain)]
         self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
         self.book = TrialBook(store, self.by_id, partial(config_json, spec, self.checkpoint_root, self.inbox_name,
@@ -318,8 +314,7 @@ class SweepRun:
         try:
             ledger.delete_checkpoints(self.checkpoint_root, tid, drop, final if drop_state else None)
         except OSError as exc:  # space not freed is no reason to stop the sweep; say so
-            self.store.write("errors", f"prune__{tid}", [{"trial_id": tid, "step": -1, "kind": "prune",
-                                                          "message": f"{type(exc).__name__}: {exc}", "at": now()}])
+            ledger.record_error(self.store, f"prune__{tid}", "prune", tid, f"{type(exc).__name__}: {exc}")
 
 
 def trial_config(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None, t: Trial,
@@ -330,7 +325,7 @@ def trial_config(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: R
     s = spec
     return TrainConfig(
         trial=t, recipe=s.recipe, learn=s.tasks.learn, retain=s.tasks.replay,
-        store_uri=_abs_uri(s.store_uri), checkpoint_root=checkpoint_root, stats_uri=stats_uri,
+        store_uri=absolute_uri(s.store_uri), checkpoint_root=checkpoint_root, stats_uri=stats_uri,
         eval_points=s.eval.points_per_trial, every_epoch=s.eval.every_epoch, strategy=s.resources.strategy,
         torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows,
         inbox=inbox, resume_every_s=s.resume_every_s, async_checkpoints=s.async_checkpoints,
@@ -440,7 +435,7 @@ def ensure_stats(spec: SweepSpec, store: Store, rehearsal: Rehearsal | None,
         key = stats_key(t.model_path, t.method, inputs, learn, retain, r.stats_examples,
                         r.max_seq_len, r.batch_size)
         rel = stats_relpath(t.model, t.method, key)
-        out[t.trial_id] = f"{_abs_uri(store.uri).rstrip('/')}/{rel}"
+        out[t.trial_id] = f"{absolute_uri(store.uri).rstrip('/')}/{rel}"
         needs.setdefault(rel, []).append(t.trial_id)
         if not store.exists(rel):
             jobs.setdefault(rel, t)
@@ -463,8 +458,7 @@ def ensure_stats(spec: SweepSpec, store: Store, rehearsal: Rehearsal | None,
             store.put_bytes(rel, ray.get(ref))
         except Exception as exc:  # one method's statistics must not stop the other trials
             msg = f"statistics {rel} could not be computed: {exc}"
-            store.write("errors", f"stats__{rel.replace('/', '__')}", [{
-                "trial_id": needs[rel][0], "step": -1, "kind": "stats", "message": msg, "at": now()}])
+            ledger.record_error(store, f"stats__{rel.replace('/', '__')}", "stats", needs[rel][0], msg)
             failed.update({tid: msg for tid in needs[rel]})
     return out, failed
 

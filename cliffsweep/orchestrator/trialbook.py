@@ -102,8 +102,7 @@ class TrialBook:
         """Tune retries the job that was training `tid`: it starts again (a new attempt)."""
         if self.progress is not None and tid in self.progress.running:
             self._move(tid, None)
-            self.store.write("errors", f"trial__{tid}__attempt{self.attempts.get(tid, 0)}", [{
-                "trial_id": tid, "step": -1, "kind": "trial_retry", "message": error, "at": now()}])
+            ledger.record_error(self.store, f"trial__{tid}__attempt{self.attempts.get(tid, 0)}", "trial_retry", tid, error)
 
     def finish(self, tid: str, status: TrialStatus, **extra: Any) -> None:
         """A trial's training ended (trained, diverged) or it failed for good."""
@@ -114,8 +113,8 @@ class TrialBook:
         self.finished_at[tid] = now()
         self.record(tid, status, finished_at=self.finished_at[tid], **extra)
         if status is TrialStatus.FAILED:  # the errors table holds every failure, not only retries
-            self.store.write("errors", f"trial__{tid}__attempt{self.attempts.get(tid, 0)}", [{
-                "trial_id": tid, "step": -1, "kind": "trial_failed", "message": extra.get("error", ""), "at": now()}])
+            ledger.record_error(self.store, f"trial__{tid}__attempt{self.attempts.get(tid, 0)}", "trial_failed", tid,
+                                extra.get("error", ""))
         if status is TrialStatus.TRAINED:
             self.trained[tid] = self.reports.get(tid, TrialRecord()).total_steps
 

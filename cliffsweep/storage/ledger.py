@@ -151,3 +151,15 @@ def delete_checkpoints(root: str, trial_id: str, steps: list[int], state_of: int
             freed += info.size or 0
             fs.delete_file(path)
     return freed
+
+
+def record_error(store, key: str, kind: str, trial_id: str, message: str, step: int = -1) -> None:
+    """The one writer of `errors` rows (store.py's schema): what failed (`kind`: eval,
+    eval_resent, trial_retry, trial_failed, stats, prune, tracking), for which trial and step
+    (-1: not a checkpoint's), when, and the message (clipped by the store). `key` is the row's
+    write unit: writing the same key again replaces it (one row per failed attempt, per
+    evaluation, per tracker), so a re-run never piles up copies."""
+    from datetime import datetime, timezone
+
+    store.write("errors", key, [{"trial_id": trial_id, "step": step, "kind": kind, "message": message,
+                                 "at": datetime.now(timezone.utc)}])

@@ -321,6 +321,11 @@ def _abs(path: str) -> str:
     return os.path.abspath(os.path.expanduser(path))
 
 
+def absolute_uri(uri: str) -> str:
+    """`uri` as every process of a cluster reads it: a URI as it is, a local path made absolute."""
+    return uri if "://" in uri else _abs(uri)
+
+
 def steps_key(trial_id: str, first_step: int) -> str:
     """Write-unit key of the training-curve rows from `first_step` on (up to the next checkpoint)."""
     return f"{trial_id}__{first_step:08d}"

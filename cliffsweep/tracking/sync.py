@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from cliffsweep.storage import ledger
 from cliffsweep.storage.store import Store, clip_message
 from cliffsweep.tracking.base import TERMINAL, EvalPoint, RunDelta, StepPoint, Tracker, sweep_run_id
 
@@ -257,9 +258,7 @@ class Syncer:
             self._say(f"tracking: {name} failed ({s.last_error.splitlines()[0][:200]}); the sweep goes on and "
                       f"the store keeps everything; retrying every {BACKOFF[0]:g}-{BACKOFF[-1]:g} s")
         try:
-            self.store.write("errors", f"tracking__{name}", [{
-                "trial_id": d.trial_id, "step": -1, "kind": "tracking",
-                "message": f"{name}: {s.last_error}", "at": _now()}])
+            ledger.record_error(self.store, f"tracking__{name}", "tracking", d.trial_id, f"{name}: {s.last_error}")
         except OSError:
             pass  # the store itself is away: its own retries said so; the next round tries again
 
