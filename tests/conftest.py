@@ -33,3 +33,13 @@ def smollm2_folder() -> str:
     from cliffsweep.realmodels import ensure_smollm2
 
     return ensure_smollm2()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """torch on one thread for a module of tiny-model tests, whatever an earlier test set: on a
+    loaded machine torch's thread pool costs ~40x the maths (23 s vs 0.6 s a test)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

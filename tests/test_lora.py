@@ -15,13 +15,7 @@ from cliffsweep.trainables.methods import build_method
 VOCAB = 100
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: on a loaded machine torch's thread pool costs far more than the maths."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 def tiny_qwen2() -> Qwen2ForCausalLM:

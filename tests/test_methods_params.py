@@ -22,13 +22,7 @@ from cliffsweep.trainables.methods.sib import (
 VOCAB = 100
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: on a loaded machine torch's thread pool costs ~40x (23 s vs 0.6 s a test)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 def tiny_qwen2(seed: int = 0) -> Qwen2ForCausalLM:
