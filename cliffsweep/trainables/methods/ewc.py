@@ -17,8 +17,9 @@ from pydantic import Field
 from torch import nn
 
 from cliffsweep.trainables import penalties
-from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.base import MethodParams
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.methods.shared import Anchored
 
 
 class EWCParams(MethodParams):
@@ -26,7 +27,7 @@ class EWCParams(MethodParams):
     """lambda of Eq. (3) on the mean-1 Fisher (our default 1.0; 000 does not report it)."""
 
 
-class EWC(Method):
+class EWC(Anchored):  # Eq. 3's penalty: methods/shared.py
     name = "ewc"
     costs = Costs(weight_copies=2, stats_data="retain", stats_flops=6, stats_accumulator=True)  # theta*, the Fisher
     Params = EWCParams
@@ -39,11 +40,3 @@ class EWC(Method):
         fisher = penalties.mean_grad_stat(model, retain_batches, penalties.batch_ce, torch.square,
                                           micro_batch_size=micro_batch_size)
         return penalties.normalize_mean(fisher)
-
-    def prepare(self, model: nn.Module, stats) -> nn.Module:
-        self.anchor, self.importance = penalties.importance_anchor(model, stats, self.name)
-        return model
-
-    def penalty_term(self, model):
-        pen = penalties.anchor_penalty(model, self.anchor, self.importance)
-        return 0.5 * self.params.lam * pen, float(pen.detach())

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import torch
 from pydantic import Field
-from torch import nn
 
-from cliffsweep.trainables.losses import frozen_copy, frozen_response_ce, response_ce, weighted_token_mean
-from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.losses import frozen_response_ce, response_ce, weighted_token_mean
+from cliffsweep.trainables.methods.base import MethodParams
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.methods.shared import AgainstFrozenBase
 
 
 class IWParams(MethodParams):
@@ -34,15 +34,12 @@ def iw_weights(ce: torch.Tensor, base_ce: torch.Tensor, mask: torch.Tensor, clip
     return log_ratio.exp().clamp_max(clip).unsqueeze(1)
 
 
-class IW(Method):
+class IW(AgainstFrozenBase):  # self.base: methods/shared.py
     name = "iw"
     fsdp_safe = True  # each worker keeps a whole frozen base copy; changes the loss only
     costs = Costs(weight_copies=1, extra_flops=2, loss_heads=2)  # the frozen base: a copy, its forward, its head
     Params = IWParams
 
-    def prepare(self, model: nn.Module, stats) -> nn.Module:
-        self.base = frozen_copy(model)
-        return model
 
     def data_loss(self, model, batch, n_tokens=None):
         ce, mask = response_ce(model, batch)

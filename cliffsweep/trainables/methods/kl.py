@@ -10,11 +10,11 @@ Cost: one extra no-grad forward of the frozen base per step and a second copy of
 from __future__ import annotations
 
 from pydantic import Field
-from torch import nn
 
-from cliffsweep.trainables.losses import frozen_copy, response_ce_kl, token_norm
-from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.losses import response_ce_kl, token_norm
+from cliffsweep.trainables.methods.base import MethodParams
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.methods.shared import AgainstFrozenBase
 
 
 class KLParams(MethodParams):
@@ -22,16 +22,12 @@ class KLParams(MethodParams):
     """KL coefficient (002: 0.01-0.1; 0.05 is our default)."""
 
 
-class KL(Method):
+class KL(AgainstFrozenBase):  # self.base: methods/shared.py
     name = "kl"
     fsdp_safe = True  # each worker keeps a whole frozen base copy; changes the loss only
     costs = Costs(weight_copies=1, extra_flops=2, loss_heads=2)  # the frozen base: a copy, its forward, its head
     Params = KLParams
 
-    def prepare(self, model: nn.Module, stats) -> nn.Module:
-        # The base is copied here, on the worker, from the weights the trial starts from.
-        self.base = frozen_copy(model)
-        return model
 
     def data_loss(self, model, batch, n_tokens=None):
         ce_tok, kl_tok, mask = response_ce_kl(model, self.base, batch)

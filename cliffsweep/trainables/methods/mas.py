@@ -18,8 +18,9 @@ from torch import nn
 
 from cliffsweep.trainables import penalties
 from cliffsweep.trainables.losses import chunk_rows, final_hidden, lm_head, over_chunks
-from cliffsweep.trainables.methods.base import Method, MethodParams
+from cliffsweep.trainables.methods.base import MethodParams
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.methods.shared import Anchored
 
 
 def output_sq_norm(model: nn.Module, batch: dict[str, torch.Tensor], n_tokens: float | None = None) -> torch.Tensor:
@@ -44,7 +45,7 @@ class MASParams(MethodParams):
     """lambda of Eq. (3) on the mean-1 Omega (our default 1.0; 000 does not report it)."""
 
 
-class MAS(Method):
+class MAS(Anchored):  # Eq. 3's penalty: methods/shared.py
     name = "mas"
     costs = Costs(weight_copies=2, stats_data="retain", stats_flops=6, stats_accumulator=True)  # theta*, the importances
     Params = MASParams
@@ -57,11 +58,3 @@ class MAS(Method):
         omega = penalties.mean_grad_stat(model, retain_batches, output_sq_norm, torch.abs, count=attended,
                                          micro_batch_size=micro_batch_size)
         return penalties.normalize_mean(omega)
-
-    def prepare(self, model: nn.Module, stats) -> nn.Module:
-        self.anchor, self.importance = penalties.importance_anchor(model, stats, self.name)
-        return model
-
-    def penalty_term(self, model):
-        pen = penalties.anchor_penalty(model, self.anchor, self.importance)
-        return 0.5 * self.params.lam * pen, float(pen.detach())
