@@ -43,7 +43,8 @@ def run_variant(name: str, model: str, steps: int, points: int, root: str, inbox
 
     from cliffsweep.sweep.grid import Trial
     from cliffsweep.sweep.reports import EndReport
-    from cliffsweep.sweep.spec import RecipeSpec, TaskSpec
+    from cliffsweep.sweep.gpushare import trainer_share
+    from cliffsweep.sweep.spec import RecipeSpec, ResourcesSpec, TaskSpec
     from cliffsweep.trainables.config import WORKER_KEY, TrainConfig
     from cliffsweep.trainables.loop import train_loop_per_worker
     from cliffsweep.trainables.job import report_callback
@@ -57,7 +58,7 @@ def run_variant(name: str, model: str, steps: int, points: int, root: str, inbox
         learn=TaskSpec(name="toy_facts", params={"n_train": steps * batch, "n_eval": 8}),
         retain=TaskSpec(name="toy_arith"), store_uri=f"{root}/store", checkpoint_root=f"{root}/checkpoints",
         stats_uri=None, eval_points=v.pop("points", points), every_epoch=False, strategy="ddp",
-        torch_threads=2, max_step_rows=1000, inbox=inbox, **v)
+        torch_threads=2, max_step_rows=1000, inbox=inbox, gpu_share=trainer_share(ResourcesSpec()), **v)
     TorchTrainer(train_loop_per_worker, train_loop_config={WORKER_KEY: (cfg,)},
                  scaling_config=ScalingConfig(num_workers=1, resources_per_worker={"CPU": 1}),
                  run_config=RunConfig(storage_path=root, name=name, callbacks=[report_callback(inbox)])).fit()

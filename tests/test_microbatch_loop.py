@@ -29,7 +29,8 @@ def train(tmp_path, name: str, workers: int, **recipe) -> dict[str, torch.Tensor
     from safetensors.torch import load_file
 
     from cliffsweep.sweep.grid import Trial
-    from cliffsweep.sweep.spec import RecipeSpec, TaskSpec
+    from cliffsweep.sweep.gpushare import trainer_share
+    from cliffsweep.sweep.spec import RecipeSpec, ResourcesSpec, TaskSpec
     from cliffsweep.trainables.config import WORKER_KEY, TrainConfig
     from cliffsweep.trainables.loop import train_loop_per_worker
 
@@ -41,7 +42,7 @@ def train(tmp_path, name: str, workers: int, **recipe) -> dict[str, torch.Tensor
         # The loop writes each checkpoint under <checkpoint_root>/<trial> and records it in the store.
         store_uri=str(tmp_path / "store"), checkpoint_root=str(tmp_path), stats_uri=None, eval_points=1,
         every_epoch=False, strategy="ddp", torch_threads=1, max_step_rows=1000, inbox="loop-inbox",
-        resume_every_s=0.0, async_checkpoints=True)
+        resume_every_s=0.0, async_checkpoints=True, gpu_share=trainer_share(ResourcesSpec()))
     TorchTrainer(train_loop_per_worker, train_loop_config={WORKER_KEY: (cfg,)},
                           scaling_config=ScalingConfig(num_workers=workers, resources_per_worker={"CPU": 0.5}),
                           run_config=RunConfig(storage_path=str(tmp_path), name=name)).fit()

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from cliffsweep.storage.store import Store, eval_key
+from cliffsweep.sweep.gpushare import GpuShare, GpuShareExceeded, evaluator_share
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,9 @@ class Evaluator:
     """Body of the evaluator actor (wrapped with ray.remote by `evaluator_starter`)."""
 
     def __init__(self, model_path: str, dtype: str, backend: str, backend_options: dict,
-                 tasks: list[tuple[str, str, dict]], store_uri: str, system: str = ""):
+                 tasks: list[tuple[str, str, dict]], store_uri: str, system: str, gpu_share: GpuShare):
         from cliffsweep.evals.backends import build_backend
+        from cliffsweep.evals.backends.share import capped_options, device_fraction
         from cliffsweep.evals.tasks import build_task
         from cliffsweep.models import resolve_model
         from cliffsweep.orchestrator.preflight import engine_context
@@ -83,6 +85,8 @@ class Evaluator:
         if "max_model_len" in backend_options:
             backend_options = dict(backend_options, max_model_len=engine_context(
                 backend_options["max_model_len"], folder))
+        backend_options = capped_options(backend, backend_options, gpu_share)  # issue 39: a budget, not a label
+        self.shared, self.gpu_share = device_fraction(gpu_share) is not None, gpu_share
         self._make_backend = lambda: build_backend(backend, folder, dtype=dtype, **backend_options)
         t0 = time.time()
         self.backend = self._make_backend()
@@ -117,9 +121,19 @@ class Evaluator:
                 self._write(r, role, task, res)
                 out[f"{role}:{task.label}"] = res.accuracy
             return out
+        except Exception as e:
+            if type(e).__name__ != "OutOfMemoryError":  # torch's CUDA OOM, without importing torch here
+                raise
+            from cliffsweep.evals.backends.share import device_total_gb
+
+            raise GpuShareExceeded(self.gpu_share.out_of_memory(device_total_gb(), str(e).splitlines()[0][:300])) from e
         finally:
             if tmp is not None:
                 tmp.cleanup()
+            if self.shared:  # a shared GPU gets back what this evaluation's peak took
+                from cliffsweep.evals.backends.share import release_cached
+
+                release_cached()
 
     def _write(self, r: EvalRequest, role: str, task, res) -> None:
         write_result(self.store, r, role, task.scorer_version, res)
@@ -239,7 +253,8 @@ def evaluator_starter(models: dict[str, tuple[str, str]], spec, store_uri: str, 
 
     def start(label: str):
         path, dtype = models[label]
-        return actor_cls.remote(path, dtype, backend, options, tasks, store_uri, spec.recipe.system_prompt)
+        return actor_cls.remote(path, dtype, backend, options, tasks, store_uri, spec.recipe.system_prompt,
+                                evaluator_share(e))
 
     return start
 

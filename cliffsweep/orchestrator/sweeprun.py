@@ -320,6 +320,7 @@ class SweepRun:
 def trial_config(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None, t: Trial,
                  stats_uri: str | None) -> TrainConfig:
     """What one trial's training needs across the Ray boundary, typed (trainables/config.py)."""
+    from cliffsweep.sweep.gpushare import trainer_share
     from cliffsweep.trainables.parallel import torch_threads
 
     s = spec
@@ -329,7 +330,7 @@ def trial_config(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: R
         eval_points=s.eval.points_per_trial, every_epoch=s.eval.every_epoch, strategy=s.resources.strategy,
         torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows,
         inbox=inbox, resume_every_s=s.resume_every_s, async_checkpoints=s.async_checkpoints,
-        rehearsal=rehearsal.trials[t.trial_id] if rehearsal is not None else None)
+        gpu_share=trainer_share(s.resources), rehearsal=rehearsal.trials[t.trial_id] if rehearsal is not None else None)
 
 
 def job_configs(spec: SweepSpec, trials: list[Trial], size: int, stats_uri: dict[str, str | None],

@@ -185,6 +185,10 @@ class EvalSpec(_Strict):
     None: as many as free GPUs allow with GPU evaluators; evaluators_per_model on CPUs."""
     cpus_per_evaluator: float = Field(1.0, ge=0)
     gpus_per_evaluator: float = Field(0.0, ge=0)
+    gpu_memory_gb: float | None = Field(None, gt=0)
+    """GPU memory each evaluator may use (its cap, sweep/gpushare.py); None: its share of the
+    GPU, gpus_per_evaluator of the device's memory. vLLM sizes its KV cache from what the cap
+    leaves after the weights."""
     kv_cache_mb: int = Field(64, ge=1)
     """vLLM KV-cache size per engine (CPU needs it set, or vLLM claims most of the RAM)."""
     max_model_len: int | None = Field(None, ge=16)
@@ -205,6 +209,10 @@ class ResourcesSpec(_Strict):
     workers_per_trial: int = Field(1, ge=1)
     cpus_per_worker: float = Field(1.0, gt=0)
     gpus_per_worker: float = Field(0.0, ge=0)
+    gpu_memory_gb: float | None = Field(None, gt=0)
+    """GPU memory each Train worker may use (its cap, sweep/gpushare.py); None: its share of the
+    GPU, gpus_per_worker of the device's memory. A Ray GPU fraction only schedules: without a
+    cap, one process's peak starves the others sharing its GPU."""
     strategy: Literal["ddp", "fsdp"] = "ddp"
     """ddp: every worker holds the whole model. fsdp: torch FSDP2, weights sharded over the
     workers (for backbones whose weights and optimizer state do not fit one GPU); runs over

@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from cliffsweep.sweep.gpushare import GpuShare
     from cliffsweep.sweep.grid import Trial
     from cliffsweep.sweep.rehearsal import TrialWork
     from cliffsweep.sweep.spec import RecipeSpec, ResourcesSpec, TaskSpec
@@ -52,6 +53,8 @@ class TrainConfig:
     """Training seconds between checkpoints that also save the training state (spec)."""
     async_checkpoints: bool
     """Write checkpoints off the training thread (spec; trainables/checkpoints.py)."""
+    gpu_share: GpuShare
+    """The worker's GPU memory budget (sweep/gpushare.py), applied where CUDA is present."""
     attempt: int = 1
     """Set per attempt by the trial's function (trainables/job.py): 1, 2 after a retry, ..."""
     job_started: float = 0.0
@@ -65,7 +68,8 @@ class TrainConfig:
     def to_json(self) -> str:
         """The resolved config, as the store's `trials.config` keeps it (style.md 7); without the
         per-attempt fields (the `trials` row has its attempt)."""
-        plain = {k: v for k, v in _plain(self).items() if k not in ("attempt", "job_started", "inbox", "rehearsal")}
+        plain = {k: v for k, v in _plain(self).items()
+                 if k not in ("attempt", "job_started", "inbox", "rehearsal", "gpu_share")}
         return json.dumps(plain, sort_keys=True, default=str)
 
 

@@ -31,6 +31,8 @@ from cliffsweep.storage.ledger import checkpoint_uri, saves_state
 from cliffsweep.storage.store import Store
 from cliffsweep.sweep.reports import REPORT_KEY, Begin, CheckpointReport, EndReport
 from cliffsweep.trainables import data, fastpath, microbatch, parallel, resume
+from cliffsweep.sweep.gpushare import GpuShareExceeded
+from cliffsweep.trainables.parallel import apply_gpu_share, gpu_total_gb
 from cliffsweep.trainables.checkpoints import Checkpointer, Snapshot, canary_of, host_copy
 from cliffsweep.trainables.config import TrainConfig
 from cliffsweep.trainables.losses import check_head, unwrap
@@ -100,8 +102,11 @@ def train_trial(cfg: TrainConfig, marks: dict[str, float]) -> None:
     marks["imported"] = time.time()
     report(Begin(cfg.trial.trial_id))  # the driver sees it running; the inbox counts its attempt
     maybe_fail(f"train_start:{cfg.trial.trial_id}")
-    p = setup(cfg, marks)
-    end = train(p)
+    try:
+        p = setup(cfg, marks)
+        end = train(p)
+    except torch.OutOfMemoryError as e:  # this worker reached its own cap: say so, its neighbours go on
+        raise GpuShareExceeded(cfg.gpu_share.out_of_memory(gpu_total_gb(), str(e).splitlines()[0][:300])) from e
     if p.ckpt is not None:
         p.ckpt.close()  # every checkpoint reported before the end (the driver drops later ones)
     report(_with_costs(end, p))
@@ -146,6 +151,7 @@ def setup(cfg: TrainConfig, marks: dict[str, float]) -> TrialTraining:
     torch.manual_seed(cfg.trial.seed)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
+    apply_gpu_share(cfg.gpu_share)  # before the model: the cap bounds every allocation after it
     model, tok, method, found, fast = _model(cfg, marks, rank)
     learn, retain, pad = _data(cfg, tok, method)
     p = TrialTraining(cfg=cfg, marks=marks, rank=rank, world=world, model=model, tok=tok, method=method,

@@ -57,9 +57,11 @@ class VLLMBackend:
         self.enable_lora = enable_lora
         self.canary_tolerance = TOLERANCE[dtype] if canary_tolerance is None else canary_tolerance
         start = time.perf_counter()
+        # A GPU evaluator's cap (evals/backends/share.py): vLLM sizes its KV cache from what the
+        # cap leaves after the weights; a fixed KV size would override it.
+        kv = {} if "gpu_memory_utilization" in engine_args else {"kv_cache_memory_bytes": kv_cache_mb * 2**20}
         self.llm = LLM(
-            model=base_path, dtype=dtype, seed=seed, max_model_len=max_model_len,
-            kv_cache_memory_bytes=kv_cache_mb * 2**20, enable_lora=enable_lora,
+            model=base_path, dtype=dtype, seed=seed, max_model_len=max_model_len, **kv, enable_lora=enable_lora,
             max_lora_rank=max_lora_rank, max_loras=1,
             worker_extension_cls=f"{__name__}.ReloadExtension", **engine_args,
         )

@@ -1,0 +1,77 @@
+"""Each process's GPU memory is a budget (issue 39 part 1, sweep/gpushare.py): the share of every
+trainer and evaluator is derived from the spec, travels to the process, and is applied there
+where CUDA is present; a process that reaches its cap fails with one sentence naming its share
+and the settings that change it. No GPU here: CUDA's four calls are stood in for, recording
+what the code asks of them (the GPU check runs them for real: docs/gpu.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from cliffsweep.evals.backends.share import capped_options
+from cliffsweep.orchestrator.specfile import load_spec
+from cliffsweep.orchestrator.sweeprun import trial_config
+from cliffsweep.sweep.gpushare import GpuShare, evaluator_share, trainer_share
+from cliffsweep.sweep.grid import expand_grid
+from cliffsweep.trainables.parallel import apply_gpu_share
+
+CONFIGS = Path(__file__).resolve().parents[1] / "cliffsweep" / "configs"
+H100_GB = 79.2
+
+
+@pytest.mark.parametrize("name", ["gpu_toy", "gpu_smoke", "gpu_smoke_fsdp", "paper", "paper_cl", "paper_fsdp",
+                                  "paper_lora"])
+def test_every_trainer_and_evaluator_gets_its_share_from_the_spec(name):
+    spec = load_spec(str(CONFIGS / f"{name}.yaml"))
+    r, e = spec.resources, spec.eval
+    cfg = trial_config(spec, "/tmp/ck", "inbox", None, expand_grid(spec)[0], None)
+    assert cfg.gpu_share == trainer_share(r)  # what crosses Ray to every Train worker
+    for share, gpus in ((cfg.gpu_share, r.gpus_per_worker), (evaluator_share(e), e.gpus_per_evaluator)):
+        # a fraction of a GPU is a cap of that fraction; a whole GPU of its own needs none
+        assert share.fraction(H100_GB) == (gpus if 0 < gpus < 1 else None), (name, share)
+    if name.startswith("gpu_"):  # the packed files share one GPU: every process is capped
+        assert cfg.gpu_share.fraction(H100_GB) and evaluator_share(e).fraction(H100_GB)
+
+
+def test_an_explicit_memory_budget_wins_over_the_fraction():
+    share = GpuShare(0.3, 12.0, "Train worker", "resources.gpu_memory_gb")
+    assert share.fraction(80.0) == pytest.approx(0.15)
+    assert GpuShare(1.0, 200.0, "evaluator", "x").fraction(80.0) == 1.0  # never more than the device
+    said = share.out_of_memory(80.0, "Tried to allocate 4.30 GiB")
+    assert said.startswith("CUDA out of memory in a Train worker within its share of the GPU (0.15 of 80 GiB = 12.0 GiB)")
+    assert "resources.gpu_memory_gb" in said and "\n" not in said
+
+
+@pytest.fixture
+def cuda_calls(monkeypatch):
+    """A stand-in for an 80 GiB CUDA device: records each memory cap a process sets."""
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: SimpleNamespace(total_memory=80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, d=None: calls.append((f, d)))
+    return calls
+
+
+def test_the_cap_is_applied_where_cuda_is_present(cuda_calls):
+    spec = load_spec(str(CONFIGS / "gpu_toy.yaml"))
+    assert apply_gpu_share(trainer_share(spec.resources)) == spec.resources.gpus_per_worker
+    assert cuda_calls == [(spec.resources.gpus_per_worker, 0)]
+    # an hf evaluator caps its own process; a vLLM one hands the cap to the engine, which sizes
+    # its KV cache from what is left after the weights
+    share = evaluator_share(spec.eval)
+    assert capped_options("hf", {}, share) == {} and cuda_calls[-1] == (spec.eval.gpus_per_evaluator, 0)
+    opts = capped_options("vllm", {"kv_cache_mb": 64}, share)
+    assert opts["gpu_memory_utilization"] == spec.eval.gpus_per_evaluator and len(cuda_calls) == 2
+    # a worker with a whole GPU of its own sets no cap
+    assert apply_gpu_share(GpuShare(1.0, None, "Train worker", "")) is None and len(cuda_calls) == 2
+
+
+def test_no_cuda_no_cap():
+    assert not torch.cuda.is_available()
+    assert apply_gpu_share(GpuShare(0.3, None, "Train worker", "")) is None
+    assert capped_options("vllm", {"kv_cache_mb": 64}, GpuShare(0.2, None, "evaluator", "")) == {"kv_cache_mb": 64}
