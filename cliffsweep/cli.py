@@ -78,7 +78,7 @@ def cmd_plan(args) -> int:
 
     try:
         specs = [(path, load_spec(path)) for path in args.specs]
-        print(plan_text(specs, args.mfu, args.bandwidth * 1e9, tuple(args.measured)))
+        print(plan_text(specs, args.mfu, args.bandwidth * 1e9, tuple(args.measured), args.gpu))
     except (UnknownArch, UnknownLengths) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -250,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "(also read from cliffsweep/measured/*.json; repeatable)")
     pl.add_argument("--bandwidth", type=float, default=1.0,
                     help="GB/s to checkpoint storage, for the time GPUs wait on checkpoints and model reads (default 1)")
+    pl.add_argument("--gpu", default=None, choices=["A100-80GB", "H100-SXM", "H200"],
+                    help="the GPU type the table of what shares one GPU prices (default: the sweep's resources.gpu, "
+                         "H100-SXM)")
     pl.set_defaults(fn=cmd_plan)
 
     sm = sub.add_parser("simulate", help="how long a sweep takes on a GPU cluster, and where its GPUs idle "

@@ -75,3 +75,53 @@ def test_no_cuda_no_cap():
     assert not torch.cuda.is_available()
     assert apply_gpu_share(GpuShare(0.3, None, "Train worker", "")) is None
     assert capped_options("vllm", {"kv_cache_mb": 64}, GpuShare(0.2, None, "evaluator", "")) == {"kv_cache_mb": 64}
+
+
+def test_the_packed_gpu_files_fit_an_80_gb_gpu():
+    from cliffsweep.planner.packing import needs, packing_problems, packing_text
+
+    for name in ("gpu_toy", "gpu_smoke", "gpu_smoke_fsdp"):
+        spec = load_spec(str(CONFIGS / f"{name}.yaml"))
+        assert packing_problems(spec) == [], name
+        # what shares the GPU, with each process's cap and peak (plan's table)
+        text = "\n".join(packing_text(spec))
+        assert "What shares one GPU (H100-SXM, 80 GB" in text and "Train worker" in text and "evaluator" in text
+        caps = {n.role: n.cap / 1e9 for n in needs(spec, __import__("cliffsweep.planner.mfu", fromlist=["GPUS"]).GPUS[1])}
+        assert caps["Train worker"] == pytest.approx(80 * spec.resources.gpus_per_worker)
+        assert caps["evaluator"] == pytest.approx(80 * spec.eval.gpus_per_evaluator)
+
+
+def test_validate_refuses_an_over_packed_gpu_in_one_sentence(tmp_path):
+    """Four concurrent Qwen2.5-1.5B full finetunes at 0.2 GPU each (16 GB of an H100) plus
+    evaluators: fp32 weights, gradients and AdamW alone are 25 GB, activations at the paper's
+    micro-batch about as much again. `validate` says so once, with
+    the share that would fit, and starts nothing."""
+    import contextlib
+    import io
+
+    import yaml
+
+    from cliffsweep.cli import main
+
+    f = tmp_path / "packed.yaml"
+    f.write_text(yaml.safe_dump({
+        "name": "packed", "models": [{"name": "q15", "path": "Qwen/Qwen2.5-1.5B-Instruct", "dtype": "float32"}],
+        "methods": [{"name": "sft"}], "lrs": [1e-5, 3e-5, 1e-4, 3e-4], "epochs": [1],
+        "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]},
+        "resources": {"workers_per_trial": 1, "gpus_per_worker": 0.2, "max_concurrent_trials": 4},
+        "eval": {"gpus_per_evaluator": 0.2, "evaluators_per_model": 1}, "store": str(tmp_path / "store")}))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["validate", str(f)]) == 2
+    problems = [line for line in err.getvalue().splitlines() if line.startswith("  - ")]
+    assert len(problems) == 1 and "Traceback" not in err.getvalue(), err.getvalue()
+    said = problems[0]
+    assert said.startswith("  - resources.gpus_per_worker: a Train worker of q15 / sft needs about"), said
+    assert "its share of the H100-SXM (80 GB) is 16.0 GB; give it a share of at least 0." in said
+    assert not (tmp_path / "store").exists()
+    # the same file with a share that fits validates
+    data = yaml.safe_load(f.read_text())
+    data["resources"]["gpus_per_worker"] = 0.6
+    f.write_text(yaml.safe_dump(data))
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["validate", str(f)]) == 0

@@ -124,8 +124,19 @@ def check_preflight(spec: SweepSpec, backend: str | None = None, source: str = "
     problems = preflight_problems(spec, {m.name: local_config(m.path) for m in spec.models},
                                   backend or spec.eval.backend)
     problems += task_data_problems(spec)
+    problems += packing_problems(spec)  # issue 39: what shares a GPU must fit, each process its own cap
     if problems:
         raise SpecError(source, problems)
+
+
+def packing_problems(spec: SweepSpec) -> list[str]:
+    """planner/packing.py's refusals, and an unknown `resources.gpu`."""
+    from cliffsweep.planner import packing
+
+    try:
+        return packing.packing_problems(spec)
+    except ValueError as e:  # an unknown GPU type
+        return [f"resources.gpu: {e}"]
 
 
 def tracking_warnings(spec: SweepSpec, timeout: float = 3.0) -> list[str]:

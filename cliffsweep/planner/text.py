@@ -8,6 +8,7 @@ from typing import Any
 from cliffsweep.planner import bill
 from cliffsweep.planner.costs import Batching, precision
 from cliffsweep.planner.mfu import GB, GPUS, gpu_hours, measured_rows
+from cliffsweep.planner.packing import packing_text
 from cliffsweep.planner.plan import ModelPlan, plan_spec, recipe_extras
 
 
@@ -132,11 +133,11 @@ ASSUMPTIONS = """Assumptions (cliffsweep/planner/costs.py):
 
 
 def plan_text(specs: list[tuple[str, Any]], mfu: float | None = None, bandwidth: float = bill.BANDWIDTH,
-              measured: tuple[str, ...] = ()) -> str:
+              measured: tuple[str, ...] = (), gpu: str | None = None) -> str:
     """The plan of one or more validated sweep files, (path, spec) each (several: the parts of one
     study, e.g. the paper grid split by resources), with a grand total when there are several.
     `measured`: GPU checks' JSON files (bench/gpu_check.sh) whose MFU rows join the built-in and
-    filed ones."""
+    filed ones. `gpu`: the GPU type the packing table prices (None: resources.gpu)."""
     rows = measured_rows(tuple(measured))
     parts, everything = [], []
     for path, spec in specs:
@@ -145,7 +146,7 @@ def plan_text(specs: list[tuple[str, Any]], mfu: float | None = None, bandwidth:
             for p in plans:
                 p.mfu, p.mfu_source = mfu, "--mfu"
         everything += plans
-        parts.append(render(plans, spec, path, bandwidth))
+        parts.append("\n".join([render(plans, spec, path, bandwidth), *packing_text(spec, gpu)]))
     if len(specs) > 1:
         header, rows = budget_rows(everything)
         bill_header, bill_total = bill_rows(everything)

@@ -19,6 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+SCORE_TOKEN_BUDGET = 16_384
+"""hf scoring: tokens (rows x padded width) per forward pass (evals/backends/hf_backend.py); the
+planner prices an hf evaluator's peak from it (planner/packing.py)."""
+LOGIT_CHUNK = 1_024
+"""hf scoring: continuation positions per LM-head pass: 1,024 x 152k vocabulary in fp32 is 0.6 GB."""
+
+
 class GpuShareExceeded(RuntimeError):
     """A process reached its own GPU memory cap; the message is one sentence: its share and
     the settings that change it (GpuShare.out_of_memory)."""

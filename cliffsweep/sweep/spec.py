@@ -209,6 +209,9 @@ class ResourcesSpec(_Strict):
     workers_per_trial: int = Field(1, ge=1)
     cpus_per_worker: float = Field(1.0, gt=0)
     gpus_per_worker: float = Field(0.0, ge=0)
+    gpu: str = "H100-SXM"
+    """The GPU type, for `plan` and `validate`'s packing check (planner/mfu.GPUS: A100-80GB,
+    H100-SXM, H200; `plan --gpu` overrides)."""
     gpu_memory_gb: float | None = Field(None, gt=0)
     """GPU memory each Train worker may use (its cap, sweep/gpushare.py); None: its share of the
     GPU, gpus_per_worker of the device's memory. A Ray GPU fraction only schedules: without a

@@ -17,13 +17,9 @@ import torch
 from cliffsweep.evals.backends.base import CheckpointRef, continuation_ids, prompt_ids, render_chat
 from cliffsweep.evals.canary import TOLERANCE, Canary, canary_ids, check_canary, model_logprobs, read_canary
 from cliffsweep.evals.tasks.base import Prompt, Sampling
-
-
-SCORE_TOKEN_BUDGET = 16_384
-"""Tokens (rows x padded width) per scoring forward pass: bounds the activations whatever the
-prompts' lengths (a 2,048-token prompt goes alone with 7 others, short ones 100 at a time)."""
-LOGIT_CHUNK = 1_024
-"""Continuation positions per LM-head pass: 1,024 x 152k vocabulary (Qwen2.5) in fp32 is 0.6 GB."""
+# The scoring pass's bounds, where the planner reads them too: tokens per forward (a 2,048-token
+# prompt goes with 7 others, short ones 100 at a time), positions per LM-head pass.
+from cliffsweep.sweep.gpushare import LOGIT_CHUNK, SCORE_TOKEN_BUDGET
 
 
 def token_batches(lengths: list[int], budget: int) -> list[list[int]]:
