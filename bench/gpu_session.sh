@@ -11,6 +11,9 @@
 # Liger, and no registry. `.whl/` (ignored) carries them: the wheels named in docs/gpu.md, and
 # Ray 2.60.0 for cp312 unpacked, its Java jar and dashboard web build removed, as one
 # `ray-slim.tar.xz` (26 MB; the wheel's 79 MB exceed one call's 64 MiB carry).
+# Issue 39's stages: GPU_SESSION_STAGES="shared vllm" runs the co-located real-model sweep
+# (configs/gpu_shared.yaml) and gpu_smoke.yaml served by vLLM on CUDA (vLLM joined from its parts
+# first: bench/vllm_parts.sh).
 # Results: DIR/log.txt (everything printed) and DIR/results.tgz (the check's JSON and markdown,
 # the sweep's status and tables), rewritten after every stage so a cut-off run keeps its stages.
 set -uo pipefail
@@ -108,6 +111,53 @@ EOF
   save
 }
 
+table_of() {  # store: status, then errors (out-of-memory ones counted) and evaluations, once each
+  $PY -m cliffsweep.cli status "$1" 2>&1 | head -40
+  $PY - "$1" <<'EOF'
+import sys
+from cliffsweep.storage.store import Store
+store = Store(sys.argv[1])
+errors = store.read("errors")
+oom = int(errors["message"].str.contains("out of memory", case=False).sum()) if len(errors) else 0
+evals = store.read("evals")
+once = not evals.duplicated(["trial_id", "step", "task", "metric"]).any()
+print(f"== errors {len(errors)} (out of memory: {oom}); evaluated checkpoints "
+      f"{evals.groupby(['trial_id', 'step']).ngroups}; every evaluation once: {once}")
+EOF
+}
+
+vllm_sweep() {  # limit: gpu_smoke.yaml served by vLLM on CUDA (issue 39 part 5; vLLM from bench/vllm_parts.sh)
+  local t0=$SECONDS spec=cliffsweep/configs/gpu_smoke.yaml
+  if [ $dry = 1 ]; then  # no GPU here: the toy model, no GPU requests, one lr, vLLM's CPU build
+    spec=$work/gpu_smoke_cpu.yaml
+    sed -e '/gpus_per_/d' -e 's/cpus_per_worker: 2/cpus_per_worker: 1/' -e 's/^lrs: .*/lrs: [1.0e-4]/' \
+        -e 's#"smollm2:135m-instruct", dtype: bfloat16#"toy:qwen2-tiny", dtype: float32#' \
+        -e 's/kv_cache_mb: 2048/kv_cache_mb: 32/' -e 's/max_model_len: 1024/max_model_len: 256/' \
+        -e 's/max_seq_len: 256/max_seq_len: 128/' cliffsweep/configs/gpu_smoke.yaml > "$spec"
+  fi
+  timeout -s INT "$1" $PY -m cliffsweep.cli run "$spec" --eval-backend vllm --store "$work/gpu-smoke-vllm"
+  echo "== vllm: exit $?, $((SECONDS - t0)) s"
+  table_of "$work/gpu-smoke-vllm" > "$work/vllm.txt" 2>&1
+  cat "$work/vllm.txt"
+  save
+}
+
+shared_sweep() {  # limit: issue 39's co-located sweep, 2 trainers x 0.3 + 2 hf evaluators x 0.2
+  local t0=$SECONDS
+  if [ $dry = 1 ]; then  # a real-model sweep on one GPU: here its checks only
+    $PY -m cliffsweep.cli validate cliffsweep/configs/gpu_shared.yaml
+    $PY -m cliffsweep.cli plan cliffsweep/configs/gpu_shared.yaml | grep -A4 "What shares"
+    echo "== shared: validate and plan only on a CPU, $((SECONDS - t0)) s"
+    return
+  fi
+  timeout -s INT "$1" $PY -m cliffsweep.cli run cliffsweep/configs/gpu_shared.yaml --eval-backend hf \
+    --store "$work/gpu-shared"
+  echo "== shared: exit $?, $((SECONDS - t0)) s"
+  table_of "$work/gpu-shared" > "$work/shared.txt" 2>&1
+  cat "$work/shared.txt"
+  save
+}
+
 stages=${GPU_SESSION_STAGES:-"profile sweep"}
 for s in $stages; do
   case $s in
@@ -117,6 +167,8 @@ for s in $stages; do
     small) check train_small 150 ;;
     sweep) sweep "${GPU_SESSION_SWEEP_S:-180}" ;;
     rest) check "stats train_large" 50 ;;
+    vllm) vllm_sweep "${GPU_SESSION_VLLM_S:-240}" ;;
+    shared) shared_sweep "${GPU_SESSION_SHARED_S:-300}" ;;
   esac
 done
 echo "== done"

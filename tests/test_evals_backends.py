@@ -219,6 +219,21 @@ def test_letter_logprobs_match_between_backends(vllm_backend, hf_backend, ckpts,
 
 
 @pytest.mark.vllm
+def test_a_vllm_without_logprob_token_ids_scores_letters_alike(vllm_backend, ckpts, monkeypatch):
+    """vLLM 0.25 (the GPU machines' torch 2.11 pins it) has no SamplingParams.logprob_token_ids:
+    the compatibility path (prompt_logprobs over prompt + letter) gives the same scores."""
+    from cliffsweep.evals.backends import vllm_backend as vb
+
+    prompts, letters = [*PROMPTS, CHAT], ("A", "B", "C", "D")
+    vllm_backend.load(CheckpointRef(ckpts["b"], "full"))
+    fast = vllm_backend.continuation_logprobs(prompts, letters)
+    monkeypatch.setattr(vb, "has_logprob_token_ids", lambda: False)
+    compat = vllm_backend.continuation_logprobs(prompts, letters)
+    for f, c in zip(fast, compat):
+        assert max(abs(a - b) for a, b in zip(f, c)) < 1e-4, (f, c)
+
+
+@pytest.mark.vllm
 def test_chat_turn_prompts_match_between_backends(vllm_backend, hf_backend, ckpts):
     from cliffsweep.evals.backends.base import render_chat
 

@@ -23,7 +23,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "cliffsweep" / "configs"
 H100_GB = 79.2
 
 
-@pytest.mark.parametrize("name", ["gpu_toy", "gpu_smoke", "gpu_smoke_fsdp", "paper", "paper_cl", "paper_fsdp",
+@pytest.mark.parametrize("name", ["gpu_toy", "gpu_smoke", "gpu_smoke_fsdp", "gpu_shared", "paper", "paper_cl", "paper_fsdp",
                                   "paper_lora"])
 def test_every_trainer_and_evaluator_gets_its_share_from_the_spec(name):
     spec = load_spec(str(CONFIGS / f"{name}.yaml"))
@@ -80,7 +80,7 @@ def test_no_cuda_no_cap():
 def test_the_packed_gpu_files_fit_an_80_gb_gpu():
     from cliffsweep.planner.packing import needs, packing_problems, packing_text
 
-    for name in ("gpu_toy", "gpu_smoke", "gpu_smoke_fsdp"):
+    for name in ("gpu_toy", "gpu_smoke", "gpu_smoke_fsdp", "gpu_shared"):
         spec = load_spec(str(CONFIGS / f"{name}.yaml"))
         assert packing_problems(spec) == [], name
         # what shares the GPU, with each process's cap and peak (plan's table)

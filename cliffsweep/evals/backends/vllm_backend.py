@@ -40,6 +40,21 @@ class ReloadExtension:
             model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
 
 
+def has_logprob_token_ids() -> bool:
+    """Whether this vLLM's SamplingParams takes `logprob_token_ids` (0.32 does; 0.25, the last
+    release for torch 2.11, does not). Without it, one-token continuations are scored by the
+    prompt_logprobs path, which gives the same log-probabilities at more LM-head work
+    (tests/test_evals_backends.py compares the two item by item)."""
+    from vllm import SamplingParams
+
+    fields = getattr(SamplingParams, "__struct_fields__", None)
+    if fields is not None:
+        return "logprob_token_ids" in fields
+    import inspect
+
+    return "logprob_token_ids" in inspect.signature(SamplingParams).parameters
+
+
 class VLLMBackend:
     name = "vllm"
 
@@ -140,7 +155,7 @@ class VLLMBackend:
 
         conts = [continuation_ids(self.tokenizer, c) for c in continuations]
         ids = [prompt_ids(self.tokenizer, p) for p in prompts]
-        if all(len(c) == 1 for c in conts):
+        if all(len(c) == 1 for c in conts) and has_logprob_token_ids():
             tokens = [c[0] for c in conts]
             params = SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=tokens)
             outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in ids], params,
