@@ -53,7 +53,8 @@ def swept(tmp_path_factory):
     crashing = next(t.trial_id for t in expand_grid(spec) if t.model == "ok")
     assert next(t for t in expand_grid(spec) if t.trial_id == crashing).lr == 3e-3
     (root / "sweep.yaml").write_text(yaml.safe_dump(raw))
-    os.environ["CLIFFSWEEP_FAULTS"] = f"train_start:{crashing}=raise"
+    # the ok model's base evaluation takes 30 s more: its trials train meanwhile (issue 39 part 4)
+    os.environ["CLIFFSWEEP_FAULTS"] = f"train_start:{crashing}=raise;eval:ok-base:0=sleep30"
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -222,3 +223,16 @@ def test_a_ray_that_does_not_start_is_one_sentence_and_exit_1(tmp_path):
         assert len(errors) == 1 and "did not start (not within 0.1 s; then not within 0.3 s)" in errors[0], r.stderr
         assert "busy machine" in errors[0] and "--num-cpus" in errors[0]
         assert ("Token authentication" in r.stderr or "did not start within" in r.stderr) == verbose, r.stderr
+
+
+def test_training_starts_while_the_base_model_is_evaluated(swept):
+    """Issue 39 part 4: the trainers do not wait for the base evaluation (its share of the GPU, or
+    of 2 CPU cores, sat idle meanwhile): the ok model's first trial started before its base
+    evaluation, slowed down by 30 s, was stored; the base evaluation is still stored once."""
+    spec, store, crashing, code = swept
+    trials = store.read("trials")
+    ok = trials[trials["model"] == "ok"]
+    ev = store.read("evals")
+    base = ev[(ev["trial_id"] == base_trial_id("ok")) & (ev["metric"] == "accuracy")]
+    assert len(base) == 2  # learn and retain, once each
+    assert ok["started_at"].min() < base["evaluated_at"].min(), (ok[["trial_id", "started_at"]], base["evaluated_at"])

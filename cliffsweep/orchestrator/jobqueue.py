@@ -31,6 +31,14 @@ class JobQueue:
     def add(self, configs: list[JobRun]) -> None:
         self.items.extend(configs)
 
+    def drop_model(self, model: str) -> list[str]:
+        """Takes out every queued job of `model` (its base evaluation failed: sweeprun.py);
+        the ids of their trials, which never start."""
+        dropped = [cfg for cfg in self.items if cfg.trials and cfg.trials[0].trial.model == model]
+        gone = {id(cfg) for cfg in dropped}
+        self.items = deque(cfg for cfg in self.items if id(cfg) not in gone)
+        return [tid for cfg in dropped for tid in cfg.trial_ids]
+
 
 def sweep_searcher(queue: JobQueue) -> Any:
     """A Tune Searcher that hands out `queue`'s configs (Tune pickles its search algorithm with

@@ -69,6 +69,7 @@ class SweepRun:
         # for good: its other, unstarted trials get a job of their own), and refinement may add
         # some, so Tune is not told "finished" before (jobqueue.py)
         self.queue = JobQueue([], more=self.jobs_may_come, pump=self.pump, hold=self.tracker.placing)
+        self.broken: dict[str, str] = {}  # model -> its base evaluation's error (drop_broken_models)
         self.refiner = Refiner(spec, store, self.book, self.tracker, self.grid, self.queue_refined)
 
     # --- a run, step by step (driver.run_sweep) -----------------------------------------------
@@ -106,6 +107,7 @@ class SweepRun:
         if time.time() - self._reaped_at >= REAP_EVERY_S:
             self._reaped_at = time.time()
             reap_orphaned_placement_groups()
+        self.drop_broken_models()
         self.count_settled()
         self.refiner.check()
         progress.evals_done, progress.evals_failed = tracker.done, tracker.failed
@@ -171,9 +173,11 @@ class SweepRun:
             self.tick(wait=0.5)
 
     def prepare_training(self, todo: list[Trial]) -> list[Trial]:
-        """Base evaluations and once-per-model statistics before any trial trains; returns the
-        trials that can train (a model whose base evaluation fails would fail every evaluation
-        of its checkpoints: its trials do not train, the error says why)."""
+        """Base evaluations submitted and once-per-model statistics computed; returns the trials
+        that can train. Training does not wait for the base evaluations (issue 39 part 4: a GPU
+        share, or 166 s of 2 CPU cores, sat idle meanwhile): they run beside it, and a model
+        whose base evaluation fails has its trials that have not started taken out of the queue
+        (`drop_broken_models`, each tick)."""
         spec, tracker, progress = self.spec, self.tracker, self.progress
         for m in spec.models:
             tracker.submit(base_request(m.name))
@@ -184,17 +188,21 @@ class SweepRun:
         self.stats_uri.update(stats)
         for tid, msg in stats_failed.items():
             self.book.fail(tid, msg)
-        progress.phase = Phase.BASE_EVALUATION
-        while any((base_trial_id(m.name), 0) in tracker.queued for m in spec.models):
-            self.tick(wait=0.5)
-        broken = {m.name: tracker.failed_keys[(base_trial_id(m.name), 0)] for m in spec.models
-                  if (base_trial_id(m.name), 0) in tracker.failed_keys}
-        for t in todo:
-            if t.model in broken and t.trial_id not in stats_failed:
-                self.book.fail(t.trial_id, f"not trained: the base evaluation of model {t.model!r} failed, so no "
-                               f"checkpoint of it could be evaluated; fix the model or its eval settings and re-run "
-                               f"with --retry-failed. The evaluation's error:\n{broken[t.model]}")
-        return [t for t in todo if t.trial_id not in stats_failed and t.model not in broken]
+        return [t for t in todo if t.trial_id not in stats_failed]
+
+    def drop_broken_models(self) -> None:
+        """A model whose base evaluation failed would fail every evaluation of its checkpoints:
+        its trials still queued do not train (recorded failed, saying why). One already training
+        goes on; its checkpoints' evaluations are tried and their errors recorded."""
+        for m in self.spec.models:
+            error = self.tracker.failed_keys.get((base_trial_id(m.name), 0))
+            if error is None or m.name in self.broken:
+                continue
+            self.broken[m.name] = error
+            for tid in self.queue.drop_model(m.name):
+                self.book.fail(tid, f"not trained: the base evaluation of model {m.name!r} failed, so no checkpoint "
+                               f"of it could be evaluated; fix the model or its eval settings and re-run with "
+                               f"--retry-failed. The evaluation's error:\n{error}")
 
     def queue_jobs(self, todo: list[Trial]) -> JobQueue:
         """The trials to train as Train jobs in Tune's queue; refinement may add more."""
