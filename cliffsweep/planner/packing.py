@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from cliffsweep.planner.archs import Arch, UnknownArch, arch_for
 from cliffsweep.planner.costs import BYTES, Batching, precision, train_memory
 from cliffsweep.planner.mfu import GB, GPU, GPUS
+from cliffsweep.sweep.spec import DEFAULT_MAX_MODEL_LEN
 from cliffsweep.sweep.gpushare import LOGIT_CHUNK, SCORE_TOKEN_BUDGET, GpuShare, evaluator_share, trainer_share
 
 CUDA_CONTEXT_GB = 0.6
@@ -86,7 +87,7 @@ def needs(spec, gpu: GPU) -> list[Need]:
         except UnknownArch:
             continue  # `plan` names it; validate checks what it can size
         if e.gpus_per_evaluator > 0:
-            need = evaluator_bytes(arch, m.dtype, e.backend, e.max_model_len or min(arch.max_positions, 4096))
+            need = evaluator_bytes(arch, m.dtype, e.backend, e.max_model_len or min(arch.max_positions, DEFAULT_MAX_MODEL_LEN))
             out.append(Need("evaluator", m.name, need, _cap(e_share, total), per_gpu(e.gpus_per_evaluator, evaluators)))
         if r.gpus_per_worker <= 0:
             continue

@@ -52,21 +52,13 @@ def prepare(model: torch.nn.Module, strategy: str, mixed: bool = False) -> torch
     return shard(model) if ray.train.get_context().get_world_size() > 1 else model
 
 
-def gpu_total_gb(device: int | None = None) -> float:
-    """The CUDA device's memory in GiB (0.0 without CUDA)."""
-    if not torch.cuda.is_available():
-        return 0.0
-    index = torch.cuda.current_device() if device is None else device
-    return torch.cuda.get_device_properties(index).total_memory / 2**30
-
-
 def apply_gpu_share(share: GpuShare) -> float | None:
     """Caps this process's CUDA memory to `share` (torch.cuda.set_per_process_memory_fraction:
     the caching allocator refuses past it, so a peak here cannot starve a process beside it on
     the same GPU). Returns the fraction applied; None: no CUDA, or a whole GPU of its own."""
-    if not torch.cuda.is_available():
-        return None
-    frac = share.fraction(gpu_total_gb())
+    from cliffsweep.evals.backends.share import device_fraction
+
+    frac = device_fraction(share)  # None without CUDA
     if frac is not None:
         torch.cuda.set_per_process_memory_fraction(frac, torch.cuda.current_device())
     return frac

@@ -32,7 +32,8 @@ from cliffsweep.storage.store import Store
 from cliffsweep.sweep.reports import REPORT_KEY, Begin, CheckpointReport, EndReport
 from cliffsweep.trainables import data, fastpath, microbatch, parallel, resume
 from cliffsweep.sweep.gpushare import GpuShareExceeded
-from cliffsweep.trainables.parallel import apply_gpu_share, gpu_total_gb
+from cliffsweep.evals.backends.share import device_total_gb
+from cliffsweep.trainables.parallel import apply_gpu_share
 from cliffsweep.trainables.checkpoints import Checkpointer, Snapshot, canary_of, host_copy
 from cliffsweep.trainables.config import TrainConfig
 from cliffsweep.trainables.losses import check_head, unwrap
@@ -106,7 +107,7 @@ def train_trial(cfg: TrainConfig, marks: dict[str, float]) -> None:
         p = setup(cfg, marks)
         end = train(p)
     except torch.OutOfMemoryError as e:  # this worker reached its own cap: say so, its neighbours go on
-        raise GpuShareExceeded(cfg.gpu_share.out_of_memory(gpu_total_gb(), str(e).splitlines()[0][:300])) from e
+        raise GpuShareExceeded(cfg.gpu_share.out_of_memory(device_total_gb(), str(e).splitlines()[0][:300])) from e
     if p.ckpt is not None:
         p.ckpt.close()  # every checkpoint reported before the end (the driver drops later ones)
     report(_with_costs(end, p))
