@@ -13,7 +13,7 @@
 # `ray-slim.tar.xz` (26 MB; the wheel's 79 MB exceed one call's 64 MiB carry).
 # Issue 39's stages: GPU_SESSION_STAGES="shared vllm" runs the co-located real-model sweep
 # (configs/gpu_shared.yaml) and gpu_smoke.yaml served by vLLM on CUDA (vLLM joined from its parts
-# first: bench/vllm_parts.sh).
+# first: bench/lease_parts.sh).
 # Results: DIR/log.txt (everything printed) and DIR/results.tgz (the check's JSON and markdown,
 # the sweep's status and tables), rewritten after every stage so a cut-off run keeps its stages.
 set -uo pipefail
@@ -37,12 +37,17 @@ if [ $dry = 1 ]; then
 else
   PY=python3
   site=/tmp/site
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $site .whl/*.whl || exit 1
-  $PY -c "import tarfile; tarfile.open('.whl/ray-slim.tar.xz').extractall('$site', filter='fully_trusted')" || exit 1
+  if [ -z "${GPU_SESSION_INSTALLED:-}" ]; then  # else bench/lease_parts.sh installed into /tmp/site
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $site .whl/*.whl || exit 1
+    $PY -c "import tarfile; tarfile.open('.whl/ray-slim.tar.xz').extractall('$site', filter='fully_trusted')" || exit 1
+  fi
   export PYTHONPATH=$site:$PWD PATH=$site/bin:$PATH
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-save() { tar czf "$out/results.tgz" -C "$work" . ; }
+save() {  # the stages' text, the sweeps' own logs and the Ray workers' error logs; no checkpoints
+  for d in "$work"/*/_logs; do [ -d "$d" ] && cp "$d"/*.log "$work/" 2>/dev/null; done
+  tail -n 200 /tmp/ray/session_latest/logs/worker-*.err 2>/dev/null | grep -v "^$" | tail -n 400 > "$work/ray-workers.err"
+  tar czf "$out/results.tgz" -C "$work" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.bin' . ; }
 
 echo "== machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null || echo "no nvidia-smi"
@@ -126,7 +131,7 @@ print(f"== errors {len(errors)} (out of memory: {oom}); evaluated checkpoints "
 EOF
 }
 
-vllm_sweep() {  # limit: gpu_smoke.yaml served by vLLM on CUDA (issue 39 part 5; vLLM from bench/vllm_parts.sh)
+vllm_sweep() {  # limit: gpu_smoke.yaml served by vLLM on CUDA (issue 39 part 5; vLLM from bench/lease_parts.sh)
   local t0=$SECONDS spec=cliffsweep/configs/gpu_smoke.yaml
   if [ $dry = 1 ]; then  # no GPU here: the toy model, no GPU requests, one lr, vLLM's CPU build
     spec=$work/gpu_smoke_cpu.yaml

@@ -220,3 +220,14 @@ def test_an_evaluation_is_sent_again_only_when_its_evaluator_was_lost_and_at_mos
     assert resend_evaluation(True, 1) and resend_evaluation(True, 2)
     assert not resend_evaluation(True, 3)  # a checkpoint that kills every evaluator it meets
     assert not resend_evaluation(False, 1)  # the evaluation raised: it would only raise again
+
+
+def test_points_handed_back_keep_their_place_in_the_line():
+    """A failed job's later points, never started, go back to the front of Tune's queue: behind
+    later jobs, another model's trials overtook them (tunecallback._job_failed)."""
+    from cliffsweep.orchestrator.jobqueue import JobQueue
+
+    queue = JobQueue(["b1", "b2"], more=lambda: False)
+    queue.put_back(["a2", "a3"])
+    queue.add(["c1"])
+    assert list(queue.items) == ["a2", "a3", "b1", "b2", "c1"]

@@ -140,3 +140,23 @@ def test_a_method_sweeps_its_own_lrs_and_warmup_can_be_a_fraction():
     with pytest.raises(SpecError) as e:
         parse_spec({**data, "methods": [{"name": "lora", "lrs": [1e-4, 1e-4, -1.0]}]})
     assert "methods.0.lrs" in str(e.value) and "more than once" in str(e.value) and "> 0" in str(e.value)
+
+
+def test_local_data_paths_are_made_absolute_where_the_file_is_read(tmp_path, monkeypatch):
+    """Tune runs each trial in a directory of its own (and a cluster's workers start elsewhere),
+    so a relative `path` must name the file the driver checked: it is made absolute when the
+    sweep file is read. A hub id, a URI or a name that is nothing here stays as written."""
+    (tmp_path / "data" / "gsm8k").mkdir(parents=True)
+    (tmp_path / "data" / "mine.jsonl").write_text("{}\n")
+    monkeypatch.chdir(tmp_path)
+    raw = yaml.safe_load((Path(__file__).parent.parent / "cliffsweep/configs/toy.yaml").read_text())
+    raw["tasks"] = {
+        "learn": {"name": "dataset", "params": {"path": "data/mine.jsonl", "eval_path": "org/held-out"}},
+        "retain": [{"name": "loss", "params": {"of": {"name": "gsm8k", "params": {"path": "data/gsm8k"}}}},
+                   {"name": "dataset", "params": {"path": "s3://bucket/rows.jsonl"}}],
+    }
+    tasks = parse_spec(raw).tasks
+    assert tasks.learn.params["path"] == str(tmp_path / "data" / "mine.jsonl")
+    assert tasks.learn.params["eval_path"] == "org/held-out"
+    assert tasks.retain[0].params["of"]["params"]["path"] == str(tmp_path / "data" / "gsm8k")
+    assert tasks.retain[1].params["path"] == "s3://bucket/rows.jsonl"

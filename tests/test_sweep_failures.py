@@ -43,10 +43,12 @@ def swept(tmp_path_factory):
         "methods": [{"name": "sft"}], "lrs": [3e-3, 1e-3, 2e-3], "epochs": [1],
         # the repository's real data as shipped, gzipped (issue 37 part 2): the toy model trains on
         # ChemL3 and is evaluated on it and on zero-shot GSM8K (hf: its prompts outrun the toy's
-        # 256-token context, which only vLLM enforces; the scores are not the point here)
-        "tasks": {"learn": {"name": "chem_l3", "params": {"path": str(SHIPPED / "sciknoweval-chem-l3"), "n_train": 32,
+        # 256-token context, which only vLLM enforces; the scores are not the point here). The
+        # paths are relative to where `run` is started, as in configs/gpu_shared.yaml: Tune runs
+        # each trial in a directory of its own, where they once named nothing (the H100 lease)
+        "tasks": {"learn": {"name": "chem_l3", "params": {"path": "data/sciknoweval-chem-l3", "n_train": 32,
                                                           "n_eval": 10, "max_tokens": 4}},
-                  "retain": [{"name": "gsm8k", "params": {"path": str(SHIPPED / "gsm8k"), "n_eval": 10,
+                  "retain": [{"name": "gsm8k", "params": {"path": "data/gsm8k", "n_eval": 10,
                                                           "max_tokens": 16, "protocol": "zeroshot"}}]},
         "recipe": {"batch_size": 16, "max_seq_len": 128},
         "eval": {"points_per_trial": 1, "backend": "hf", "cpus_per_evaluator": 0.5},
@@ -55,7 +57,8 @@ def swept(tmp_path_factory):
                       "trials_per_job": 3, "max_concurrent_trials": 1},
         "store": str(root / "store"),
     }
-    spec = parse_spec(raw)
+    with contextlib.chdir(SHIPPED.parent):
+        spec = parse_spec(raw)
     crashing = next(t.trial_id for t in expand_grid(spec) if t.model == "ok")
     assert next(t for t in expand_grid(spec) if t.trial_id == crashing).lr == 3e-3
     (root / "sweep.yaml").write_text(yaml.safe_dump(raw))
@@ -63,7 +66,7 @@ def swept(tmp_path_factory):
     os.environ["CLIFFSWEEP_FAULTS"] = f"train_start:{crashing}=raise;eval:ok-base:0=sleep30"
     out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.chdir(SHIPPED.parent), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(["run", str(root / "sweep.yaml"), "--num-cpus", "3"])
     finally:
         del os.environ["CLIFFSWEEP_FAULTS"]

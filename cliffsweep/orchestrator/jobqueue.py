@@ -31,6 +31,13 @@ class JobQueue:
     def add(self, configs: list[JobRun]) -> None:
         self.items.extend(configs)
 
+    def put_back(self, configs: list[JobRun]) -> None:
+        """Jobs of points that were taken out of the line and never started (a failed job's later
+        points, tunecallback.py) go back to its front, where they were, not behind later jobs:
+        else another model's trials overtook them (in the failures sweep, a model whose base
+        evaluation was failing that very second had a trial started)."""
+        self.items.extendleft(reversed(configs))
+
     def drop_model(self, model: str) -> list[str]:
         """Takes out every queued job of `model` (its base evaluation failed: sweeprun.py);
         the ids of their trials, which never start."""

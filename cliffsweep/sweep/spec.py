@@ -82,10 +82,40 @@ class MethodSpec(_Strict):
         return v
 
 
+LOCAL_PATH_KEYS = ("path", "eval_path", "include_path")
+
+
+def absolute_paths(params: dict[str, Any]) -> dict[str, Any]:
+    """`params` with each relative local path made absolute from the current directory, also
+    inside a task it refers to (`of: {name, params}`). Why: the sweep file is read, and its files
+    checked, where the user runs it, but Tune moves each trial into its own directory and a
+    cluster's workers start elsewhere, so `tests/data/...` named no file there (on the lent H100,
+    every trial failed with "no *.jsonl files" after the driver had read the same folder). A
+    value naming nothing here (a hub dataset id, a URI, a missing file that `validate` reports)
+    is left as written."""
+    from pathlib import Path
+
+    out = dict(params)
+    for key in LOCAL_PATH_KEYS:
+        value = out.get(key)
+        if isinstance(value, str) and "://" not in value and not Path(value).is_absolute() and Path(value).exists():
+            out[key] = str(Path(value).absolute())
+    ref = out.get("of")
+    if isinstance(ref, dict) and isinstance(ref.get("params"), dict):
+        out["of"] = {**ref, "params": absolute_paths(ref["params"])}
+    return out
+
+
 class TaskSpec(_Strict):
     name: str
     params: dict[str, Any] = {}
-    """Task options (path, n_train, n_eval, seed, ...); see the task's Params."""
+    """Task options (path, n_train, n_eval, seed, ...); see the task's Params. Local paths are
+    made absolute when the file is read (absolute_paths)."""
+
+    @field_validator("params")
+    @classmethod
+    def _absolute(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return absolute_paths(v)
 
 
 class TasksSpec(_Strict):
