@@ -17,7 +17,7 @@ import time
 def main() -> None:
     import ray
 
-    from cliffsweep.orchestrator.sweeprun import ensure_stats
+    from cliffsweep.orchestrator.statistics import ensure_stats
     from cliffsweep.sweep.grid import expand_grid
     from cliffsweep.orchestrator.specfile import parse_spec
     from cliffsweep.trainables.stats import compute_stats

@@ -3,7 +3,41 @@ built from a PyPI wheel, cliffsweep/realmodels.py), a local HF folder, or a hub 
 
 from __future__ import annotations
 
+import json
 import os
+
+# config.json keys that hold a model's context length, by architecture family
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def folder_config(folder: str) -> dict | None:
+    """A local model folder's config.json, or None when it has none."""
+    path = os.path.join(folder, "config.json")
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def context_length(config: dict) -> int | None:
+    """A model's context length from its config (multimodal ones: their text config's)."""
+    for k in CONTEXT_KEYS:
+        if isinstance(config.get(k), int):
+            return config[k]
+    text = config.get("text_config")
+    return context_length(text) if isinstance(text, dict) else None
+
+
+def engine_context(max_model_len: int | None, model_folder: str) -> int | None:
+    """The evaluator engine's context: the spec's, or the model's own capped at
+    DEFAULT_MAX_MODEL_LEN (None when the model's config does not say: vLLM then decides)."""
+    from cliffsweep.sweep.spec import DEFAULT_MAX_MODEL_LEN
+
+    if max_model_len is not None:
+        return max_model_len
+    cfg = folder_config(model_folder)
+    ctx = context_length(cfg) if cfg else None
+    return min(ctx, DEFAULT_MAX_MODEL_LEN) if ctx else None
 
 
 def resolve_model(path: str) -> str:

@@ -1,5 +1,5 @@
 """The driver's evaluation dispatch (orchestrator/evaltracker.py) when an evaluator fails beneath
-its calls, on a real local Ray with the rehearsal's evaluator actors (orchestrator/pool.py:
+its calls, on a real local Ray with the rehearsal's evaluator actors (evaluator/actor.py:
 the real actor options, an engine start and each evaluation a timed wait, the real eval rows
 written to a real store). What the rehearsal's node kills found: an evaluator that restarts
 slowly (an engine start) must not turn the calls it had into failures, and a dead one is
@@ -46,7 +46,7 @@ def tracker_of(tmp_path, engine_start_s: float):
 
 
 def request(step: int):
-    from cliffsweep.orchestrator.pool import EvalRequest
+    from cliffsweep.evaluator.request import EvalRequest
 
     return EvalRequest(trial_id="t", model="m", method="sft", series="s", optimizer="adamw", lr=1e-4,
                        epochs=1, seed=0, step=step, epoch=step / 4, checkpoint=f"/ck/{step}")

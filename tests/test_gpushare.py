@@ -14,7 +14,7 @@ import torch
 
 from cliffsweep.evals.backends.share import capped_options
 from cliffsweep.orchestrator.specfile import load_spec
-from cliffsweep.orchestrator.sweeprun import trial_config
+from cliffsweep.orchestrator.jobs import trial_config
 from cliffsweep.sweep.gpushare import GpuShare, evaluator_share, trainer_share
 from cliffsweep.sweep.grid import expand_grid
 from cliffsweep.trainables.parallel import apply_gpu_share

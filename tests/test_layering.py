@@ -82,17 +82,38 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 # layer -> the layers it must never import (directly, lazily or for type hints)
+_ABOVE_EVALS = {"orchestrator", "trainables", "analysis", "tracking", "planner", "simulate", "cli", "submit"}
+_LEAF = {"orchestrator", "trainables", "analysis", "tracking", "evals", "evaluator", "storage", "planner",
+         "simulate", "cli", "submit"}
 FORBIDDEN = {
-    "sweep": {"orchestrator", "trainables", "analysis", "tracking", "evals", "storage", "toy", "planner", "simulate", "cli"},
-    "storage": {"orchestrator", "trainables", "analysis", "tracking", "evals", "sweep", "planner", "simulate", "cli"},
-    "trainables": {"orchestrator", "analysis", "tracking", "planner", "simulate", "cli"},
-    "analysis": {"orchestrator", "trainables", "tracking", "simulate", "cli"},  # planner.archs: families, sizes
-    "tracking": {"orchestrator", "trainables", "analysis", "planner", "simulate", "cli"},
-    "evals": {"orchestrator", "trainables", "analysis", "tracking", "planner", "simulate", "cli"},
-    "toy": {"orchestrator", "trainables", "analysis", "tracking", "storage", "planner", "simulate", "cli"},
+    "sweep": {"orchestrator", "trainables", "analysis", "tracking", "evals", "evaluator", "storage", "toy", "planner",
+              "simulate", "cli", "submit"},
+    "storage": {"orchestrator", "trainables", "analysis", "tracking", "evals", "evaluator", "sweep", "planner",
+                "simulate", "cli", "submit"},
+    "trainables": {"orchestrator", "evaluator", "analysis", "tracking", "planner", "simulate", "cli", "submit"},
+    "analysis": {"orchestrator", "trainables", "evaluator", "tracking", "simulate", "cli", "submit"},  # planner.archs: families, sizes
+    "tracking": {"orchestrator", "trainables", "evaluator", "analysis", "planner", "simulate", "cli", "submit"},
+    "evals": _ABOVE_EVALS | {"evaluator"},
+    # the worker side of evaluation (issue 38): evals -> evaluator -> storage, never back up
+    "evaluator": _ABOVE_EVALS,
+    "toy": {"orchestrator", "trainables", "evaluator", "analysis", "tracking", "storage", "planner", "simulate",
+            "cli", "submit"},
     # the planner prices a sweep from the methods' and tasks' declared facts; it runs nothing
-    "planner": {"orchestrator", "analysis", "tracking", "simulate", "cli"},
+    "planner": {"orchestrator", "evaluator", "analysis", "tracking", "simulate", "cli", "submit"},
+    # the top-level modules: where models come from, chat rendering, fault injection, the
+    # name->class registry are leaves every layer may use; `submit` sits under the CLI alone
+    "models": _LEAF, "realmodels": _LEAF, "chat": _LEAF, "faults": _LEAF, "registry": _LEAF,
+    "submit": {"cli"},
+    # the driver runs a sweep; the simulator replays the driver's policies without Ray
+    "orchestrator": {"cli", "submit"},
+    "simulate": {"cli", "submit"},
 }
+
+
+def test_every_package_and_top_level_module_has_its_rule():
+    """A new room (package or top-level module) must say what it may not import."""
+    rooms = {_layer(m) for m in import_graph()} - {"", "cli"}
+    assert rooms <= set(FORBIDDEN), sorted(rooms - set(FORBIDDEN))
 
 
 def test_no_import_runs_back_up_a_layer():

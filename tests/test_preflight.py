@@ -7,7 +7,8 @@ import sys
 
 import yaml
 
-from cliffsweep.orchestrator.preflight import context_length, engine_context, preflight_problems
+from cliffsweep.models import context_length, engine_context
+from cliffsweep.orchestrator.preflight import preflight_problems
 from cliffsweep.orchestrator.specfile import parse_spec
 
 

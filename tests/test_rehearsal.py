@@ -60,13 +60,13 @@ def test_the_paper_grid_rehearsed_on_fake_gpu_nodes_then_with_two_node_kills(tmp
 @pytest.mark.ray
 def test_a_placement_group_whose_creator_died_is_removed():
     """A Train job's worker group outlives its controller when the controller's node dies
-    (sweeprun.reap_orphaned_placement_groups): the driver removes it, and only it."""
+    (placement.reap_orphaned_placement_groups): the driver removes it, and only it."""
     import time
 
     import ray
     from ray.util.placement_group import placement_group
 
-    from cliffsweep.orchestrator.sweeprun import reap_orphaned_placement_groups
+    from cliffsweep.orchestrator.placement import reap_orphaned_placement_groups
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:

@@ -8,7 +8,7 @@ import os
 import pytest
 from safetensors.torch import load_file
 
-from cliffsweep.orchestrator.sweeprun import ensure_stats
+from cliffsweep.orchestrator.statistics import ensure_stats
 from cliffsweep.sweep.grid import expand_grid
 from cliffsweep.orchestrator.specfile import parse_spec
 from cliffsweep.storage.store import Store

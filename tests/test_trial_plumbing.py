@@ -87,7 +87,7 @@ def test_inbox_delivers_every_report_through_the_real_callback(ray_local, tmp_pa
 def test_evaluators_copy_checkpoints_without_the_training_state(tmp_path):
     import pyarrow.fs as pafs
 
-    from cliffsweep.orchestrator.pool import copy_for_eval
+    from cliffsweep.evaluator.fetch import copy_for_eval
     from cliffsweep.trainables.resume import TRAIN_STATE
 
     src = tmp_path / "step-000010"
@@ -110,7 +110,7 @@ def test_the_trial_config_crosses_ray_typed_and_frozen(tmp_path):
     import json
     import pickle
 
-    from cliffsweep.orchestrator.sweeprun import job_configs
+    from cliffsweep.orchestrator.jobs import job_configs
     from cliffsweep.sweep.grid import expand_grid
     from cliffsweep.sweep.spec import RecipeSpec
     from cliffsweep.orchestrator.specfile import parse_spec

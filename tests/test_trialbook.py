@@ -18,9 +18,9 @@ def test_a_trial_retried_before_its_first_report_is_counted_running_once(tmp_pat
                        "methods": [{"name": "sft"}], "lrs": [1e-3], "epochs": [1], "store": str(tmp_path),
                        "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]}})
     (t,) = expand_grid(spec)
-    book = TrialBook(Store(str(tmp_path)), {t.trial_id: t}, lambda t: "{}")
     progress = Progress(1, 1, stream=open("/dev/null", "w"))
-    book.show(progress)
+    book = TrialBook(Store(str(tmp_path)), {t.trial_id: t}, lambda t: "{}", progress)
+    book.show()
     book.begin(t.trial_id)
     assert progress.status["running"] == 1
     book.retry(t.trial_id, "worker died")

@@ -24,7 +24,7 @@ from collections import deque
 from typing import Any, Callable
 
 from cliffsweep.orchestrator.policies import EVAL_DEPTH, evaluator_changes, resend_evaluation
-from cliffsweep.orchestrator.pool import EvalRequest
+from cliffsweep.evaluator.request import EvalRequest
 from cliffsweep.storage import ledger
 from cliffsweep.storage.store import Store, eval_key
 
@@ -39,7 +39,8 @@ class EvalTracker:
         self._start_one = start_one  # one evaluator actor of a model (pool.evaluator_starter)
         self.models = models
         self.base, self.cap = base, cap
-        self.pool: dict[str, list] | None = None
+        self.pool: dict[str, list] = {m: [] for m in models}  # started on first use (`submit`)
+        self.pool_started = False
         self.task_names = task_names
         self.backlog: dict[str, deque[EvalRequest]] = {}
         self.inflight: dict[Any, int] = {}  # actor -> calls in flight
@@ -68,6 +69,31 @@ class EvalTracker:
         """Checkpoints waiting in the driver or in flight."""
         return len(self.queued)
 
+    # --- questions the run asks (sweeprun.SweepRun) ---------------------------------------------
+    def busy(self) -> bool:
+        """Whether any checkpoint waits in the driver or is in flight."""
+        return bool(self.queued)
+
+    def error_of(self, trial_id: str, step: int) -> str | None:
+        """The error of this run's failed evaluation of (trial, step), or None."""
+        return self.failed_keys.get((trial_id, step))
+
+    def was_evaluated(self, trial_id: str, step: int) -> bool:
+        return (trial_id, step) in self.evaluated
+
+    def note_evaluated(self, keys: set[tuple[str, int]]) -> None:
+        """(trial, step) evaluated on every task, as the store says (ledger.evaluated_keys)."""
+        self.evaluated |= keys
+
+    def may_rebalance(self) -> bool:
+        """Whether the pool has started and may change size (policies.evaluator_cap)."""
+        return self.pool_started and self.elastic
+
+    def live(self) -> dict:
+        """The pool's part of the driver's live state (`cliffsweep status`)."""
+        return {"evaluators": {m: len(a) for m, a in self.pool.items()},
+                "extra_evaluators_started": self.started_extra, "evaluators_stopped": self.stopped}
+
     def in_store(self, trial_id: str, step: int) -> bool:
         return all(self.store.has("evals", eval_key(trial_id, step, t)) for t in self.task_names)
 
@@ -80,7 +106,8 @@ class EvalTracker:
         if not known_unevaluated and self.in_store(*key):
             self.evaluated.add(key)
             return False
-        if self.pool is None:  # engines start only when there is something to evaluate
+        if not self.pool_started:  # engines start only when there is something to evaluate
+            self.pool_started = True
             self.pool = {m: [self._start_one(m) for _ in range(self.base)] for m in self.models}
             self.inflight = {a: 0 for actors in self.pool.values() for a in actors}
             self.idle_since = {a: time.time() for a in self.inflight}
@@ -92,7 +119,7 @@ class EvalTracker:
     def dispatch(self) -> None:
         """Send waiting checkpoints to the least loaded evaluators of their model, up to EVAL_DEPTH each."""
         for model, waiting in self.backlog.items():
-            actors = self.pool.get(model, []) if self.pool else []
+            actors = self.pool.get(model, [])
             while waiting and actors:
                 actor = min(actors, key=lambda a: self.inflight[a])
                 if self.inflight[actor] >= EVAL_DEPTH:
@@ -110,7 +137,7 @@ class EvalTracker:
         """Start or stop evaluators as policies.evaluator_changes says; returns the changes."""
         import ray
 
-        if self.pool is None:
+        if not self.pool_started:
             return {}
         now = time.time()
         # idle ones, longest idle first (those stop first)
@@ -218,7 +245,7 @@ class EvalTracker:
         return True
 
     def _replace(self, model: str, actor) -> None:
-        if self.pool is None or actor not in self.pool.get(model, []):
+        if actor not in self.pool.get(model, []):
             return  # stopped or replaced already
         self.pool[model].remove(actor)
         self.inflight.pop(actor, None)
@@ -236,7 +263,7 @@ class EvalTracker:
         """End the evaluator actors: a finished sweep holds no GPU (or node) on a shared cluster."""
         import ray
 
-        for actors in (self.pool or {}).values():
+        for actors in self.pool.values():
             for a in actors:
                 ray.kill(a)
-        self.pool = None
+        self.pool = {m: [] for m in self.models}

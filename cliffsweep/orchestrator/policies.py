@@ -142,6 +142,9 @@ def pack(keys: list[str], size: int) -> list[list[int]]:
 LIVE_FILE = "live.json"
 """The driver's live state in the store (sweeprun.SweepRun.write_live), read by `cliffsweep status`."""
 LIVE_EVERY_S = 5.0
+REBALANCE_EVERY_S = 1.0
+"""How often the driver looks at the cluster's free resources and waiting placement groups for
+the evaluator pool (two GCS calls; the tick itself runs every 0.2-0.5 s)."""
 
 
 def wait_reasons(pending: list[str], phase: str, running_jobs: dict[str, list[str]], training: dict[str, str],

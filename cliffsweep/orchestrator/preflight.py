@@ -10,13 +10,9 @@ trials train (driver.py).
 
 from __future__ import annotations
 
-import json
-import os
 
+from cliffsweep.models import context_length, folder_config
 from cliffsweep.sweep.spec import SpecError, SweepSpec
-
-# config.json keys that hold a model's context length, by architecture family
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 
 
 def local_config(path: str) -> dict | None:
@@ -25,19 +21,7 @@ def local_config(path: str) -> dict | None:
     from cliffsweep.planner.archs import local_folder
 
     folder = local_folder(path)
-    cfg = os.path.join(folder, "config.json") if folder else None
-    if cfg is None or not os.path.isfile(cfg):
-        return None
-    with open(cfg) as f:
-        return json.load(f)
-
-
-def context_length(config: dict) -> int | None:
-    for k in CONTEXT_KEYS:
-        if isinstance(config.get(k), int):
-            return config[k]
-    text = config.get("text_config")
-    return context_length(text) if isinstance(text, dict) else None
+    return folder_config(folder) if folder else None
 
 
 def preflight_problems(spec: SweepSpec, configs: dict[str, dict | None], backend: str) -> list[str]:
@@ -59,18 +43,6 @@ def preflight_problems(spec: SweepSpec, configs: dict[str, dict | None], backend
                             f"{m.name!r} ({ctx} tokens, its config.json); vLLM refuses it, so every "
                             f"evaluation would fail: set it to at most {ctx}")
     return problems
-
-
-def engine_context(max_model_len: int | None, model_folder: str) -> int | None:
-    """The evaluator engine's context: the spec's, or the model's own capped at
-    DEFAULT_MAX_MODEL_LEN (None when the model's config does not say: vLLM then decides)."""
-    from cliffsweep.sweep.spec import DEFAULT_MAX_MODEL_LEN
-
-    if max_model_len is not None:
-        return max_model_len
-    cfg = local_config(model_folder)
-    ctx = context_length(cfg) if cfg else None
-    return min(ctx, DEFAULT_MAX_MODEL_LEN) if ctx else None
 
 
 def task_data_problems(spec: SweepSpec) -> list[str]:

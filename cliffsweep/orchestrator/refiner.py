@@ -78,7 +78,7 @@ class Refiner:
                 continue
             if any(self.book.status.get(t.trial_id) not in TERMINAL for t in trials if t.round == rnd):
                 continue
-            if (base_trial_id(key[0]), 0) not in self.tracker.evaluated:
+            if not self.tracker.was_evaluated(base_trial_id(key[0]), 0):
                 continue
             ready.append((key, trials, rnd))
         if not ready:

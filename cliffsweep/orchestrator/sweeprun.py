@@ -17,9 +17,14 @@ from functools import partial
 from cliffsweep.faults import maybe_fail
 from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
-from cliffsweep.orchestrator.policies import (Phase, TrialStatus, evaluator_cap, final_status, job_slots, pack, role_resources,
-                                              trials_per_job, trials_to_run, wait_reasons, LIVE_EVERY_S, LIVE_FILE)
-from cliffsweep.orchestrator.pool import EvalRequest, evaluator_resources, evaluator_starter
+from cliffsweep.evaluator.request import EvalRequest, base_request
+from cliffsweep.orchestrator.jobs import config_json, job_configs, trial_config, worker_resources
+from cliffsweep.orchestrator.placement import REAP_EVERY_S, a_job_waits_for, reap_orphaned_placement_groups
+from cliffsweep.orchestrator.policies import (Phase, TrialStatus, evaluator_cap, final_status, job_slots,
+                                              trials_per_job, trials_to_run, wait_reasons, LIVE_EVERY_S, LIVE_FILE,
+                                              REBALANCE_EVERY_S)
+from cliffsweep.orchestrator.pool import evaluator_resources, evaluator_starter
+from cliffsweep.orchestrator.statistics import ensure_stats
 from cliffsweep.orchestrator.failures import FailureLog
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.jobqueue import JobQueue
@@ -32,8 +37,7 @@ from cliffsweep.sweep.rehearsal import Rehearsal
 from cliffsweep.sweep.reports import Begin, CheckpointReport, EndReport, Report
 from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.evals.tasks import task_label
-from cliffsweep.trainables.config import JobRun, StatsJob, TrainConfig
-from cliffsweep.trainables.stats import compute_stats, stats_key, stats_relpath, stats_task_resources
+from cliffsweep.trainables.config import JobRun, TrainConfig
 
 
 class SweepRun:
@@ -52,12 +56,12 @@ class SweepRun:
         self.checkpoint_root = absolute_uri(spec.checkpoint_uri)
         self.task_names = [task_label(t.name, t.params) for t in (spec.tasks.learn, *spec.tasks.retain)]
         self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
-        self.book = TrialBook(store, self.by_id, partial(config_json, spec, self.checkpoint_root, self.inbox_name,
-                                                         rehearsal))
         self.concurrency = concurrency  # Train jobs at once
         self.running_jobs: dict[str, JobRun] = {}  # Train jobs Tune runs now
         self._live_at = self._rebalanced_at = self._reaped_at = 0.0
         self.progress = Progress(len(self.grid), concurrency, stream=stream)
+        self.book = TrialBook(store, self.by_id, partial(config_json, spec, self.checkpoint_root, self.inbox_name,
+                                                         rehearsal), self.progress)
         self.failures = FailureLog(err)  # one terminal line per root cause; the store keeps every traceback
         models = {m.name: (m.path, m.dtype) for m in spec.models}
         # the evaluator pool is started on first use
@@ -81,7 +85,7 @@ class SweepRun:
         self.add_trials(stored_refined_trials(self.spec, self.grid, stored))
         self.progress.n_trials = len(self.grid)
         self.book.load(stored)
-        self.book.show(self.progress)
+        self.book.show()
         todo_ids = set(trials_to_run([t.trial_id for t in self.grid], self.book.status, retry_failed))
         todo = [t for t in self.grid if t.trial_id in todo_ids]
         for t in todo:
@@ -135,8 +139,7 @@ class SweepRun:
             "at": now().isoformat(), "pid": os.getpid(), "phase": self.progress.phase,
             "concurrency": self.concurrency, "running_jobs": running, "queued_jobs": len(queued),
             "free": {k: v for k, v in free.items() if k in need}, "need_per_job": need, "waiting": reasons,
-            "evaluators": {m: len(a) for m, a in (self.tracker.pool or {}).items()},
-            "extra_evaluators_started": self.tracker.started_extra, "evaluators_stopped": self.tracker.stopped})
+            **self.tracker.live()})
 
     def job_started(self, job: JobRun) -> None:
         self.running_jobs[job.job_id] = job
@@ -145,7 +148,7 @@ class SweepRun:
         self.running_jobs.pop(job.job_id, None)
 
     def count_settled(self) -> None:
-        for tid, final, steps in self.book.settle(self.tracker.evaluated):
+        for tid, final, steps in self.book.settle(self.tracker.was_evaluated):
             self.prune(tid, final, steps)
 
     def rebalance_evaluators(self) -> None:
@@ -154,22 +157,17 @@ class SweepRun:
         import ray
 
         tracker = self.tracker
-        if tracker.pool is None or not tracker.elastic or time.time() - self._rebalanced_at < REBALANCE_EVERY_S:
+        if not tracker.may_rebalance() or time.time() - self._rebalanced_at < REBALANCE_EVERY_S:
             return
         self._rebalanced_at = time.time()
         free = ray.available_resources()
         one = evaluator_resources(self.spec)
         slots = min((int(free.get(k, 0.0) // v) for k, v in one.items() if v > 0), default=0)
         held = {k: v * tracker.idle_count() for k, v in one.items()}
-        # A Train job that waits for resources is a pending placement group (its worker group's,
-        # or Tune's for its trial): Ray places it as soon as they are free, so free resources are
-        # those no job could take; one that would fit in what idle evaluators hold gets it.
-        waiting = [_demand(pg) for pg in ray.util.placement_group_table().values() if pg["state"] == "PENDING"]
-        waits = any(all(free.get(k, 0.0) + held.get(k, 0.0) >= v for k, v in d.items()) for d in waiting)
-        tracker.rebalance(slots, waits)
+        tracker.rebalance(slots, a_job_waits_for(free, held))
 
     def drain(self) -> None:
-        while self.tracker.queued:
+        while self.tracker.busy():
             self.tick(wait=0.5)
 
     def prepare_training(self, todo: list[Trial]) -> list[Trial]:
@@ -195,7 +193,7 @@ class SweepRun:
         its trials still queued do not train (recorded failed, saying why). One already training
         goes on; its checkpoints' evaluations are tried and their errors recorded."""
         for m in self.spec.models:
-            error = self.tracker.failed_keys.get((base_trial_id(m.name), 0))
+            error = self.tracker.error_of(base_trial_id(m.name), 0)
             if error is None or m.name in self.broken:
                 continue
             self.broken[m.name] = error
@@ -306,12 +304,12 @@ class SweepRun:
         """From the store: every reported checkpoint of this grid that lacks an evaluation is
         sent (once per run: one that already failed in this run waits for the next run)."""
         ck, ev = self.store.read("checkpoints"), self.store.read("evals")
-        self.tracker.evaluated |= ledger.evaluated_keys(ev, self.task_names)
+        self.tracker.note_evaluated(ledger.evaluated_keys(ev, self.task_names))
         for rec in ledger.records(ck):
             if rec.trial_id in self.by_id:
                 self.book.known_checkpoint(rec.trial_id, rec.step)
         for rec in ledger.unevaluated(ck, ev, self.task_names, set(self.by_id)):
-            if rec.key not in self.tracker.failed_keys:
+            if self.tracker.error_of(*rec.key) is None:
                 self.evaluate(rec, known_unevaluated=True)
 
     def prune(self, tid: str, final: int | None, steps: set[int]) -> None:
@@ -323,153 +321,5 @@ class SweepRun:
             ledger.delete_checkpoints(self.checkpoint_root, tid, drop, final if drop_state else None)
         except OSError as exc:  # space not freed is no reason to stop the sweep; say so
             ledger.record_error(self.store, f"prune__{tid}", "prune", tid, f"{type(exc).__name__}: {exc}")
-
-
-def trial_config(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None, t: Trial,
-                 stats_uri: str | None) -> TrainConfig:
-    """What one trial's training needs across the Ray boundary, typed (trainables/config.py)."""
-    from cliffsweep.sweep.gpushare import trainer_share
-    from cliffsweep.trainables.parallel import torch_threads
-
-    s = spec
-    return TrainConfig(
-        trial=t, recipe=s.recipe, learn=s.tasks.learn, retain=s.tasks.replay,
-        store_uri=absolute_uri(s.store_uri), checkpoint_root=checkpoint_root, stats_uri=stats_uri,
-        eval_points=s.eval.points_per_trial, every_epoch=s.eval.every_epoch, strategy=s.resources.strategy,
-        torch_threads=torch_threads(s.resources.cpus_per_worker), max_step_rows=s.tracking.max_step_rows,
-        inbox=inbox, resume_every_s=s.resume_every_s, async_checkpoints=s.async_checkpoints,
-        gpu_share=trainer_share(s.resources), rehearsal=rehearsal.trials[t.trial_id] if rehearsal is not None else None)
-
-
-def job_configs(spec: SweepSpec, trials: list[Trial], size: int, stats_uri: dict[str, str | None],
-                checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None) -> list[JobRun]:
-    """`trials` as Train jobs of up to `size` trials of one model each (policies.pack), typed
-    for the Ray boundary (trainables/config.py)."""
-    import hashlib
-
-    jobs = []
-    for idx in pack([f"{t.model_path}|{t.dtype}" for t in trials], size):
-        points = tuple(trial_config(spec, checkpoint_root, inbox, rehearsal, trials[i], stats_uri.get(trials[i].trial_id))
-                       for i in idx)
-        ids = "\n".join(p.trial.trial_id for p in points)
-        job_id = f"job-{points[0].trial.model}-{hashlib.sha1(ids.encode()).hexdigest()[:10]}"
-        jobs.append(JobRun(job_id=job_id, trials=points, resources=spec.resources,
-                           resources_per_worker=worker_resources(spec.resources), checkpoint_root=checkpoint_root,
-                           local_cluster=not spec.ray_address, inbox=inbox))
-    return jobs
-
-
-def config_json(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: Rehearsal | None, t: Trial) -> str:
-    """A trial's resolved config as its `trials` row stores it (no statistics URI, no attempt)."""
-    return trial_config(spec, checkpoint_root, inbox, rehearsal, t, None).to_json()
-
-
-REBALANCE_EVERY_S = 1.0
-"""How often the driver looks at the cluster's free resources and waiting placement groups for
-the evaluator pool (two GCS calls; the tick itself runs every 0.2-0.5 s)."""
-
-
-REAP_EVERY_S = 5.0
-
-
-def reap_orphaned_placement_groups() -> int:
-    """Remove the placement groups whose creator actor died: a Train job's worker group, when its
-    controller died with its node. Such a group outlives it (a placement group lives as long as
-    the sweep's driver), and Ray Train's own cleaner, an actor beside the controller, can die
-    with the same node: the rehearsal's node kills left four 2-GPU groups held for good, and the
-    retried jobs waited forever for those GPUs. Reads the GCS's placement group table (Ray's
-    private accessor: `placement_group_table()` omits the creator); returns how many it removed."""
-    import ray
-
-    try:
-        from ray.core.generated import gcs_pb2
-        from ray.util.placement_group import PlacementGroup
-
-        table = ray._private.state.state._connect_and_get_accessor().get_placement_group_table()
-    except (ImportError, AttributeError):  # another Ray: nothing to reap here
-        return 0
-    nil = b"\xff" * 16
-    removed = 0
-    for raw in table:
-        pg = gcs_pb2.PlacementGroupTableData.FromString(raw)
-        by_actor = pg.creator_actor_id and pg.creator_actor_id != nil
-        if pg.state != gcs_pb2.PlacementGroupTableData.REMOVED and by_actor and pg.creator_actor_dead:
-            ray.util.remove_placement_group(PlacementGroup(ray.PlacementGroupID(pg.placement_group_id)))
-            removed += 1
-    return removed
-
-
-def _demand(pg: dict) -> dict[str, float]:
-    """The resources a placement group (ray.util.placement_group_table's entry) asks for in all."""
-    out: dict[str, float] = {}
-    for bundle in pg["bundles"].values():
-        for k, v in bundle.items():
-            out[k] = out.get(k, 0.0) + v
-    return out
-
-
-def worker_resources(res) -> tuple[tuple[str, float], ...]:
-    """Ray resources of one Train worker: its CPUs and GPU share, and its node role's slot."""
-    out = {"CPU": res.cpus_per_worker, **({"GPU": res.gpus_per_worker} if res.gpus_per_worker > 0 else {}),
-           **role_resources(res.cluster_roles, "trainer", res.gpus_per_worker)}
-    return tuple(sorted(out.items()))
-
-
-def base_request(model: str) -> EvalRequest:
-    return EvalRequest(trial_id=base_trial_id(model), model=model, method="base", series="base",
-                       optimizer="", lr=0.0, epochs=0, seed=0, step=0, epoch=0.0, checkpoint=None)
-
-
-def ensure_stats(spec: SweepSpec, store: Store, rehearsal: Rehearsal | None,
-                 todo: list[Trial]) -> tuple[dict[str, str | None], dict[str, str]]:
-    """Compute each distinct (model, method stats inputs) once, in parallel Ray tasks, unless
-    the store already holds it. Returns (trial_id -> stats URI or None when the method needs
-    none, trial_id -> error for trials whose statistics could not be computed)."""
-    import ray
-
-    from cliffsweep.trainables.methods import build_method
-
-    r = spec.recipe
-    learn, retain = spec.tasks.learn.model_dump(), spec.tasks.replay.model_dump()
-    if r.system_prompt:  # the statistics' inputs change with it (no key moves without one)
-        learn["system_prompt"] = r.system_prompt
-    out: dict[str, str | None] = {}
-    needs: dict[str, list[str]] = {}  # stats relpath -> trial ids
-    jobs: dict[str, Trial] = {}
-    for t in todo:
-        inputs = build_method(t.method, t.method_params).stats_inputs()
-        if inputs is None:
-            out[t.trial_id] = None
-            continue
-        key = stats_key(t.model_path, t.method, inputs, learn, retain, r.stats_examples,
-                        r.max_seq_len, r.batch_size)
-        rel = stats_relpath(t.model, t.method, key)
-        out[t.trial_id] = f"{absolute_uri(store.uri).rstrip('/')}/{rel}"
-        needs.setdefault(rel, []).append(t.trial_id)
-        if not store.exists(rel):
-            jobs.setdefault(rel, t)
-    res = spec.resources
-    options = dict(max_retries=1, resources=role_resources(res.cluster_roles, "trainer", res.gpus_per_worker),
-                   **stats_task_resources(res.cpus_per_worker, res.gpus_per_worker, res.workers_per_trial))
-    if rehearsal is not None:  # its planned length as a timed wait (sweep/rehearsal.py)
-        from cliffsweep.trainables.rehearsal import timed_stats
-
-        task = ray.remote(**options)(timed_stats)
-        refs = {task.remote(rehearsal.trials[t.trial_id].stats_s): rel for rel, t in jobs.items()}
-    else:
-        task = ray.remote(**options)(compute_stats)
-        refs = {task.remote(StatsJob(model_path=t.model_path, dtype=t.dtype, method=t.method,
-                                     method_params=t.method_params, learn=spec.tasks.learn,
-                                     retain=spec.tasks.replay, recipe=r)): rel for rel, t in jobs.items()}
-    failed: dict[str, str] = {}
-    for ref, rel in refs.items():
-        try:
-            store.put_bytes(rel, ray.get(ref))
-        except Exception as exc:  # one method's statistics must not stop the other trials
-            msg = f"statistics {rel} could not be computed: {exc}"
-            ledger.record_error(store, f"stats__{rel.replace('/', '__')}", "stats", needs[rel][0], msg)
-            failed.update({tid: msg for tid in needs[rel]})
-    return out, failed
-
 
 

@@ -42,8 +42,10 @@ class TrialBook:
     """The trials of one run. `trials`: id -> grid point (shared with the run, which adds
     refined trials to it); `config_json`: a trial's resolved config as its row stores it."""
 
-    def __init__(self, store: Store, trials: dict[str, Trial], config_json: Callable[[Trial], str]):
-        self.store, self.trials, self.config_json = store, trials, config_json
+    def __init__(self, store: Store, trials: dict[str, Trial], config_json: Callable[[Trial], str],
+                 progress: Progress):
+        """`progress`: the terminal's counters, which every status change moves."""
+        self.store, self.trials, self.config_json, self.progress = store, trials, config_json, progress
         self.terminal_changes = 0
         """How many times a trial reached a terminal status: refinement asks again when it moves."""
         self.status: dict[str, str] = {}  # trial id -> its status, as last recorded
@@ -56,7 +58,6 @@ class TrialBook:
         self.finished_at: dict[str, datetime] = {}
         self.ckpt_steps: dict[str, set[int]] = {}  # reported checkpoints per trial (ledger)
         self.stored_rows: dict[str, dict] = {}  # trials rows of earlier runs
-        self.progress: Progress | None = None
 
     # --- an earlier run's rows, and the display -----------------------------------------------
     def load(self, rows: list[dict]) -> None:
@@ -67,16 +68,13 @@ class TrialBook:
         self.trained = {tid: int_or_none(r.get("steps")) for tid, r in self.stored_rows.items()
                         if r["status"] == TrialStatus.TRAINED.value}
 
-    def show(self, progress: Progress) -> None:
-        """Counters from now on in `progress`, starting from what earlier runs finished."""
-        self.progress = progress
-        progress.status.update({s: sum(v == s for tid, v in self.status.items() if tid in self.stored_rows)
+    def show(self) -> None:
+        """The counters start from what earlier runs finished."""
+        self.progress.status.update({s: sum(v == s for tid, v in self.status.items() if tid in self.stored_rows)
                                 for s in ("done", "trained", "diverged", "failed")})
 
     def _move(self, tid: str, to: str | None) -> None:
         """Counters: `tid` leaves `running` (if it was) and joins `to`."""
-        if self.progress is None:
-            return
         if tid in self.progress.running:  # its value is None until its first report
             del self.progress.running[tid]
             self.progress.status["running"] -= 1
@@ -150,13 +148,13 @@ class TrialBook:
     def known_checkpoint(self, tid: str, step: int) -> None:
         self.ckpt_steps.setdefault(tid, set()).add(step)
 
-    def settle(self, evaluated: set[tuple[str, int]]) -> list[tuple[str, int | None, set[int]]]:
+    def settle(self, evaluated: Callable[[str, int], bool]) -> list[tuple[str, int | None, set[int]]]:
         """Trained trials whose checkpoints are all evaluated become `done`; returns them as
         (trial, final step, its checkpoint steps)."""
         settled = []
         for tid, final in list(self.trained.items()):
             steps = self.ckpt_steps.get(tid, set())
-            if ledger.trial_settled(final, steps, {s for s in steps if (tid, s) in evaluated}):
+            if ledger.trial_settled(final, steps, {s for s in steps if evaluated(tid, s)}):
                 del self.trained[tid]
                 self.record(tid, TrialStatus.DONE, finished_at=self.finished_at.get(tid) or now())
                 if self.progress is not None:

@@ -5,7 +5,7 @@ and evaluations, each model's statistics and base evaluation; bill.py); the deci
 orchestrator's own, called here as the driver calls them:
 
 - concurrency: policies.sweep_concurrency on the simulated cluster's resources;
-- jobs: policies.trials_per_job (of policies.job_slots) and policies.pack over the grid's trials (sweeprun.job_configs);
+- jobs: policies.trials_per_job (of policies.job_slots) and policies.pack over the grid's trials (jobs.job_configs);
   Tune starts queued jobs in order, up to the concurrency, each when its workers' GPUs are free
   (a job that does not fit does not block a later one that does: Ray places whichever placement
   group fits);

@@ -4,7 +4,7 @@ A rehearsal runs the real orchestration (driver, Tune, Train jobs, evaluator poo
 ledger) on a local cluster of fake GPU nodes, with every piece of work replaced by a timed wait
 of its planned length: `plan` prices each piece (plan.plan_spec, bill.TrialCost), a rehearsal
 scales it down (cliffsweep/simulate/rehearsal.py), and the Train workers
-(trainables/rehearsal.py), the statistics tasks and the evaluators (orchestrator/pool.py) wait
+(trainables/rehearsal.py), the statistics tasks and the evaluators (evaluator/actor.py) wait
 that long instead of computing. What it checks is what a schedule simulation leaves out: the
 real scheduler, the real per-job start, the real retries after a node dies.
 

@@ -1,0 +1,128 @@
+"""The evaluator actor's body (wrapped with ray.remote by orchestrator/pool.py): one engine,
+one base model, every task, started once and serving checkpoints in turn.
+
+Engine start is paid once per actor; each new checkpoint is swapped in (full weights: reload;
+LoRA: a new LoRARequest) and checked with its canary. Results are written to the store by the
+actor itself (evaluator/rows.py: atomic, idempotent per (trial, step, task)), so a driver crash
+loses nothing that was evaluated. Ray restarts a crashed actor and retries its pending calls; a
+call that still fails is returned to the driver, which records it in the `errors` table."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from cliffsweep.evaluator.fetch import local_copy
+from cliffsweep.evaluator.request import EvalRequest
+from cliffsweep.evaluator.rows import write_result
+from cliffsweep.storage.store import Store
+from cliffsweep.sweep.gpushare import GpuShare, GpuShareExceeded
+
+
+class Evaluator:
+    """One engine (evals/backends) serving `model_path`, evaluating each request on `tasks`
+    ((role, task name, params)) and writing the rows. `gpu_share`: its budget on a shared GPU
+    (sweep/gpushare.py, issue 39)."""
+
+    def __init__(self, model_path: str, dtype: str, backend: str, backend_options: dict,
+                 tasks: list[tuple[str, str, dict]], store_uri: str, system: str, gpu_share: GpuShare):
+        from cliffsweep.evals.backends.share import capped_options, device_fraction
+        from cliffsweep.evals.tasks import build_task
+        from cliffsweep.models import engine_context, resolve_model
+
+        self.folder = resolve_model(model_path)
+        if "max_model_len" in backend_options:
+            backend_options = dict(backend_options, max_model_len=engine_context(
+                backend_options["max_model_len"], self.folder))
+        self.backend_name, self.dtype = backend, dtype
+        self.options = capped_options(backend, backend_options, gpu_share)  # a budget, not a label
+        self.shared, self.gpu_share = device_fraction(gpu_share) is not None, gpu_share
+        t0 = time.time()
+        self.backend = self._start_engine()
+        self.engine_seconds = time.time() - t0
+        self.tasks = [(role, build_task(name, params)) for role, name, params in tasks]
+        self.system = system  # recipe.system_prompt
+        self.store = Store(store_uri)
+
+    def _start_engine(self):
+        from cliffsweep.evals.backends import build_backend
+
+        return build_backend(self.backend_name, self.folder, dtype=self.dtype, **self.options)
+
+    def ready(self) -> float:
+        return self.engine_seconds
+
+    def evaluate(self, req: dict[str, Any]) -> dict[str, float]:
+        from cliffsweep.evals.runner import evaluate_task
+        from cliffsweep.faults import maybe_fail
+
+        r = EvalRequest(**req)
+        maybe_fail(f"eval:{r.trial_id}:{r.step}")
+        path, tmp = local_copy(r.checkpoint) if r.checkpoint else (None, None)
+        try:
+            self._load(path, r.kind)
+            out = {}
+            for role, task in self.tasks:
+                res = evaluate_task(self.backend, task, self.system)
+                write_result(self.store, r, role, task.scorer_version, res)
+                out[f"{role}:{task.label}"] = res.accuracy
+            return out
+        except Exception as e:
+            if type(e).__name__ != "OutOfMemoryError":  # torch's CUDA OOM, without importing torch here
+                raise
+            from cliffsweep.evals.backends.share import device_total_gb
+
+            raise GpuShareExceeded(self.gpu_share.out_of_memory(device_total_gb(), str(e).splitlines()[0][:300])) from e
+        finally:
+            if tmp is not None:
+                tmp.cleanup()
+            if self.shared:  # a shared GPU gets back what this evaluation's peak took
+                from cliffsweep.evals.backends.share import release_cached
+
+                release_cached()
+
+    def _load(self, path: str | None, kind: str) -> None:
+        from cliffsweep.evals.backends import CheckpointRef, StaleWeightsError
+
+        ref = CheckpointRef(path=path, kind=kind)
+        try:
+            self.backend.load(ref)
+        except StaleWeightsError:
+            # Known vLLM failure mode: restart the engine once, then trust the canary.
+            self.backend.close()
+            self.backend = self._start_engine()
+            self.backend.load(ref)
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+class RehearsalEvaluator:
+    """A rehearsal's evaluator (sweep/rehearsal.py): its engine start and each evaluation are
+    timed waits of their planned length. It writes the rows a real evaluator writes (accuracy 0,
+    no samples: nothing was evaluated), so the ledger, the exactly-once invariant and `status`
+    read a rehearsal's store as they read a real one."""
+
+    def __init__(self, engine_start_s: float, eval_s: float, base_eval_s: float, tasks: list[tuple[str, str]],
+                 store_uri: str):
+        time.sleep(engine_start_s)
+        self.engine_seconds, self.eval_s, self.base_eval_s = engine_start_s, eval_s, base_eval_s
+        self.tasks, self.store = tasks, Store(store_uri)
+
+    def ready(self) -> float:
+        return self.engine_seconds
+
+    def evaluate(self, req: dict[str, Any]) -> dict[str, float]:
+        from cliffsweep.evals.result import TaskResult
+        from cliffsweep.faults import maybe_fail
+
+        r = EvalRequest(**req)
+        maybe_fail(f"eval:{r.trial_id}:{r.step}")
+        seconds = self.base_eval_s if r.checkpoint is None else self.eval_s
+        time.sleep(seconds)
+        for role, name in self.tasks:
+            write_result(self.store, r, role, "rehearsal", TaskResult(name, 0.0, 0, seconds=seconds / len(self.tasks)))
+        return {f"{role}:{name}": 0.0 for role, name in self.tasks}
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,38 @@
+"""A task's result (evals/result.TaskResult) as the store's `samples` and `evals` rows.
+
+Invariant: an `evals` row implies its `samples` rows exist (samples are written first), and
+both are keyed by (trial, step, task) (storage/store.eval_key), so a repeated evaluation
+replaces, never adds: exactly once per checkpoint and task (storage/ledger.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from cliffsweep.evaluator.request import EvalRequest
+from cliffsweep.storage.store import Store, eval_key
+
+TRIAL_FIELDS = ("trial_id", "model", "method", "series", "optimizer", "lr", "epochs", "seed", "step", "epoch")
+
+
+def eval_rows(r: EvalRequest, role: str, scorer_version: str, res, now: datetime) -> list[dict]:
+    """One row per metric of `res` (its headline metric, then its extras)."""
+    base = {k: getattr(r, k) for k in TRIAL_FIELDS}
+    metrics = {res.metric: res.accuracy, **res.extra}
+    return [dict(base, task=res.task, role=role, metric=m, value=float(v), n=res.n,
+                 scorer_version=scorer_version, evaluated_at=now, eval_seconds=res.seconds)
+            for m, v in metrics.items()]
+
+
+def sample_rows(r: EvalRequest, res) -> list[dict]:
+    """One row per evaluated item: its id, whether it was right, the prediction and its score."""
+    scores = res.scores or [None] * len(res.samples)
+    return [{"trial_id": r.trial_id, "step": r.step, "task": res.task, "example_id": str(eid),
+             "correct": bool(ok), "prediction": str(pred), "score": score}
+            for (eid, ok, pred), score in zip(res.samples, scores, strict=True)]
+
+
+def write_result(store: Store, r: EvalRequest, role: str, scorer_version: str, res) -> None:
+    """One task's evaluation of one checkpoint into the store, samples first."""
+    key = eval_key(r.trial_id, r.step, res.task)
+    store.write("samples", key, sample_rows(r, res))
+    store.write("evals", key, eval_rows(r, role, scorer_version, res, datetime.now(timezone.utc)))
