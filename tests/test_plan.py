@@ -177,18 +177,23 @@ def test_method_copies_match_what_the_method_holds(method):
 def test_every_method_declares_its_costs_in_its_own_file_and_every_optimizer_has_plan_facts():
     """Issue 33: a new method touches one file and one registry line. It must declare `costs`
     itself (not inherit SFT's silently), a statistics pass exactly when it computes statistics,
-    and nothing about it lives in the planner."""
+    and nothing about it lives in the planner. Issue 38: optimizers likewise."""
     from cliffsweep.trainables.methods import METHODS, method_class
     from cliffsweep.trainables.methods.base import Method
     from cliffsweep.trainables.optimizers import OPTIMIZERS
 
     undeclared = sorted(n for n in METHODS if "costs" not in vars(method_class(n)))
     assert not undeclared, f"methods that do not declare `costs = Costs(...)` in their own class: {undeclared}"
-    assert set(costs.OPTIMIZER_STATES) == set(OPTIMIZERS)
+    import importlib
+
+    from cliffsweep.trainables.optimizers.costs import OptimizerCosts
+
+    for n, target in OPTIMIZERS.items():  # each optimizer declares its state in its own file
+        assert isinstance(vars(importlib.import_module(target.split(":")[0])).get("costs"), OptimizerCosts), n
     with_stats = {n for n in METHODS if method_class(n).compute_stats is not Method.compute_stats}
     assert {n for n in METHODS if method_class(n).costs.stats_data is not None} == with_stats
     planner = Path(costs.__file__).parent
-    for n in METHODS:  # no method named in the planner's code
+    for n in (*METHODS, *OPTIMIZERS):  # no method or optimizer named in the planner's code
         assert not [f.name for f in planner.glob("*.py") if f'"{n}"' in f.read_text()], n
 
 
@@ -421,3 +426,19 @@ def test_the_filed_h200_check_prices_the_fast_path():
     got, source = mfu.measured_mfu(1.54e9, "float32")
     assert 0.2 < got < 0.3 and source.startswith("measured: Qwen2.5-1.5B fsdp_bf16+liger, NVIDIA H200")
     assert "Llama-3.2-3B fsdp_bf16+liger" in mfu.measured_mfu(3.2e9, "float32")[1]
+
+
+def test_each_optimizers_state_is_what_its_file_declares():
+    """AdamW keeps two moments per weight, RMS-aligned SGD one momentum, Muon one momentum on the
+    hidden matrices and AdamW's two elsewhere; LoRA's adapters are all matrices (issue 38)."""
+    from cliffsweep.planner.archs import arch_for
+    from cliffsweep.trainables.optimizers import optimizer_costs
+
+    arch = arch_for("Qwen/Qwen2.5-0.5B-Instruct")
+    hidden = arch.layers * sum(a * b for a, b in arch.layer_linears().values())
+    n = arch.params
+    assert costs.optimizer_state_elements(arch, "adamw", n, lora=False) == 2 * n
+    assert costs.optimizer_state_elements(arch, "sgd", n, lora=False) == n
+    assert costs.optimizer_state_elements(arch, "muon", n, lora=False) == hidden + 2 * (n - hidden)
+    assert costs.optimizer_state_elements(arch, "muon", 1000, lora=True) == 1000
+    assert optimizer_costs("muon").hidden_matrix_states == 1

@@ -36,10 +36,8 @@ def costs_of(method: str) -> Costs:
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 # A method's own costs (extra weight copies, FLOPs, statistics pass, state) are declared in its
-# file (trainables/methods/costs.py), read here through the registry.
-OPTIMIZER_STATES: dict[str, int] = {"adamw": 2, "muon": 1, "sgd": 1}
-"""State tensors per trained weight (muon: momentum on hidden matrices; its AdamW part on
-embeddings/head/1-D parameters keeps 2, see optimizer_state_elements)."""
+# file (trainables/methods/costs.py), an optimizer's state in its own (trainables/optimizers/
+# costs.py); both are read here through the registries.
 LOSS_CHUNK_ELEMENTS = 1 << 24
 """Logits per chunk of the chunked CE/KL (h-recipe's trainables/losses.py CHUNK_ELEMENTS);
 backward holds about three chunks in fp32. Without chunking the full logits would add
@@ -124,11 +122,11 @@ def stats_flops(arch: Arch, method: str, stats_examples: int, learn: Lengths, re
 
 # --- checkpoints -----------------------------------------------------------------------------
 def optimizer_state_elements(arch: Arch, optimizer: str, trainable: int, lora: bool) -> float:
-    if optimizer == "muon" and not lora:
-        # AdamW (2 states) on embeddings, head and 1-D parameters; momentum (1) on hidden matrices
-        hidden_2d = arch.layers * sum(a * b for a, b in arch.layer_linears().values())
-        return hidden_2d + 2 * (trainable - hidden_2d)
-    return OPTIMIZER_STATES[optimizer] * trainable
+    """The optimizer's state, in elements, as its file declares it (optimizers/costs.py)."""
+    from cliffsweep.trainables.optimizers import optimizer_costs
+
+    hidden_2d = arch.layers * sum(a * b for a, b in arch.layer_linears().values())
+    return optimizer_costs(optimizer).state_elements(trainable, hidden_2d, lora)
 
 
 @dataclass(frozen=True)

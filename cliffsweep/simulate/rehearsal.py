@@ -187,7 +187,13 @@ def calibrate(spec, cluster: Cluster, n: int = 4) -> Overheads:
         d = dict(data, lrs=lrs[:points], store=f"{spec.store_uri}-calibration{k}")
         d["resources"] = dict(data.get("resources", {}), max_concurrent_trials=1, trials_per_job=per_job)
         runs.append(rehearse(type(spec).model_validate(d), cluster, 1e-6).makespan)
+    return overheads_from(runs, n, float(os.cpu_count() or 1))
+
+
+def overheads_from(runs: list[float], n: int, cores: float) -> Overheads:
+    """The three calibration makespans (`calibrate`: n points in n jobs, n in one job, 2n in one
+    job) as per-point, per-job and per-sweep overheads. Pure: the second and third differ by n
+    points, the first and second by n - 1 job starts."""
     point = max(0.0, (runs[2] - runs[1]) / n)
     job = max(0.0, (runs[0] - runs[1]) / max(1, n - 1))
-    return Overheads(job_start_s=job, trial_s=point, start_s=max(0.0, runs[1] - job - n * point),
-                     cores=float(os.cpu_count() or 1))
+    return Overheads(job_start_s=job, trial_s=point, start_s=max(0.0, runs[1] - job - n * point), cores=cores)

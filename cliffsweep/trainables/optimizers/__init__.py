@@ -27,6 +27,14 @@ def settings_class(name: str):
     return importlib.import_module(OPTIMIZERS[name].split(":")[0]).Settings
 
 
+def optimizer_costs(name: str):
+    """The named optimizer's declared state costs (its file's `costs`: optimizers/costs.py)."""
+    import importlib
+
+    lookup(OPTIMIZERS, name, "optimizer")
+    return importlib.import_module(OPTIMIZERS[name].split(":")[0]).costs
+
+
 def build_optimizer(name: str, model: torch.nn.Module, lr: float, weight_decay: float,
                     master_weights: bool = True, settings: dict | None = None) -> torch.optim.Optimizer:
     """The named optimizer over `model`'s trainable parameters, with its `settings`

@@ -6,6 +6,10 @@ from __future__ import annotations
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cliffsweep.trainables.optimizers.costs import OptimizerCosts
+
+costs = OptimizerCosts(states=2)  # the first and second moments
+
 
 class Settings(BaseModel):
     """`recipe.optimizer_settings.adamw`. Defaults: torch's and 000 App. B's; most LLM recipes

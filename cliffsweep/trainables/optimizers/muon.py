@@ -24,6 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from cliffsweep.trainables.losses import unwrap
+from cliffsweep.trainables.optimizers.costs import OptimizerCosts
+
+costs = OptimizerCosts(states=2, hidden_matrix_states=1)  # momentum on hidden matrices, AdamW elsewhere
 
 UPDATE_RMS = 0.2
 NS_COEFFS = (3.4445, -4.7750, 2.0315)

@@ -14,7 +14,10 @@ from __future__ import annotations
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from cliffsweep.trainables.optimizers.costs import OptimizerCosts
 from cliffsweep.trainables.optimizers.muon import UPDATE_RMS
+
+costs = OptimizerCosts(states=1)  # the EMA momentum
 
 
 class RMSAlignedSGD(torch.optim.Optimizer):
