@@ -70,3 +70,34 @@ def test_plan_on_a_seed_example_names_what_it_needs_in_one_line(stem, capsys, mo
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and ("give the task a local `path:`" in err[-1] or "cannot size" in err[-1]), err
     assert not any("Traceback" in line for line in err)
+
+
+NO_TORCH = """
+import sys
+from importlib.machinery import PathFinder
+
+class WithoutTorch(PathFinder):
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        return None if name.split(".")[0] == "torch" else PathFinder.find_spec(name, path, target)
+
+sys.meta_path[sys.meta_path.index(PathFinder)] = WithoutTorch
+sys.path.insert(0, sys.argv[1])
+import test_plan_golden as t
+sys.stdout.write(t.text(t.ROOT / "cliffsweep/configs/paper.yaml"))
+assert "torch" not in sys.modules, sorted(m for m in sys.modules if m.startswith("torch"))
+"""
+
+
+def test_plan_of_the_paper_grid_imports_no_torch(monkeypatch):
+    """Issue 38 part 4: `plan` prices a sweep from the methods' and optimizers' declared facts,
+    so it runs where torch is not installed (a laptop against a cluster's sweep file): the same
+    bill as the golden copy, with torch made unimportable."""
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(ROOT)
+    run = subprocess.run([sys.executable, "-c", NO_TORCH, str(ROOT / "tests")], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout == (GOLDEN / "paper.txt").read_text()

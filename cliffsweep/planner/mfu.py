@@ -59,11 +59,9 @@ def compute_path(dtype: str, precision: str = "auto", master_weights: bool = Tru
     """The precision path a model of `dtype` trains on a GPU under recipe.precision: what
     trainables/fastpath.resolve decides for a shard-safe method (the common case), a bf16/fp16
     model's path named by its master weights."""
-    import torch
-
     from cliffsweep.trainables.fastpath import resolve
 
-    path = resolve(precision, "none", False, "cuda", getattr(torch, dtype), True).precision
+    path = resolve(precision, "none", False, "cuda", dtype, True).precision
     if path == "weights":
         return "bf16_master" if master_weights else "bf16"
     return path

@@ -12,7 +12,7 @@ import math
 import random
 from dataclasses import dataclass, replace
 
-import torch
+from cliffsweep.trainables.lazy import torch
 
 from cliffsweep.chat import encode_example
 from cliffsweep.evals.tasks.base import Example

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Iterator
 
-import torch
+from cliffsweep.trainables.lazy import LazyModule, torch
 
-from cliffsweep.trainables import losses
+losses = LazyModule("cliffsweep.trainables.losses")
 
 
 @dataclass(frozen=True)
@@ -62,13 +62,14 @@ class FastPath:
         return self.precision == "fsdp_bf16"
 
 
-def resolve(precision: str, kernels: str, compile: bool, device_type: str, weight_dtype: torch.dtype,
+def resolve(precision: str, kernels: str, compile: bool, device_type: str, weight_dtype: torch.dtype | str,
             shard_safe: bool) -> FastPath:
     """What a worker runs for recipe `precision` / `kernels` / `compile` on `device_type`, for
-    weights of `weight_dtype` and a method + optimizer that are (not) `shard_safe` (Method.fsdp_safe
-    and parallel.FSDP_OPTIMIZERS). `auto` is the fast path on CUDA and today's numbers on a CPU."""
+    weights of `weight_dtype` (a torch dtype, or its name: the planner imports no torch) and a
+    method + optimizer that are (not) `shard_safe` (Method.fsdp_safe and parallel.FSDP_OPTIMIZERS).
+    `auto` is the fast path on CUDA and today's numbers on a CPU."""
     cuda = device_type == "cuda"
-    if weight_dtype != torch.float32:
+    if str(weight_dtype).removeprefix("torch.") != "float32":
         prec = "weights"
     elif precision == "auto":
         prec = ("fsdp_bf16" if shard_safe else "autocast") if cuda else "fp32"

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-import torch
 from pydantic import BaseModel, ConfigDict
-from torch import nn
 
-from cliffsweep.trainables.losses import response_ce, token_norm
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.lazy import lazy_function, nn, torch
+
+response_ce = lazy_function("cliffsweep.trainables.losses", "response_ce")
+token_norm = lazy_function("cliffsweep.trainables.losses", "token_norm")
 
 
 class MethodParams(BaseModel):

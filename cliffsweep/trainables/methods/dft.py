@@ -7,9 +7,12 @@ i.e. each token's gradient is rescaled by its own probability. No params.
 
 from __future__ import annotations
 
-from cliffsweep.trainables.losses import response_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.lazy import lazy_function
+
+response_ce = lazy_function("cliffsweep.trainables.losses", "response_ce")
+weighted_token_mean = lazy_function("cliffsweep.trainables.losses", "weighted_token_mean")
 
 
 def dft_weights(ce):

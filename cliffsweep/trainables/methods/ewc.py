@@ -12,14 +12,12 @@ backward per example). Our default: F is rescaled to mean 1 over all parameters
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
-from torch import nn
 
-from cliffsweep.trainables import penalties
 from cliffsweep.trainables.methods.base import MethodParams
 from cliffsweep.trainables.methods.costs import Costs
 from cliffsweep.trainables.methods.shared import Anchored
+from cliffsweep.trainables.lazy import nn, penalties, torch
 
 
 class EWCParams(MethodParams):

@@ -13,12 +13,13 @@ scale comparable with plain SFT. Replay rows (example_idx -1) weight 1.
 
 from __future__ import annotations
 
-import torch
-from torch import nn
 
-from cliffsweep.trainables.losses import response_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.lazy import lazy_function, nn, no_grad, torch
+
+response_ce = lazy_function("cliffsweep.trainables.losses", "response_ce")
+weighted_token_mean = lazy_function("cliffsweep.trainables.losses", "weighted_token_mean")
 
 
 def flow_weights(seq_losses: torch.Tensor) -> torch.Tensor:
@@ -37,7 +38,7 @@ class Flow(Method):
         # No params; the stats depend on the model and the learn split (see compute_stats).
         return {"form": "exp(-l/median(l)), mean 1", "on": "learn"}
 
-    @torch.no_grad()
+    @no_grad
     def compute_stats(self, model: nn.Module, retain_batches: list[dict], learn_batches: list[dict],
                       micro_batch_size: int | None = None):
         from cliffsweep.trainables import penalties

@@ -12,13 +12,16 @@ saturating the clip; at step 0 w_s = 1, so IW starts as plain SFT. Needs a froze
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
-from cliffsweep.trainables.losses import frozen_response_ce, response_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import MethodParams
 from cliffsweep.trainables.methods.costs import Costs
 from cliffsweep.trainables.methods.shared import AgainstFrozenBase
+from cliffsweep.trainables.lazy import lazy_function, torch
+
+frozen_response_ce = lazy_function("cliffsweep.trainables.losses", "frozen_response_ce")
+response_ce = lazy_function("cliffsweep.trainables.losses", "response_ce")
+weighted_token_mean = lazy_function("cliffsweep.trainables.losses", "weighted_token_mean")
 
 
 class IWParams(MethodParams):

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from cliffsweep.trainables.losses import response_ce_kl, token_norm
 from cliffsweep.trainables.methods.base import MethodParams
 from cliffsweep.trainables.methods.costs import Costs
 from cliffsweep.trainables.methods.shared import AgainstFrozenBase
+from cliffsweep.trainables.lazy import lazy_function
+
+response_ce_kl = lazy_function("cliffsweep.trainables.losses", "response_ce_kl")
+token_norm = lazy_function("cliffsweep.trainables.losses", "token_norm")
 
 
 class KLParams(MethodParams):

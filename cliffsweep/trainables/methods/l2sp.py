@@ -9,11 +9,10 @@ RPSFT's default lambda is 1, so both methods share the scale (sweep it).
 from __future__ import annotations
 
 from pydantic import Field
-from torch import nn
 
-from cliffsweep.trainables import penalties
 from cliffsweep.trainables.methods.base import Method, MethodParams
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.lazy import nn, penalties
 
 
 class L2SPParams(MethodParams):

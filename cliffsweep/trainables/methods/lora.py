@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import Field
-from torch import nn
 
 from cliffsweep.trainables.methods.base import Method, MethodParams
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.lazy import nn
 
 
 class LoRAParams(MethodParams):

@@ -12,15 +12,17 @@ rescaled to mean 1 over all parameters and lambda = 1 (our defaults; 000 gives n
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
-from torch import nn
 
-from cliffsweep.trainables import penalties
-from cliffsweep.trainables.losses import chunk_rows, final_hidden, lm_head, over_chunks
 from cliffsweep.trainables.methods.base import MethodParams
 from cliffsweep.trainables.methods.costs import Costs
 from cliffsweep.trainables.methods.shared import Anchored
+from cliffsweep.trainables.lazy import lazy_function, nn, penalties, torch
+
+chunk_rows = lazy_function("cliffsweep.trainables.losses", "chunk_rows")
+final_hidden = lazy_function("cliffsweep.trainables.losses", "final_hidden")
+lm_head = lazy_function("cliffsweep.trainables.losses", "lm_head")
+over_chunks = lazy_function("cliffsweep.trainables.losses", "over_chunks")
 
 
 def output_sq_norm(model: nn.Module, batch: dict[str, torch.Tensor], n_tokens: float | None = None) -> torch.Tensor:

@@ -17,13 +17,11 @@ can still move a masked row (they cannot at the first step with weight decay 0).
 
 from __future__ import annotations
 
-import torch
-import torch.distributed as dist
 from pydantic import Field
-from torch import nn
 
 from cliffsweep.trainables.methods.base import Method, MethodParams
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.lazy import dist, nn, no_grad, torch
 
 
 class MIGUParams(MethodParams):
@@ -86,7 +84,7 @@ class MIGU(Method):
             return {n: s / counts[i].clamp_min(1) for i, (n, s) in enumerate(zip(names, sums))}
         return {n: self._sum[n] / self._count[n].clamp_min(1) for n in names}
 
-    @torch.no_grad()
+    @no_grad
     def before_step(self, model: nn.Module, step: int) -> None:
         means = self.channel_means()
         masked = total = 0

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import math
 
-import torch
 from pydantic import Field
-from torch import nn
 
 from cliffsweep.trainables.methods.base import Method, MethodParams
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.lazy import nn, no_grad, torch
 
 
 class NanoAdamParams(MethodParams):
@@ -58,12 +57,12 @@ class NanoAdam(Method):
         self.masks: list[torch.Tensor] | None = None
         return model
 
-    @torch.no_grad()
+    @no_grad
     def refresh(self) -> None:
         self.masks = [smallest_magnitude_mask(p, self.params.fraction) for p in self.tensors]
         self.anchors = [p.detach().clone() for p in self.tensors]
 
-    @torch.no_grad()
+    @no_grad
     def before_step(self, model: nn.Module, step: int) -> None:
         if self.masks is None:
             self.refresh()
@@ -80,7 +79,7 @@ class NanoAdam(Method):
             self.masks = [m.to(p.device) for m, p in zip(state["masks"], self.tensors)]
             self.anchors = [a.to(p.device) for a, p in zip(state["anchors"], self.tensors)]
 
-    @torch.no_grad()
+    @no_grad
     def after_step(self, model: nn.Module, step: int) -> None:
         for p, m, a in zip(self.tensors, self.masks, self.anchors):
             p.copy_(torch.where(m, p, a))

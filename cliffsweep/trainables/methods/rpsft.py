@@ -25,14 +25,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from pydantic import Field
-from torch import nn
 
-from cliffsweep.trainables import penalties
-from cliffsweep.trainables.losses import unwrap
 from cliffsweep.trainables.methods.base import Method, MethodParams
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.lazy import lazy_function, nn, penalties, torch
+
+unwrap = lazy_function("cliffsweep.trainables.losses", "unwrap")
 
 
 def covered_weights(model: nn.Module) -> dict[str, nn.Parameter]:

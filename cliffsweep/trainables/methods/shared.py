@@ -10,11 +10,11 @@ facts, params and the statistic or loss that makes it that method).
 
 from __future__ import annotations
 
-from torch import nn
 
-from cliffsweep.trainables import penalties
-from cliffsweep.trainables.losses import frozen_copy
 from cliffsweep.trainables.methods.base import Method
+from cliffsweep.trainables.lazy import lazy_function, nn, penalties
+
+frozen_copy = lazy_function("cliffsweep.trainables.losses", "frozen_copy")
 
 
 class Anchored(Method):

@@ -34,13 +34,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from pydantic import Field
-from torch import nn
 
-from cliffsweep.trainables import penalties
 from cliffsweep.trainables.methods.base import Method, MethodParams
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.lazy import nn, no_grad, penalties, torch
 
 
 @dataclass(frozen=True)
@@ -101,7 +99,7 @@ def balance_alpha(div_sq: torch.Tensor, mul_sq: torch.Tensor, ratio: float) -> t
     return alpha.clamp(1.0 / ratio, ratio)
 
 
-@torch.no_grad()
+@no_grad
 def apply_alphas(pair: ScalePair, alpha: torch.Tensor) -> None:
     a = alpha.to(pair.div.weight.device, torch.float32)
     w = pair.div.weight

@@ -23,13 +23,14 @@ whole batch's.
 
 from __future__ import annotations
 
-import torch
-import torch.distributed as dist
 from pydantic import Field
 
-from cliffsweep.trainables.losses import response_ce, weighted_token_mean
 from cliffsweep.trainables.methods.base import Method, MethodParams
 from cliffsweep.trainables.methods.costs import Costs
+from cliffsweep.trainables.lazy import dist, lazy_function, no_grad, torch
+
+response_ce = lazy_function("cliffsweep.trainables.losses", "response_ce")
+weighted_token_mean = lazy_function("cliffsweep.trainables.losses", "weighted_token_mean")
 
 
 class TALRParams(MethodParams):
@@ -69,7 +70,7 @@ class TALR(Method):
     """tau of the current step's whole batch when it is split into micro-batches (begin_step);
     None: each batch's own median."""
 
-    @torch.no_grad()
+    @no_grad
     def begin_step(self, model, micro_batches):
         world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         if len(micro_batches) == 1 and world == 1:

@@ -6,11 +6,12 @@ Every builder returns a torch optimizer whose param groups all follow the recipe
 
 from __future__ import annotations
 
-from typing import Callable
-
-import torch
+from typing import TYPE_CHECKING, Callable
 
 from cliffsweep.registry import lookup
+
+if TYPE_CHECKING:
+    import torch
 
 OPTIMIZERS: dict[str, str] = {
     "adamw": "cliffsweep.trainables.optimizers.adamw:build",

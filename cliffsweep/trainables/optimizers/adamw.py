@@ -3,9 +3,9 @@ pretraining optimizer of its backbones (which 001 says to keep for finetuning)."
 
 from __future__ import annotations
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cliffsweep.trainables.lazy import torch
 from cliffsweep.trainables.optimizers.costs import OptimizerCosts
 
 costs = OptimizerCosts(states=2)  # the first and second moments

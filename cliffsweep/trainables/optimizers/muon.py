@@ -17,14 +17,15 @@ steps are Jordan et al.'s; they push singular values into about [0.7, 1.2], not 
 
 from __future__ import annotations
 
+import functools
 import math
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field
-from torch import nn
 
-from cliffsweep.trainables.losses import unwrap
+from cliffsweep.trainables.lazy import lazy_function, nn, torch
 from cliffsweep.trainables.optimizers.costs import OptimizerCosts
+
+unwrap = lazy_function("cliffsweep.trainables.losses", "unwrap")
 
 costs = OptimizerCosts(states=2, hidden_matrix_states=1)  # momentum on hidden matrices, AdamW elsewhere
 
@@ -47,58 +48,66 @@ def newton_schulz(g: torch.Tensor, steps: int = 5) -> torch.Tensor:
     return (x.T if tall else x).to(g.dtype)
 
 
-class Muon(torch.optim.Optimizer):
-    """Param groups carry `use_muon`; the lr schedule scales every group's lr alike."""
+@functools.cache
+def muon_class() -> type:
+    """Muon as a torch optimizer, defined on first use: torch loads then, not when `plan`
+    reads this file's Settings and costs (trainables/lazy.py)."""
+    import torch
 
-    def __init__(self, param_groups, lr: float, weight_decay: float = 0.0, momentum: float = 0.9,
-                 adam_betas: tuple[float, float] = (0.9, 0.95), adam_eps: float = 1e-8):
-        defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, betas=adam_betas, eps=adam_eps)
-        super().__init__(param_groups, defaults)
-        for g in self.param_groups:
-            if "use_muon" not in g:
-                raise ValueError("every Muon param group needs use_muon=True/False")
-            if g["use_muon"] and any(p.ndim != 2 for p in g["params"]):
-                raise ValueError("Muon groups take 2-D weights only")
+    class Muon(torch.optim.Optimizer):
+        """Param groups carry `use_muon`; the lr schedule scales every group's lr alike."""
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = closure() if closure is not None else None
-        for group in self.param_groups:
-            (self._muon if group["use_muon"] else self._adamw)(group)
-        return loss
+        def __init__(self, param_groups, lr: float, weight_decay: float = 0.0, momentum: float = 0.9,
+                     adam_betas: tuple[float, float] = (0.9, 0.95), adam_eps: float = 1e-8):
+            defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, betas=adam_betas, eps=adam_eps)
+            super().__init__(param_groups, defaults)
+            for g in self.param_groups:
+                if "use_muon" not in g:
+                    raise ValueError("every Muon param group needs use_muon=True/False")
+                if g["use_muon"] and any(p.ndim != 2 for p in g["params"]):
+                    raise ValueError("Muon groups take 2-D weights only")
 
-    def _muon(self, group) -> None:
-        lr, wd, beta = group["lr"], group["weight_decay"], group["momentum"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            state = self.state[p]
-            if not state:
-                state["momentum"] = torch.zeros_like(p, dtype=torch.float32)
-            g = p.grad.float()
-            m = state["momentum"].lerp_(g, 1 - beta)
-            o = newton_schulz(g.lerp(m, beta))
-            p.mul_(1 - lr * wd)
-            p.add_(o.to(p.dtype), alpha=-lr * UPDATE_RMS * math.sqrt(max(p.shape)))
+        @torch.no_grad()
+        def step(self, closure=None):
+            loss = closure() if closure is not None else None
+            for group in self.param_groups:
+                (self._muon if group["use_muon"] else self._adamw)(group)
+            return loss
 
-    def _adamw(self, group) -> None:
-        lr, wd, (b1, b2), eps = group["lr"], group["weight_decay"], group["betas"], group["eps"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            state = self.state[p]
-            if not state:
-                state["step"] = 0
-                state["exp_avg"] = torch.zeros_like(p, dtype=torch.float32)
-                state["exp_avg_sq"] = torch.zeros_like(p, dtype=torch.float32)
-            state["step"] += 1
-            t = state["step"]
-            g = p.grad.float()
-            state["exp_avg"].lerp_(g, 1 - b1)
-            state["exp_avg_sq"].mul_(b2).addcmul_(g, g, value=1 - b2)
-            denom = (state["exp_avg_sq"] / (1 - b2**t)).sqrt_().add_(eps)
-            p.mul_(1 - lr * wd)
-            p.add_((state["exp_avg"] / (1 - b1**t) / denom).to(p.dtype), alpha=-lr)
+        def _muon(self, group) -> None:
+            lr, wd, beta = group["lr"], group["weight_decay"], group["momentum"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["momentum"] = torch.zeros_like(p, dtype=torch.float32)
+                g = p.grad.float()
+                m = state["momentum"].lerp_(g, 1 - beta)
+                o = newton_schulz(g.lerp(m, beta))
+                p.mul_(1 - lr * wd)
+                p.add_(o.to(p.dtype), alpha=-lr * UPDATE_RMS * math.sqrt(max(p.shape)))
+
+        def _adamw(self, group) -> None:
+            lr, wd, (b1, b2), eps = group["lr"], group["weight_decay"], group["betas"], group["eps"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p, dtype=torch.float32)
+                    state["exp_avg_sq"] = torch.zeros_like(p, dtype=torch.float32)
+                state["step"] += 1
+                t = state["step"]
+                g = p.grad.float()
+                state["exp_avg"].lerp_(g, 1 - b1)
+                state["exp_avg_sq"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                denom = (state["exp_avg_sq"] / (1 - b2**t)).sqrt_().add_(eps)
+                p.mul_(1 - lr * wd)
+                p.add_((state["exp_avg"] / (1 - b1**t) / denom).to(p.dtype), alpha=-lr)
+
+    return Muon
 
 
 def split_params(model: nn.Module) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
@@ -127,5 +136,5 @@ class Settings(BaseModel):
 def build(model: torch.nn.Module, lr: float, weight_decay: float, settings: Settings = Settings()) -> torch.optim.Optimizer:
     muon, adam = split_params(unwrap(model))  # the LM head is found on the unwrapped model
     groups = [g for g in ({"params": muon, "use_muon": True}, {"params": adam, "use_muon": False}) if g["params"]]
-    return Muon(groups, lr=lr, weight_decay=weight_decay, momentum=settings.momentum, adam_betas=settings.adam_betas,
+    return muon_class()(groups, lr=lr, weight_decay=weight_decay, momentum=settings.momentum, adam_betas=settings.adam_betas,
                 adam_eps=settings.adam_eps)

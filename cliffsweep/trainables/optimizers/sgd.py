@@ -11,40 +11,49 @@ W <- W - lr * wd * W (000 App. B uses wd 0.01 with AdamW; Alg. 3 has none).
 
 from __future__ import annotations
 
-import torch
+import functools
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from cliffsweep.trainables.lazy import torch
 from cliffsweep.trainables.optimizers.costs import OptimizerCosts
 from cliffsweep.trainables.optimizers.muon import UPDATE_RMS
 
 costs = OptimizerCosts(states=1)  # the EMA momentum
 
 
-class RMSAlignedSGD(torch.optim.Optimizer):
-    def __init__(self, params, lr: float, weight_decay: float = 0.0, momentum: float = 0.9):
-        if not 0.0 <= momentum < 1.0:
-            raise ValueError(f"momentum must be in [0, 1), got {momentum}")
-        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum))
+@functools.cache
+def sgd_class() -> type:
+    """The optimizer, defined on first use: torch loads then (trainables/lazy.py)."""
+    import torch
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = closure() if closure is not None else None
-        for group in self.param_groups:
-            lr, wd, beta = group["lr"], group["weight_decay"], group["momentum"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["momentum"] = torch.zeros_like(p, dtype=torch.float32)
-                m = state["momentum"]
-                m.lerp_(p.grad.float(), 1 - beta)  # M = beta M + (1 - beta) G
-                rms = m.square().mean().sqrt()
-                if wd:
-                    p.mul_(1 - lr * wd)
-                # A zero momentum (a tensor never reached by the loss) gives a zero update.
-                p.add_((m / rms.clamp_min(1e-30)).to(p.dtype), alpha=-lr * UPDATE_RMS)
-        return loss
+    class RMSAlignedSGD(torch.optim.Optimizer):
+        def __init__(self, params, lr: float, weight_decay: float = 0.0, momentum: float = 0.9):
+            if not 0.0 <= momentum < 1.0:
+                raise ValueError(f"momentum must be in [0, 1), got {momentum}")
+            super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum))
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            loss = closure() if closure is not None else None
+            for group in self.param_groups:
+                lr, wd, beta = group["lr"], group["weight_decay"], group["momentum"]
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state[p]
+                    if not state:
+                        state["momentum"] = torch.zeros_like(p, dtype=torch.float32)
+                    m = state["momentum"]
+                    m.lerp_(p.grad.float(), 1 - beta)  # M = beta M + (1 - beta) G
+                    rms = m.square().mean().sqrt()
+                    if wd:
+                        p.mul_(1 - lr * wd)
+                    # A zero momentum (a tensor never reached by the loss) gives a zero update.
+                    p.add_((m / rms.clamp_min(1e-30)).to(p.dtype), alpha=-lr * UPDATE_RMS)
+            return loss
+
+    return RMSAlignedSGD
 
 
 class Settings(BaseModel):
@@ -56,4 +65,4 @@ class Settings(BaseModel):
 
 def build(model: torch.nn.Module, lr: float, weight_decay: float, settings: Settings = Settings()) -> torch.optim.Optimizer:
     params = [p for p in model.parameters() if p.requires_grad]
-    return RMSAlignedSGD(params, lr=lr, weight_decay=weight_decay, momentum=settings.momentum)
+    return sgd_class()(params, lr=lr, weight_decay=weight_decay, momentum=settings.momentum)
