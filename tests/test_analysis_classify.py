@@ -205,7 +205,8 @@ def test_paper_reading_of_a_cliff_needs_learning_before_the_collapse():
     for regime in ("gradual", "no_forgetting", "inconclusive"):
         assert paper_regime(regime, None, th) == regime
     # the threshold is explicit: with paper_min_learning 0 both readings agree on every cliff
-    assert paper_regime("cliff", 0.0, Thresholds(paper_min_learning=0.0)) == "cliff"
+    # whose small lrs are measured and kept retention
+    assert paper_regime("cliff", 0.0, Thresholds(paper_min_learning=0.0), 1.0, 0.0) == "cliff"
 
 
 def test_the_papers_cliff_keeps_retention_before_the_collapse_and_learns_nothing_after_it():
@@ -232,3 +233,43 @@ def test_the_papers_cliff_keeps_retention_before_the_collapse_and_learns_nothing
     clean = classify(series([0.2, 0.5, 0.8, 0.9, 0.9, 0.88], [0.8, 0.8, 0.78, 0.77, 0.1, 0.05], lrs), th)
     assert clean.regime == "cliff" and paper_regime(clean.regime, clean.learned_before_cliff, th,
                                                     clean.kept_before_cliff, clean.learned_after_cliff) == "cliff"
+
+
+def test_the_papers_reading_has_no_loophole_for_an_unmeasured_safe_side_or_a_dip_at_the_collapse():
+    """Issue 40 part 4. (a) lrs 1e-5, 3e-5, 1e-4 with retention at 65 % of base from the smallest:
+    no trained lr lies a transition width below the collapse, so "minimal forgetting" on the small
+    lrs is unmeasured, and that is no pass. (b) "Learned after" counts from the safe side's best:
+    a series that learns 0.60, dips to 0.45 at the collapse and reaches 0.61 after it learned
+    nothing further (cliff), while one whose higher lrs pass the safe side's best by more than
+    max_gain_share of the span did (learned_after_cliff)."""
+    from cliffsweep.analysis.classify import paper_regime
+
+    th = Thresholds()
+
+    def paper(c):
+        return paper_regime(c.regime, c.learned_before_cliff, th, c.kept_before_cliff, c.learned_after_cliff)
+
+    unmeasured = classify(series([0.2, 0.6, 0.62, 0.63], [1.0, 0.65, 0.1, 0.05], [0.0, 1e-5, 3e-5, 1e-4]), th)
+    assert unmeasured.regime == "cliff" and unmeasured.kept_before_cliff is None, unmeasured
+    assert paper(unmeasured) == "unmeasured_before_cliff"
+
+    lrs = [0.0, 1e-5, 2e-5, 4e-5, 8e-5, 1.6e-4]
+    dip = classify(series([0.2, 0.5, 0.60, 0.45, 0.61, 0.6], [1.0, 0.98, 0.97, 0.2, 0.1, 0.1], lrs), th)
+    assert dip.regime == "cliff" and dip.learned_after_cliff == pytest.approx(0.01 / 0.41), dip
+    assert paper(dip) == "cliff"
+    beyond = classify(series([0.2, 0.5, 0.60, 0.45, 0.9, 0.9], [1.0, 0.98, 0.97, 0.2, 0.1, 0.1], lrs), th)
+    assert beyond.regime == "cliff" and beyond.learned_after_cliff == pytest.approx(0.3 / 0.7), beyond
+    assert paper(beyond) == "learned_after_cliff"
+
+
+def test_the_report_says_why_the_two_readings_differ():
+    """Where the paper's reading differs from ours the report says why, from the measure that
+    decided it; where they agree it says nothing (issue 40 part 4)."""
+    from cliffsweep.analysis.classify import why_readings_differ
+
+    assert why_readings_differ("cliff", "cliff", 0.5, 0.95, 0.0) == ""
+    assert why_readings_differ("gradual", "gradual", None, None, None) == ""
+    assert "2% of the headroom" in why_readings_differ("cliff", "collapse_without_learning", 0.02, 0.95, 0.0)
+    assert "lost 35% of base R" in why_readings_differ("cliff", "forgot_before_cliff", 0.5, 0.65, 0.0)
+    assert "unmeasured" in why_readings_differ("cliff", "unmeasured_before_cliff", 0.5, None, 0.0)
+    assert "learned 43% of the span" in why_readings_differ("cliff", "learned_after_cliff", 0.5, 0.95, 0.43)

@@ -123,6 +123,24 @@ def test_the_scorers():
     assert normalize_answer("An  apple, the pie.") == "apple pie"
 
 
+def test_a_number_within_a_relative_tolerance_scores_as_medcalc_does(tmp_path):
+    """003's MedCalc-Bench counts a calculated value within a tolerance of the gold one (issue 40):
+    `rel_tol` 0.05 takes 104.9 and 95.0 for 100, not 105.1; 0 is the exact number, as before;
+    a tolerance on a text metric is refused, and the scorer's version names it."""
+    import pydantic
+
+    assert match_score("about 104.9", "100", "number", rel_tol=0.05).correct
+    assert match_score("#### 95", "100", "number", rel_tol=0.05).correct
+    assert not match_score("105.1", "100", "number", rel_tol=0.05).correct
+    assert not match_score("100.5", "100", "number").correct
+    assert match_score("-2.1", "-2", "number", rel_tol=0.05).correct  # |reference|, whatever the sign
+    (tmp_path / "rows.jsonl").write_text('{"prompt": "q", "completion": "1"}\n')
+    with pytest.raises(pydantic.ValidationError, match="rel_tol applies to metric number only"):
+        build_task("dataset", {"path": str(tmp_path), "rel_tol": 0.05})
+    task = build_task("dataset", {"path": str(tmp_path), "metric": "number", "rel_tol": 0.05})
+    assert task.scorer_version.endswith("+number@rel0.05")
+
+
 def test_every_malformed_row_is_listed_before_anything_starts(tmp_path):
     good = {"prompt": "q", "completion": "a"}
     data = tmp_path / "data.jsonl"
@@ -273,3 +291,53 @@ def test_a_toy_data_file_reads_as_a_jsonl_of_chat_messages_and_an_unknown_one_is
     assert (tmp_path / "data" / "facts_chat.jsonl").exists() and not list((tmp_path / "data").glob(".*"))
     assert build_task("dataset", {"path": "toy:nope.jsonl"}).data_problems() == [
         "toy:nope.jsonl: unknown toy data file 'nope.jsonl'; valid: ['facts_chat.jsonl', 'facts_chat_held.jsonl']"]
+
+
+def test_balanced_accuracy_is_the_mean_of_each_classs_accuracy(tmp_path):
+    """003 reports ESCI's balanced accuracy (issue 40): with `balanced_accuracy: true` a dataset
+    task stores it beside accuracy, the mean over reference classes of their accuracy, which
+    the stored samples reproduce by hand."""
+    import json
+
+    from cliffsweep.evals.backends.hf_backend import HFBackend
+    from cliffsweep.evals.runner import balanced_accuracy, evaluate_task
+    from cliffsweep.models import resolve_model
+
+    # 3 of class E right, 1 of class S wrong: accuracy 0.75, balanced (1 + 0) / 2 = 0.5
+    assert balanced_accuracy(["E", "E", "E", "S"], [True, True, True, False]) == 0.5
+    rows = [{"prompt": f"Label {i}?", "completion": "yes" if i % 4 else "no"} for i in range(16)]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = build_task("dataset", {"path": str(tmp_path), "eval_fraction": 0.5, "max_tokens": 2,
+                                  "balanced_accuracy": True})
+    res = evaluate_task(HFBackend(resolve_model("toy:qwen2-tiny"), batch_size=8), task)
+    refs = {e.id: e.reference for e in task.eval_examples()}
+    by_class: dict[str, list[bool]] = {}
+    for eid, ok, _ in res.samples:
+        by_class.setdefault(refs[eid], []).append(ok)
+    assert res.extra["balanced_accuracy"] == sum(sum(v) / len(v) for v in by_class.values()) / len(by_class)
+    assert "balanced_accuracy" not in evaluate_task(
+        HFBackend(resolve_model("toy:qwen2-tiny"), batch_size=8),
+        build_task("dataset", {"path": str(tmp_path), "eval_fraction": 0.5, "max_tokens": 2})).extra
+
+
+def test_a_tasks_own_system_prompt_replaces_the_recipes_for_that_task_only():
+    """003 gives its task prompt to the learn task only (issue 40): a task's `system_prompt` is
+    what its prompts get in evaluation (and its examples in training: tasks/base.system_for);
+    "" means none; a task without one keeps recipe.system_prompt."""
+    from cliffsweep.evals.backends.hf_backend import HFBackend
+    from cliffsweep.evals.runner import evaluate_task
+    from cliffsweep.evals.tasks.base import system_for
+    from cliffsweep.models import resolve_model
+
+    backend, seen = HFBackend(resolve_model("toy:qwen2-tiny"), batch_size=8), []
+    real = backend.generate
+    backend.generate = lambda prompts, sampling: seen.extend(prompts) or real(prompts, sampling)
+    for params, first in (({"system_prompt": "Compute."}, {"role": "system", "content": "Compute."}),
+                          ({"system_prompt": ""}, None), ({}, {"role": "system", "content": "Be brief."})):
+        seen.clear()
+        task = build_task("toy_arith", {"n_eval": 2, **params})
+        evaluate_task(backend, task, "Be brief.")
+        # a prompt with no system message is its bare user text, else a tuple of messages (EvalExample.chat)
+        assert all((p[0] if not isinstance(p, str) and p[0]["role"] == "system" else None) == first
+                   for p in seen), (params, seen)
+        assert system_for(task, "Be brief.") == (first or {"content": ""})["content"]

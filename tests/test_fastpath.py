@@ -263,3 +263,17 @@ def test_a_checkpoints_cpu_copy_is_built_and_run_without_ligers_module_wide_kern
     assert got["norm_inside"] == "Qwen2RMSNorm"
     assert got["norm_after"] == "LigerRMSNorm"  # what a copy built outside the block would get
     assert max(abs(a - b) for a, b in zip(got["before"], got["inside"])) < 1e-5
+
+
+def test_auto_kernels_leave_an_architecture_liger_lacks_as_it_is_with_a_note():
+    """001 finetunes GPT-2, which Liger has no layers for (issue 40): under `kernels: auto` its
+    layers stay transformers' own, said in a warning; an explicit `liger` is refused."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from cliffsweep.trainables.fastpath import patch_model
+
+    model = GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=32, n_positions=16))
+    with pytest.warns(UserWarning, match="Liger has no layers for model type 'gpt2'"):
+        assert patch_model(model, strict=False) == []
+    with pytest.raises(ValueError, match="set recipe.kernels: auto or none"):
+        patch_model(model)

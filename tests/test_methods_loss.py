@@ -401,3 +401,24 @@ def test_migu_kl_iw_under_ddp_match_single_process(tmp_path):
         if name == "migu":
             assert 0.4 < method.last_masked_fraction < 0.6
             assert (model.up.weight.grad.abs().sum(1) == 0).sum() >= 16  # half the 64 rows masked
+
+
+def test_nanoadam_selects_the_smallest_weights_at_each_iteration_by_default():
+    """000 App. D selects NanoAdam's weights "at each iteration" (issue 40): with the default
+    period every step's mask is the k smallest |W| of that step's weights."""
+    model = tiny_model()
+    method = build_method("nanoadam", {"fraction": 0.1})
+    model = method.prepare(model, {})
+    tensors = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for step in range(3):
+        now = [p.detach().abs().clone() for p in tensors]
+        loss, _ = method.loss(model, make_batch(seed=step))
+        loss.backward()
+        method.before_step(model, step)
+        for p, m, a in zip(tensors, method.masks, now):
+            if m.sum() < p.numel():
+                assert a[m].max() <= a[~m].min(), step
+        opt.step()
+        method.after_step(model, step)
+        opt.zero_grad()

@@ -168,6 +168,24 @@ def test_balance_alpha_closed_form_and_clamp():
     mul = torch.tensor([16.0, 1.0, 0.0, 5.0, 0.0, 1.0])
     a = balance_alpha(div, mul, ratio=100.0)
     assert torch.allclose(a, torch.tensor([2.0, 0.5, 1.0, 100.0, 0.01, 100.0]))
+    # 000's Eq. 2 as printed, (||g_div||^2 / ||g_mul||^2)^(1/4): the reciprocal, clamped alike
+    printed = balance_alpha(div, mul, ratio=100.0, rule="eq2")
+    assert torch.allclose(printed, torch.tensor([0.5, 2.0, 1.0, 0.01, 100.0, 0.01]))
+
+
+def test_sib_alpha_option_follows_its_formula_and_only_ours_lowers_the_gradient_norm():
+    """SIB's `alpha` (issue 40): "eq2" computes 000's Eq. 2 as printed, the reciprocal of the
+    default's alphas channel by channel; both preserve the function, and the predicted
+    post-balance ||grad L(D_R)||^2 falls with the default and rises with the printed rule."""
+    model = tiny_qwen2(3)
+    retain = batches(2, seed=4)
+    ours = build_method("sib", {"hessian_top_k": 0}).compute_stats(model, retain, [])
+    printed = build_method("sib", {"hessian_top_k": 0, "alpha": "eq2"}).compute_stats(model, retain, [])
+    keys = [k for k in ours if k.endswith(".alpha")]
+    assert keys and all(torch.allclose(printed[k], 1.0 / ours[k]) for k in keys)
+    before = float(ours["sib:grad_sq_before"])
+    assert float(ours["sib:grad_sq_after_predicted"]) < before < float(printed["sib:grad_sq_after_predicted"])
+    assert build_method("sib", {"alpha": "eq2"}).stats_inputs() != build_method("sib").stats_inputs()
 
 
 # --- quadratic anchors: EWC, MAS, L2-SP, RPSFT -------------------------------------------------
@@ -332,6 +350,30 @@ def test_rpsft_at_rank_zero_is_plain_sft():
     pen.backward()
     assert float(pen) == 0.0
     assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+
+
+def test_rpsft_applies_its_penalty_every_s_steps_as_printed():
+    """004 App. A's listing, `if step % s == 0`: with s = 4 the penalty is evaluated at optimizer
+    steps 0, 4 and 8 of nine (counted), and a resumed trial keeps the period's phase (issue 40)."""
+    from cliffsweep.trainables import microbatch
+
+    model, rp = prepared("rpsft", {"k": 4, "s": 4})
+    calls = []
+    penalty = rp.penalty
+    rp.penalty = lambda m: calls.append(rp.next_step) or penalty(m)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    for step, batch in enumerate(batches(9, seed=3)):
+        microbatch.accumulate(model, rp, [batch], int(batch["attention_mask"].sum()), 1, None)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        rp.after_step(model, step)
+    assert calls == [0, 4, 8]
+    resumed = build_method("rpsft", {"k": 4, "s": 4})
+    resumed.load_state_dict(rp.state_dict())
+    assert resumed.next_step == 9 and resumed.penalty_term(model) is None  # step 9: not a multiple of 4
+    every_model, every = prepared("rpsft", {"k": 4})
+    every.after_step(every_model, 0)
+    assert every.penalty_term(every_model) is not None  # s = 1 (the default): every step, as before
 
 
 def test_params_forbid_unknown_keys_and_stats_must_match():

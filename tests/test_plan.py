@@ -74,6 +74,20 @@ def test_local_config_json_is_read_for_toy_models():
         arch_for("nobody/unknown-model")
 
 
+def test_a_local_gpt2_folder_is_sized_as_transformers_builds_it(tmp_path):
+    """001 finetunes GPT-2 (issue 40 part 5): its config.json is read (it once stopped `plan`:
+    "model_type 'gpt2' is not one of ..."), and the counts are transformers' own, the tied head,
+    learned positions, biases and LayerNorms included; FLOPs' N leaves the lookups out."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    GPT2Config(n_embd=64, n_layer=3, n_head=4, vocab_size=500, n_positions=128).save_pretrained(tmp_path)
+    arch = arch_for(str(tmp_path))
+    model = GPT2LMHeadModel(arch.hf_config())
+    assert arch.model_type == "gpt2" and arch.params == n_params(model)
+    lookups = model.transformer.wte.weight.numel() + model.transformer.wpe.weight.numel()
+    assert arch.matmul_params == arch.params - lookups + arch.vocab * arch.hidden  # the tied head multiplies
+
+
 # --- FLOPs and activations ----------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["qwen2", "llama"])
 def test_six_n_d_matches_torch_flop_counter(kind):

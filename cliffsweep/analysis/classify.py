@@ -59,9 +59,14 @@ rule-4 cliff as the paper does, each of its conditions a label of its own:
   "minimal forgetting"; issue 31: a series at 65 % of R0 before its collapse read cliff),
   measured a whole transition width (``cliff_lr_ratio``) below the collapse's end, so that a
   point on the collapse's own shoulder does not count;
+- ``unmeasured_before_cliff``: no trained lr lies that far below the collapse, so the small
+  lrs' "minimal forgetting" is not measured, and an unmeasured side is no pass (issue 40: lrs
+  1e-5, 3e-5, 1e-4 at 65 % of R0 from the smallest read cliff); sweep lower lrs;
 - ``learned_after_cliff``: past the collapse, higher lrs still gained more than
-  ``max_gain_share`` of the learning span (not "no further learning"; issue 31: 6 % of the
-  headroom before, 86 % more after, read cliff).
+  ``max_gain_share`` of the learning span over the best the safe side learned (not "no
+  further learning"; issue 31: 6 % of the headroom before, 86 % more after, read cliff). It is
+  measured from the safe side's best, not from the first collapsed lr, whose learning may dip
+  (issue 40: 0.60 safe, 0.45 collapsed, 0.61 after is no further learning).
 
 The frontiers table reports both (``regime`` and ``regime_paper``), and the report counts regimes
 both ways.
@@ -80,8 +85,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 REGIMES = ("cliff", "gradual", "no_forgetting", "inconclusive")
-PAPER_REGIMES = ("cliff", "collapse_without_learning", "forgot_before_cliff", "learned_after_cliff", "gradual",
-                 "no_forgetting", "inconclusive")
+PAPER_REGIMES = ("cliff", "collapse_without_learning", "forgot_before_cliff", "unmeasured_before_cliff",
+                 "learned_after_cliff", "gradual", "no_forgetting", "inconclusive")
 _EPS = 1e-9  # float slack so that a value equal to a threshold up to rounding counts as equal
 
 
@@ -156,8 +161,9 @@ class Classification:
     collapse's shoulder (a sigmoid collapse sampled on a grid); None when no trained lr is that
     low."""
     learned_after_cliff: float | None = None
-    """Cliffs only: the most any lr above critical_lr_high gains over it, as a share of the
-    learning span (the paper's "no further learning" after the transition)."""
+    """Cliffs only: how much more than the safe side's best (lr <= critical_lr_low) any lr from
+    critical_lr_high on learned, as a share of the learning span, 0 when none did (the paper's
+    "no further learning" after the transition)."""
     unresolved_lr_low: float | None = None
     """Rule 6 only: the lower lr of a collapsing grid step wider than cliff_lr_ratio."""
     unresolved_lr_high: float | None = None
@@ -245,7 +251,7 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
             drop_at_cliff_abs=float(R[i] - R[j]), gain_at_cliff=float(gain),
             gain_at_cliff_share=float(gain / span), learned_before_cliff=float((L[i] - L0) / max(1.0 - L0, 1e-12)),
             kept_before_cliff=_kept_below(lr, r, lr[j] / th.cliff_lr_ratio),
-            learned_after_cliff=float((L[j:].max() - L[j]) / span), **summary)
+            learned_after_cliff=float(max(0.0, L[j:].max() - L[:i + 1].max()) / span), **summary)
     if wit.any():
         i, j = (int(x[0]) for x in np.nonzero(wit))
         return Classification("inconclusive", f"retention collapses at lr {lr[i]:g} -> {lr[j]:g} but recovers "
@@ -268,17 +274,36 @@ def paper_regime(regime: str, learned_before_cliff: float | None, th: Thresholds
     """The paper's reading of a regime (module docstring): a rule-4 cliff is the paper's cliff
     only if its safe side learned (``collapse_without_learning`` otherwise) with minimal
     forgetting (``forgot_before_cliff``) and nothing more is learned past it
-    (``learned_after_cliff``); every other regime reads the same. A missing measure (None or
-    NaN: a table written before it existed) does not count against the cliff."""
+    (``learned_after_cliff``); every other regime reads the same. The small lrs' side must be
+    measured (``unmeasured_before_cliff``: no lr a transition width below the collapse)."""
     if regime != "cliff":
         return regime
     if learned_before_cliff is None or learned_before_cliff < th.paper_min_learning - _EPS:
         return "collapse_without_learning"
-    if _known(kept_before_cliff) and kept_before_cliff < 1.0 - th.forget_min - _EPS:
+    if not _known(kept_before_cliff):
+        return "unmeasured_before_cliff"
+    if kept_before_cliff < 1.0 - th.forget_min - _EPS:
         return "forgot_before_cliff"
     if _known(learned_after_cliff) and learned_after_cliff > th.max_gain_share + _EPS:
         return "learned_after_cliff"
     return regime
+
+
+def why_readings_differ(regime: str, regime_paper: str, learned_before_cliff: float | None,
+                        kept_before_cliff: float | None, learned_after_cliff: float | None) -> str:
+    """One sentence on why the paper's reading of a series differs from ours ("" where they
+    agree), from the measures that decided it (the report puts it beside the paper's reading)."""
+    if regime_paper == regime:
+        return ""
+    if regime_paper == "collapse_without_learning":
+        return f"the last safe lr learned {learned_before_cliff:.0%} of the headroom: the collapse came before any learning"
+    if regime_paper == "forgot_before_cliff":
+        return f"the small lrs had already lost {1 - kept_before_cliff:.0%} of base R before the collapse"
+    if regime_paper == "unmeasured_before_cliff":
+        return "no lr was swept a transition width below the collapse: the small lrs are unmeasured"
+    if regime_paper == "learned_after_cliff":
+        return f"higher lrs learned {learned_after_cliff:.0%} of the span beyond the safe side's best"
+    return ""
 
 
 def _kept_below(lr: np.ndarray, r: np.ndarray, limit: float) -> float | None:

@@ -15,15 +15,16 @@ import numpy as np
 import pandas as pd
 
 from cliffsweep.analysis import figures, plots
-from cliffsweep.analysis.classify import Thresholds
+from cliffsweep.analysis.classify import Thresholds, why_readings_differ
 from cliffsweep.analysis.claims import main_epochs, sweep_counts
 from cliffsweep.analysis.layout import lr_text
 from cliffsweep.analysis.paper_tables import paper_tables
 
 # (column, header). Units: lrs as 3e-4 (as in the plots), shares of base retention or of the
 # headroom as %, accuracies and accuracy differences in points of 0-1 with 3 decimals.
-TABLE_COLUMNS = [("label", "series"), ("regime_text", "regime (bootstrap agreement)"),
-                 ("regime_paper", "paper's reading"), ("cliff", "cliff: last safe -> first collapsed lr"),
+TABLE_COLUMNS = [("label", "series"), ("regime_paper", "paper's reading"),
+                 ("regime_text", "our reading (bootstrap agreement)"), ("differ", "why the readings differ"),
+                 ("cliff", "cliff: last safe -> first collapsed lr"),
                  ("drop_at_cliff", "R lost at cliff (% of base R)"), ("learned_before_cliff", "learned before cliff (% headroom)"),
                  ("safe", "highest safe lr -> next (forgets)"), ("learn_at_max_safe_lr", "L gain at safe lr"),
                  ("max_forgetting", "max R lost (% of base R)"), ("max_learning", "max L gain"),
@@ -52,9 +53,12 @@ Retention R is judged as a share of the base R, learning L against the series' l
 The paper's reading asks more of a cliff: small lrs learn with minimal forgetting, then the
 collapse, with no further learning. A cliff whose last safe lr gained less than
 paper_min_learning of the headroom 1 - L0 reads there as **collapse_without_learning**; one whose
-safe side had already lost forget_min of base R as **forgot_before_cliff**; one whose higher lrs
-still learn more than max_gain_share of the span past the collapse as **learned_after_cliff**.
-Both readings are reported and counted.
+safe side had already lost forget_min of base R as **forgot_before_cliff**; one with no trained lr a
+transition width (cliff_lr_ratio) below the collapse, so that its small lrs are unmeasured, as
+**unmeasured_before_cliff**; one whose higher lrs still learn more than max_gain_share of the span
+beyond the safe side's best as **learned_after_cliff**.
+Both readings are reported and counted; the report leads with the paper's, and where ours differs
+the series table says why. Method effects by SFT's regime use the paper's reading.
 Highest safe lr: the highest trained lr keeping >= 1 - forget_min of base R (green ring); the next
 trained lr forgets, so the answer lies between the two.
 
@@ -102,6 +106,8 @@ def series_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The frontiers rows with the report's text columns (regime, brackets)."""
     out = rows.copy()
     out["regime_text"] = [figures.regime_text(r) for _, r in out.iterrows()]
+    out["differ"] = [why_readings_differ(r.regime, r.regime_paper, r.learned_before_cliff, r.kept_before_cliff,
+                                         r.learned_after_cliff) for r in out.itertuples()]
     out["cliff"] = [bracket_text(a, b) for a, b in zip(out["critical_lr_low"], out["critical_lr_high"])]
     out["safe"] = [bracket_text(a, b) for a, b in zip(out["max_safe_lr"], out["max_safe_lr_next"])]
     return out
@@ -118,15 +124,20 @@ def refinement_rows(table: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
 
 
 def _summary(rows: pd.DataFrame) -> str:
-    """One line per model: base accuracies, regimes counted, the leading series on the model frontier."""
-    counts = rows["regime"].value_counts().to_dict()
+    """One line per model: base accuracies, regimes counted in the paper's reading (ours beside it
+    where they differ), the leading series on the model frontier."""
+    counts = rows["regime_paper"].value_counts().to_dict()
+    ours = rows.loc[rows["regime"] != rows["regime_paper"], "regime"].value_counts().to_dict()
     lead = rows.sort_values("model_pareto_share", ascending=False)
     lead = lead[lead["model_pareto_share"] > 0]
     leaders = ", ".join(f"{r.label} ({r.model_pareto_share:.0%})" for r in lead.itertuples())
     regimes = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    if ours:
+        regimes += " (our reading: " + ", ".join(f"{k}: {v}" for k, v in sorted(ours.items())) + " of these)"
     r = rows.iloc[0]
     base = f"Base model: L = {r['base_L']:.3f}, R = {r['base_R']:.3f}. " if np.isfinite(r["base_L"]) else ""
-    return f"{base}Regimes: {regimes}. Points on the model's Pareto frontier by series: {leaders or 'none'}."
+    return (f"{base}Regimes, in the paper's reading: {regimes}. Points on the model's Pareto frontier by series: "
+            f"{leaders or 'none'}.")
 
 
 def _save(fig, out_dir: str, name: str) -> str | None:

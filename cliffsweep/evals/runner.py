@@ -20,7 +20,16 @@ from dataclasses import replace
 from cliffsweep.evals.backends.base import Backend
 from cliffsweep.evals.scoring import logprob_choice
 from cliffsweep.evals.result import TaskResult
-from cliffsweep.evals.tasks.base import EvalExample, Score, Task
+from cliffsweep.evals.tasks.base import EvalExample, Score, Task, system_for
+
+
+def balanced_accuracy(references: list[str], correct: list[bool]) -> float:
+    """The mean over classes (distinct references) of each class's accuracy: a classifier that
+    always answers the majority class scores 1 / n_classes, not the majority's share."""
+    by_class: dict[str, list[bool]] = defaultdict(list)
+    for ref, ok in zip(references, correct, strict=True):
+        by_class[ref.strip()].append(bool(ok))
+    return sum(sum(v) / len(v) for v in by_class.values()) / len(by_class)
 
 
 def metric_means(examples: list[EvalExample], scores: list[Score]) -> dict[str, float]:
@@ -53,8 +62,10 @@ def with_logprob_metric(scores: list[Score], examples: list[EvalExample], logpro
 
 
 def evaluate_task(backend: Backend, task: Task, system: str = "") -> TaskResult:
-    """`task` on what `backend` serves; `system` (recipe.system_prompt) before every prompt that
-    has no system prompt of its own, as training puts it."""
+    """`task` on what `backend` serves; `system` (recipe.system_prompt, or the task's own
+    system_prompt: tasks/base.system_for) before every prompt that has no system prompt of its
+    own, as training puts it."""
+    system = system_for(task, system)
     if task.harness == "lm_eval":  # lm-eval builds the requests and the metrics (evals/lmeval.py)
         from cliffsweep.evals.lmeval import evaluate_lm_eval
 
@@ -75,11 +86,14 @@ def evaluate_task(backend: Backend, task: Task, system: str = "") -> TaskResult:
         if len(logprobs) != len(examples):
             raise RuntimeError(f"backend returned {len(logprobs)} log-prob rows for {len(examples)} prompts")
         scores = with_logprob_metric(scores, examples, logprobs, task.choice_letters)
+    extra = metric_means(examples, scores)
+    if task.class_balanced:
+        extra["balanced_accuracy"] = balanced_accuracy([ex.reference for ex in examples], [s.correct for s in scores])
     return TaskResult(
         task=task.label,
         accuracy=sum(s.correct for s in scores) / len(scores),
         n=len(scores),
-        extra=metric_means(examples, scores),
+        extra=extra,
         samples=[(ex.id, s.correct, s.prediction) for ex, s in zip(examples, scores)],
         seconds=time.perf_counter() - start,
         scorer_version=task.scorer_version,

@@ -20,9 +20,11 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class Arch:
-    """A Llama-style decoder: RMSNorm, RoPE, GQA attention, SwiGLU MLP."""
+    """A Llama-style decoder (RMSNorm, RoPE, GQA attention, SwiGLU MLP), or GPT-2 (001's
+    backbone: LayerNorms with biases, learned positions, a fused qkv projection, a GELU MLP of
+    two matrices with biases)."""
 
-    model_type: Literal["llama", "qwen2", "qwen3", "olmo2"]
+    model_type: Literal["llama", "qwen2", "qwen3", "olmo2", "gpt2"]
     hidden: int
     layers: int
     heads: int
@@ -44,11 +46,15 @@ class Arch:
     def layer_linears(self) -> dict[str, tuple[int, int]]:
         """(in, out) of each Linear of one decoder layer."""
         h, q, kv, i = self.hidden, self.heads * self.hd, self.kv_heads * self.hd, self.intermediate
+        if self.model_type == "gpt2":  # transformers' Conv1D layers, the same matmuls
+            return {"attn.c_attn": (h, 3 * h), "attn.c_proj": (h, h), "mlp.c_fc": (h, i), "mlp.c_proj": (i, h)}
         return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
                 "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
 
     def layer_params(self) -> int:
         n = sum(a * b for a, b in self.layer_linears().values())
+        if self.model_type == "gpt2":  # every Linear's bias, two LayerNorms of weight and bias
+            return n + sum(b for _, b in self.layer_linears().values()) + 4 * self.hidden
         n += 2 * self.hidden  # the two RMSNorms (OLMo2: post-attention and post-MLP norms)
         q, kv = self.heads * self.hd, self.kv_heads * self.hd
         if self.model_type == "qwen2":
@@ -61,19 +67,25 @@ class Arch:
 
     @property
     def embedding_params(self) -> int:
-        return self.vocab * self.hidden
+        """The input embeddings (GPT-2: tokens and learned positions)."""
+        positions = self.max_positions * self.hidden if self.model_type == "gpt2" else 0
+        return self.vocab * self.hidden + positions
+
+    @property
+    def final_norm_params(self) -> int:
+        return 2 * self.hidden if self.model_type == "gpt2" else self.hidden  # LayerNorm: weight and bias
 
     @property
     def params(self) -> int:
         """Every distinct parameter (a tied head counted once)."""
         head = 0 if self.tied else self.vocab * self.hidden
-        return self.embedding_params + head + self.layers * self.layer_params() + self.hidden
+        return self.embedding_params + head + self.layers * self.layer_params() + self.final_norm_params
 
     @property
     def matmul_params(self) -> int:
         """Parameters that multiply activations: all but the input embedding (a lookup), plus the
         LM head (tied or not). The N of FLOPs = 6 N D."""
-        return self.layers * self.layer_params() + self.hidden + self.vocab * self.hidden
+        return self.layers * self.layer_params() + self.final_norm_params + self.vocab * self.hidden
 
     def lora_params(self, rank: int) -> int:
         """Adapter parameters of rank `rank` on every Linear of every layer (peft 'all-linear'
@@ -84,6 +96,11 @@ class Arch:
         """The transformers config of this architecture (random init, fp32 unless overridden)."""
         import transformers
 
+        if self.model_type == "gpt2":
+            kw = dict(n_embd=self.hidden, n_layer=self.layers, n_head=self.heads, n_inner=self.intermediate,
+                      vocab_size=self.vocab, n_positions=self.max_positions, tie_word_embeddings=self.tied)
+            kw.update(overrides)
+            return transformers.GPT2Config(**kw)
         cls = {"llama": "LlamaConfig", "qwen2": "Qwen2Config", "qwen3": "Qwen3Config", "olmo2": "Olmo2Config"}
         kw = dict(hidden_size=self.hidden, num_hidden_layers=self.layers, num_attention_heads=self.heads,
                   num_key_value_heads=self.kv_heads, intermediate_size=self.intermediate,
@@ -94,10 +111,16 @@ class Arch:
 
 
 def from_config(cfg: dict, source: str) -> Arch:
-    """An Arch from a parsed config.json (only the Llama-style families above)."""
+    """An Arch from a parsed config.json (the Llama-style families above, and GPT-2)."""
     kind = cfg.get("model_type")
+    if kind == "gpt2":  # GPT2Config's own names and defaults (n_inner None: 4 x n_embd)
+        h = cfg.get("n_embd", 768)
+        return Arch(model_type="gpt2", hidden=h, layers=cfg.get("n_layer", 12), heads=cfg.get("n_head", 12),
+                    kv_heads=cfg.get("n_head", 12), intermediate=cfg.get("n_inner") or 4 * h,
+                    vocab=cfg.get("vocab_size", 50257), tied=bool(cfg.get("tie_word_embeddings", True)),
+                    max_positions=cfg.get("n_positions", 1024), source=source)
     if kind not in ("llama", "qwen2", "qwen3", "olmo2"):
-        raise ValueError(f"{source}: model_type {kind!r} is not one of llama, qwen2, qwen3, olmo2")
+        raise ValueError(f"{source}: model_type {kind!r} is not one of llama, qwen2, qwen3, olmo2, gpt2")
     return Arch(
         model_type=kind, hidden=cfg["hidden_size"], layers=cfg["num_hidden_layers"],
         heads=cfg["num_attention_heads"], kv_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
@@ -133,7 +156,7 @@ PUBLISHED: dict[str, Arch] = {
 }
 
 
-FAMILIES = {"qwen2": "Qwen2.5", "qwen3": "Qwen3", "llama": "Llama-3", "olmo2": "OLMo-2"}
+FAMILIES = {"qwen2": "Qwen2.5", "qwen3": "Qwen3", "llama": "Llama-3", "olmo2": "OLMo-2", "gpt2": "GPT-2"}
 """Display name of each architecture's model family (000 Sec. 3; Llama-3.2 and 3.1 are one
 family in the paper's Fig. 9, "Llama3.X")."""
 

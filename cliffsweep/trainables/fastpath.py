@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
@@ -84,9 +85,11 @@ def resolve(precision: str, kernels: str, compile: bool, device_type: str, weigh
     return FastPath(prec, kern, compile)
 
 
-def apply_kernels(model: torch.nn.Module, kernels: str, device_type: str) -> list[str]:
+def apply_kernels(model: torch.nn.Module, kernels: str, device_type: str, requested: str = "liger") -> list[str]:
     """Switch this process's response CE to `kernels` (losses.use_fused_ce) and, for liger on
-    CUDA, patch the model's RMSNorm, SwiGLU and RoPE with Liger's. Returns the kernels in use."""
+    CUDA, patch the model's RMSNorm, SwiGLU and RoPE with Liger's. Returns the kernels in use.
+    `requested`: recipe.kernels as written; under `auto` an architecture Liger has no layers for
+    (GPT-2) keeps its own layers, with a note, where an explicit `liger` is refused."""
     if kernels == "none":
         losses.use_fused_ce(False)
         return []
@@ -104,19 +107,25 @@ def apply_kernels(model: torch.nn.Module, kernels: str, device_type: str) -> lis
     losses.use_fused_ce(True)
     used = ["fused_linear_cross_entropy"]
     if device_type == "cuda":
-        used += patch_model(model)
+        used += patch_model(model, strict=requested == "liger")
     return used
 
 
-def patch_model(model: torch.nn.Module) -> list[str]:
+def patch_model(model: torch.nn.Module, strict: bool = True) -> list[str]:
     """Liger's RMSNorm, SwiGLU and RoPE in `model` (its loss stays ours: cross_entropy and the
     fused head off). Liger patches RoPE module-wide: every model of this type in the process
-    (a method's frozen base copy too) then uses it, which is what we want on a GPU."""
+    (a method's frozen base copy too) then uses it, which is what we want on a GPU. A model type
+    Liger has no layers for is refused when `strict` (recipe.kernels: liger), else left as it is
+    with a note (auto: issue 40, 001's GPT-2 would have raised in every trial)."""
     from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
 
     model_type = model.config.model_type
     if model_type not in MODEL_TYPE_TO_APPLY_LIGER_FN:  # Liger would only log it
-        raise ValueError(f"Liger has no kernels for model type {model_type!r}; set recipe.kernels: none "
+        if not strict:
+            warnings.warn(f"Liger has no layers for model type {model_type!r}: they run as transformers "
+                          "defines them (recipe.kernels: auto); the fused cross-entropy head stays", stacklevel=2)
+            return []
+        raise ValueError(f"Liger has no kernels for model type {model_type!r}; set recipe.kernels: auto or none "
                          f"(supported: {sorted(MODEL_TYPE_TO_APPLY_LIGER_FN)[:12]} ...)")
     modeling = modeling_module(model)
     before = dict(vars(modeling))

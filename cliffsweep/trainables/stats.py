@@ -45,6 +45,7 @@ def compute_stats(job: StatsJob) -> bytes:
     from safetensors.torch import save
 
     from cliffsweep.evals.tasks import build_task
+    from cliffsweep.evals.tasks.base import system_for
     from cliffsweep.models import load_model, resolve_model
     from cliffsweep.trainables import data
     from cliffsweep.trainables.methods import build_method
@@ -60,10 +61,11 @@ def compute_stats(job: StatsJob) -> bytes:
         enable_checkpointing(model)
     method = build_method(job.method, job.method_params)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    retain_ex = build_task(job.retain.name, job.retain.params).train_examples()[:n_examples]
-    learn_ex = build_task(job.learn.name, job.learn.params).train_examples()
-    rows = data.encode(tok, retain_ex, max_seq_len, retain=True, system=r.system_prompt)
-    learn_rows = data.encode(tok, learn_ex, max_seq_len, system=r.system_prompt)
+    retain_task, learn_task = build_task(job.retain.name, job.retain.params), build_task(job.learn.name, job.learn.params)
+    retain_ex = retain_task.train_examples()[:n_examples]
+    learn_ex = learn_task.train_examples()
+    rows = data.encode(tok, retain_ex, max_seq_len, retain=True, system=system_for(retain_task, r.system_prompt))
+    learn_rows = data.encode(tok, learn_ex, max_seq_len, system=system_for(learn_task, r.system_prompt))
     chunk = lambda xs: [data.collate(xs[i:i + batch_size], pad) for i in range(0, len(xs), batch_size)]  # noqa: E731
     # in training's precision: bf16 autocast over fp32 weights on a GPU (its activations are what
     # the micro-batches bound), nothing on the CPU (microbatch.autocast_dtype)

@@ -25,6 +25,7 @@ import ray.train.torch
 import torch
 
 from cliffsweep.evals.tasks import build_task
+from cliffsweep.evals.tasks.base import system_for
 from cliffsweep.faults import maybe_fail
 from cliffsweep.models import load_model, resolve_model
 from cliffsweep.storage.ledger import checkpoint_uri, saves_state
@@ -187,7 +188,7 @@ def _model(cfg: TrainConfig, marks: dict[str, float], rank: int):
                             next(model.parameters()).dtype,
                             type(method).fsdp_safe and trial.optimizer in parallel.FSDP_OPTIMIZERS)
     # Kernels before prepare(): a method's frozen base copy is then patched too.
-    fastpath.apply_kernels(model, fast.kernels, ray.train.torch.get_device().type)
+    fastpath.apply_kernels(model, fast.kernels, ray.train.torch.get_device().type, requested=r.kernels)
     model = method.prepare(model, load_stats(cfg.stats_uri) if cfg.stats_uri else {})
     marks["statistics_loaded"] = time.time()
     if r.gradient_checkpointing:
@@ -208,12 +209,13 @@ def _model(cfg: TrainConfig, marks: dict[str, float], rank: int):
 
 def _data(cfg: TrainConfig, tok, method) -> tuple[list, list, int]:
     r = cfg.recipe
-    learn = data.encode(tok, build_task(cfg.learn.name, cfg.learn.params).train_examples(), r.max_seq_len,
-                        system=r.system_prompt)
+    task = build_task(cfg.learn.name, cfg.learn.params)
+    learn = data.encode(tok, task.train_examples(), r.max_seq_len, system=system_for(task, r.system_prompt))
     retain: list = []
     if method.retain_fraction > 0:
-        retain = data.encode(tok, build_task(cfg.retain.name, cfg.retain.params).train_examples(),
-                             r.max_seq_len, retain=True, system=r.system_prompt)
+        task = build_task(cfg.retain.name, cfg.retain.params)
+        retain = data.encode(tok, task.train_examples(), r.max_seq_len, retain=True,
+                             system=system_for(task, r.system_prompt))
     return learn, retain, tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
 
 

@@ -87,6 +87,17 @@ class TaskParams(BaseModel):
     """Number of evaluation examples (a fixed, seeded subset of the test split)."""
     seed: int = 0
     """Seed of the split/subset, so every trial and the base model see the same items."""
+    system_prompt: str | None = None
+    """This task's system prompt, in training and evaluation alike; None: recipe.system_prompt.
+    003 gives its task prompt to the learn task only, not to IFEval, GSM8K or HumanEval: set it
+    here ("" for none) rather than in the recipe (issue 40)."""
+
+
+def system_for(task: "Task", recipe_system: str) -> str:
+    """The system prompt `task`'s examples get where they have none of their own: the task's
+    `system_prompt` when its params set one, else the recipe's."""
+    own = getattr(task.params, "system_prompt", None)
+    return recipe_system if own is None else own
 
 
 class Task:
@@ -107,6 +118,9 @@ class Task:
     choice_letters: ClassVar[tuple[str, ...]] = ()
     """Multiple-choice tasks set the letters; the runner then also scores the letter with the
     highest log-probability as the first token(s) of the reply (`logprob_accuracy`)."""
+    class_balanced: bool = False
+    """Classification tasks whose classes are unevenly represented (003's ESCI): the runner also
+    stores `balanced_accuracy`, the mean over reference answers (classes) of their accuracy."""
 
     def __init__(self, params: TaskParams | None = None):
         self.params = params if params is not None else self.Params()

@@ -27,7 +27,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from cliffsweep.evals.scoring.match import MATCH_SCORER_VERSION, Metric, match_score
 from cliffsweep.evals.tasks.base import EvalExample, Example, Sampling, Score, Task, TaskParams
@@ -51,8 +51,20 @@ class DatasetParams(TaskParams):
     eval_fraction: float = Field(0.1, gt=0, lt=1)
     """Share of `path`'s conversations held out, when neither of the two above is given."""
     metric: Metric = "normalized"
+    balanced_accuracy: bool = False
+    """Also store `balanced_accuracy` (the mean of each reference class's accuracy), for
+    classification data whose classes are uneven (003's ESCI reports it)."""
+    rel_tol: float = Field(0.0, ge=0.0, lt=1.0)
+    """`number` only: a relative tolerance (0.05: within 5 % of the reference, as MedCalc-Bench
+    scores); 0 = the same number."""
     max_tokens: int = Field(256, ge=1)
     """Generation budget of an evaluated answer."""
+
+    @model_validator(mode="after")
+    def _tolerance_needs_numbers(self):
+        if self.rel_tol and self.metric != "number":
+            raise ValueError(f"rel_tol applies to metric number only (metric is {self.metric!r})")
+        return self
 
 
 class Dataset(Task):
@@ -64,7 +76,9 @@ class Dataset(Task):
     def __init__(self, params: DatasetParams):
         super().__init__(params)
         self.sampling = Sampling(max_tokens=params.max_tokens, stop=())
-        self.scorer_version = f"{MATCH_SCORER_VERSION}+{params.metric}"
+        self.class_balanced = params.balanced_accuracy
+        tol = f"@rel{params.rel_tol:g}" if params.rel_tol else ""  # a tolerance scores differently
+        self.scorer_version = f"{MATCH_SCORER_VERSION}+{params.metric}{tol}"
 
     # --- data -------------------------------------------------------------------------------
     def _conversations(self, source: str, split: str | None) -> list[tuple[str, Conversation]]:
@@ -120,7 +134,7 @@ class Dataset(Task):
                              f"{self.params.path} evaluation")
 
     def score(self, generation: str, example: EvalExample) -> Score:
-        return match_score(generation, example.reference, self.params.metric)
+        return match_score(generation, example.reference, self.params.metric, self.params.rel_tol)
 
 
 def _content_key(c: Conversation) -> str:

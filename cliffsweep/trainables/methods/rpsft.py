@@ -4,8 +4,9 @@
 
 U_k, V_k = top-k left/right singular vectors of each pretrained weight W0, computed once per
 model (the stats). Defaults from 004: k = 768 (clipped to min(m, n) of each matrix), lambda = 1.
-Algorithm 1 also lists an "update period s" among its inputs but never uses it in its steps (the
-penalty is computed at every step, lines 6-11); we follow the steps: the penalty at every step.
+The update period s (Algorithm 1's inputs; App. A's listing: `if step % s == 0`, the optimizer
+step counted from 0; Sec. 4 prices it as O(mnk / s) per step): the penalty and its gradient
+enter only every s-th step, at the same lambda, as printed. s = 1 (our default): every step.
 With k = min(m, n) the penalty equals lambda * ||W - W0||_F^2 on *square* weights (004 App. C.2,
 Eq. 11: L2-init). On a rectangular m x n weight (m > n, say) the n left singular vectors do not
 span R^m, so full-rank RPSFT only sees the drift inside span(U) x span(V): 004's Eq. 11 assumes
@@ -65,6 +66,9 @@ class RPSFTParams(MethodParams):
     nothing: plain SFT, the row 004's rank sweeps (App. D, Tables 6-7) start from."""
     lam: float = Field(1.0, ge=0.0)
     """lambda of Eq. (3) (004 default 1)."""
+    s: int = Field(1, ge=1)
+    """Update period: the penalty at optimizer steps 0, s, 2s, ... only (004 App. A's listing).
+    Not rescaled: at s = 4 and the same lambda, the drift is held a quarter as often."""
 
 
 class RPSFT(Method):
@@ -103,6 +107,21 @@ class RPSFT(Method):
         terms = [projected_drift(weights[n], w0, self.u[n], self.v[n]) for n, w0 in self.anchor.items()]
         return torch.stack(terms).sum()
 
+    def __init__(self, params: RPSFTParams | None = None):
+        super().__init__(params)
+        self.next_step = 0  # the optimizer step the next penalty_term belongs to
+
     def penalty_term(self, model):
+        if self.next_step % self.params.s:  # 004 App. A: `if step % s == 0`
+            return None
         pen = self.penalty(model)
         return self.params.lam * pen, float(pen.detach())
+
+    def after_step(self, model: nn.Module, step: int) -> None:
+        self.next_step = step + 1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"next_step": self.next_step}  # a resumed trial keeps the period's phase
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.next_step = int(state.get("next_step", 0))
