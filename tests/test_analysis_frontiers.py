@@ -241,6 +241,16 @@ def test_sft_under_another_optimizer_is_compared_with_sft_itself(tmp_path):
     # point (0.58): muon's 1e-4 point keeps 0.60, +0.02; muon dominates SFT's frontier
     assert opt.loc[0, "gain_max"] == pytest.approx(0.02, abs=1e-9) and opt.loc[0, "dominates_sft"], opt
     assert claims.by_sft_regime(gains).empty  # no other method: SFT's optimizers are not a method effect
+    # 001's claim is about the model's own pretraining optimizer (issue 40): the sweep file says
+    # models[].pretrain_optimizer: muon, and SFT under AdamW is compared with SFT under Muon
+    store.write_json("spec.json", {"models": [{"name": "m", "path": "x", "pretrain_optimizer": "muon"}],
+                                   "tasks": {"retain": [{"name": "gsm8k"}]}})
+    d = load_store(str(tmp_path / "s"))
+    assert d.models.set_index("model").loc["m", "pretrain_optimizer"] == "muon"
+    table = frontiers(d.points, n_boot=0, models=d.models)
+    opt = claims.optimizer_consistency(claims.matched_gain(d.points.assign(_row=range(len(d.points))), table))
+    assert list(opt["series"]) == ["sft"] and opt.loc[0, "reference"] == "sft[muon]", opt
+    assert not opt.loc[0, "dominates_sft"] and opt.loc[0, "dominated_by_sft"], opt
 
 
 def test_best_learn_checkpoint_is_classified_when_asked(tmp_path):

@@ -160,3 +160,13 @@ def test_local_data_paths_are_made_absolute_where_the_file_is_read(tmp_path, mon
     assert tasks.learn.params["eval_path"] == "org/held-out"
     assert tasks.retain[0].params["of"]["params"]["path"] == str(tmp_path / "data" / "gsm8k")
     assert tasks.retain[1].params["path"] == "s3://bucket/rows.jsonl"
+
+
+def test_a_models_pretraining_optimizer_must_be_a_known_one():
+    """models[].pretrain_optimizer (001, issue 40) names an optimizer of the registry."""
+    raw = yaml.safe_load((Path(__file__).parent.parent / "cliffsweep/configs/toy.yaml").read_text())
+    raw["models"][0]["pretrain_optimizer"] = "muon"
+    assert parse_spec(raw).models[0].pretrain_optimizer == "muon"
+    raw["models"][0]["pretrain_optimizer"] = "lion"
+    with pytest.raises(SpecError, match=r"models.0.pretrain_optimizer: unknown optimizer 'lion'"):
+        parse_spec(raw)

@@ -42,10 +42,14 @@ def main_epochs(table: pd.DataFrame) -> int:
 
 
 def reference_series(table: pd.DataFrame) -> pd.DataFrame:
-    """SFT's row per model x epochs (the series named 'sft' where SFT runs with several
+    """SFT's row per model x epochs: under the model's pretraining optimizer where the sweep file
+    names it (models[].pretrain_optimizer: 001's claim is that finetuning with it beats the
+    others) and SFT ran with it, else the series named 'sft' (where SFT runs with several
     settings)."""
     sft = table[table["method"] == REFERENCE]
-    plain = sft[sft["series"] == REFERENCE]
+    own = (sft["optimizer"] == sft["pretrain_optimizer"]) if "pretrain_optimizer" in sft.columns \
+        else pd.Series(False, index=sft.index)
+    plain = pd.concat([sft[own], sft[sft["series"] == REFERENCE]]).drop_duplicates(["model", "epochs"])
     rest = sft[~sft.set_index(["model", "epochs"]).index.isin(plain.set_index(["model", "epochs"]).index)]
     return pd.concat([plain, rest]).drop_duplicates(["model", "epochs"]).reset_index(drop=True)
 

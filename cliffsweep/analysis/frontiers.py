@@ -26,7 +26,8 @@ MIN_CONFIDENCE = 0.6
 """Our default: a regime is reported when at least 60 % of bootstrap replicates agree."""
 
 FRONTIER_COLUMNS = [
-    "model", "family", "size_b", "series", "method", "optimizer", "epochs", "label", "regime", "regime_paper",
+    "model", "family", "size_b", "pretrain_optimizer", "series", "method", "optimizer", "epochs", "label", "regime",
+    "regime_paper",
     "learned_before_cliff", "kept_before_cliff", "learned_after_cliff", "regime_point_estimate",
     "confidence", "confidence_method", "regime_shares", "critical_lr_low", "critical_lr_high",
     "bracket_agreement", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff", "gain_at_cliff_share",
@@ -191,7 +192,8 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
                 "learned_after_cliff"):
         table[col] = table[col].astype(float)  # None -> NaN, a float column
     info = models if models is not None else pd.DataFrame(columns=["model", "family", "size_b"])
-    table = table.merge(info[["model", "family", "size_b"]], on="model", how="left")
+    info = info.reindex(columns=["model", "family", "size_b", "pretrain_optimizer"])  # older callers: no optimizer
+    table = table.merge(info, on="model", how="left")
     table["size_b"] = table["size_b"].astype(float)
     return _pareto_columns(table, pts, robust)[FRONTIER_COLUMNS]
 

@@ -13,13 +13,16 @@ import pandas as pd
 
 from cliffsweep.planner.archs import family_and_size
 
-MODEL_COLUMNS = ["model", "model_path", "family", "size_b"]
+MODEL_COLUMNS = ["model", "model_path", "family", "size_b", "pretrain_optimizer"]
 
 
-def model_table(trials: pd.DataFrame, models: list[str] | None = None) -> pd.DataFrame:
+def model_table(trials: pd.DataFrame, models: list[str] | None = None,
+                pretrain: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per model: its spec path (the trials' ``model_path``; the first one when a model
-    name was run from two paths), family and size in billions of parameters. ``models`` adds
-    models that have evaluations but no trials row (a base model only)."""
+    name was run from two paths), family and size in billions of parameters, and the optimizer
+    it was pretrained with when the sweep file says (``pretrain``: model -> optimizer, from the
+    stores' spec.json: models[].pretrain_optimizer). ``models`` adds models that have
+    evaluations but no trials row (a base model only)."""
     paths = {}
     if len(trials) and "model_path" in trials:
         for model, path in trials.dropna(subset=["model_path"]).groupby("model", sort=True)["model_path"]:
@@ -29,5 +32,6 @@ def model_table(trials: pd.DataFrame, models: list[str] | None = None) -> pd.Dat
         path = paths.get(model)
         known = family_and_size(path) if path else None
         family, size = known if known else (None, np.nan)
-        rows.append({"model": model, "model_path": path, "family": family, "size_b": size})
+        rows.append({"model": model, "model_path": path, "family": family, "size_b": size,
+                     "pretrain_optimizer": (pretrain or {}).get(model)})
     return pd.DataFrame(rows, columns=MODEL_COLUMNS)

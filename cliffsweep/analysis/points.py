@@ -92,6 +92,17 @@ def _spec_retain(store: Store) -> list[str]:
     return [label(t) for t in store.read_json("spec.json")["tasks"]["retain"]]
 
 
+def _pretrain_optimizers(stores: list[Store]) -> dict[str, str]:
+    """model -> models[].pretrain_optimizer of the stores' sweep files (the first store that says)."""
+    out: dict[str, str] = {}
+    for store in stores:
+        if store.exists("spec.json"):
+            for m in store.read_json("spec.json").get("models") or []:
+                if m.get("pretrain_optimizer"):
+                    out.setdefault(m["name"], m["pretrain_optimizer"])
+    return out
+
+
 def check_scorer_versions(evals: pd.DataFrame, tasks: list[str]) -> None:
     """Refuse to compare accuracies scored by different scorer versions (style.md 8)."""
     for task in tasks:
@@ -279,7 +290,7 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
     curves = read["steps"].rename(columns={"lr": "step_lr"}).merge(trials, on="trial_id", how="inner")
     from cliffsweep.analysis.model_info import model_table
 
-    models = model_table(read["trials"], sorted(points["model"].unique()))
+    models = model_table(read["trials"], sorted(points["model"].unique()), _pretrain_optimizers(stores))
     label = retain[0] if len(retain) == 1 else suite_label(retain, suite)
     return StoreData(points, samples, learn, label, notes + more, trials=read["trials"], models=models,
                      curves=curves, retain_tasks=tuple(retain), suite=suite if len(retain) > 1 else None)

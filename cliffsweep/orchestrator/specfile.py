@@ -109,6 +109,10 @@ def _method_problems(data: dict) -> list[str]:
     for i, o in enumerate(opts if isinstance(opts, list) else []):
         if isinstance(o, str) and o not in OPTIMIZERS:
             problems.append(f"optimizers.{i}: unknown optimizer {o!r}; valid: {sorted(OPTIMIZERS)}")
+    for i, m in _items(data, "models"):
+        o = m.get("pretrain_optimizer")
+        if isinstance(o, str) and o not in OPTIMIZERS:
+            problems.append(f"models.{i}.pretrain_optimizer: unknown optimizer {o!r}; valid: {sorted(OPTIMIZERS)}")
     return problems + _optimizer_settings_problems(data)
 
 

@@ -62,6 +62,10 @@ class ModelSpec(_Strict):
     model built from a PyPI wheel, docs/models.md), a local HF folder, or a hub id."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Training and evaluation dtype. bf16 on GPU for real backbones."""
+    pretrain_optimizer: str | None = None
+    """The optimizer the model was pretrained with (001: finetune with it). The analysis's
+    optimizer tables then compare every other optimizer against SFT under this one; None: against
+    SFT's plain series (the first optimizer)."""
 
 
 class MethodSpec(_Strict):
