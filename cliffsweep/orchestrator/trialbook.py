@@ -97,16 +97,18 @@ class TrialBook:
         self.progress.running[tid] = None
 
     def retry(self, tid: str, error: str) -> None:
-        """Tune retries the job that was training `tid`: it starts again (a new attempt)."""
-        if self.progress is not None and tid in self.progress.running:
+        """Tune retries the job that was training `tid`: it starts again (a new attempt), and the
+        failed attempt is an `errors` row, also when it died before its first report reached the
+        driver (a node killed while the job started: the rehearsal's kills)."""
+        if tid in self.progress.running:
             self._move(tid, None)
-            ledger.record_error(self.store, f"trial__{tid}__attempt{self.attempts.get(tid, 0)}", "trial_retry", tid, error)
+        ledger.record_error(self.store, f"trial__{tid}__attempt{self.attempts.get(tid, 0)}", "trial_retry", tid, error)
 
     def finish(self, tid: str, status: TrialStatus, **extra: Any) -> None:
         """A trial's training ended (trained, diverged) or it failed for good."""
         self.finished.add(tid)
         self._move(tid, status.value)
-        if self.progress is not None and tid in self.started:
+        if tid in self.started:
             self.progress.trial_seconds.append((now() - self.started[tid]).total_seconds())
         self.finished_at[tid] = now()
         self.record(tid, status, finished_at=self.finished_at[tid], **extra)
@@ -136,7 +138,7 @@ class TrialBook:
         self.reports[tid] = (TrialRecord(checkpoint=rec, end=old.end) if isinstance(rec, CheckpointReport)
                              else TrialRecord(checkpoint=old.checkpoint, end=rec))
         self.last_at[tid] = datetime.fromtimestamp(rec.reported_at, timezone.utc)
-        if self.progress is not None and tid in self.progress.running:
+        if tid in self.progress.running:
             self.progress.running[tid] = self.reports[tid]
         if isinstance(rec, CheckpointReport):
             self.ckpt_steps.setdefault(tid, set()).add(rec.step)
@@ -157,9 +159,8 @@ class TrialBook:
             if ledger.trial_settled(final, steps, {s for s in steps if evaluated(tid, s)}):
                 del self.trained[tid]
                 self.record(tid, TrialStatus.DONE, finished_at=self.finished_at.get(tid) or now())
-                if self.progress is not None:
-                    self.progress.status["trained"] -= 1
-                    self.progress.status["done"] += 1
+                self.progress.status["trained"] -= 1
+                self.progress.status["done"] += 1
                 settled.append((tid, final, steps))
         return settled
 

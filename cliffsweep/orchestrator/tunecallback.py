@@ -75,8 +75,9 @@ def sweep_callback(run: SweepRun):
             job: JobRun = trial.config[JOB_KEY]
             self._flush_reports()
             text, unended = _error_text(trial), self._unended(job)
-            for tid in unended:
-                book.retry(tid, text)  # the one it was training starts again
+            # the one it was training starts again; none had begun: the job died starting its first
+            for tid in [t for t in unended if t in run.progress.running] or unended[:1]:
+                book.retry(tid, text)
             failures.note(unended[0] if unended else job.job_id, text, "a trial failed and is retried")
 
         def on_trial_error(self, iteration, trials, trial, **info):
