@@ -77,10 +77,13 @@ def _retain_tasks(evals: pd.DataFrame, chosen: str | None, spec_order: list[str]
     return sorted(tasks, key=lambda t: (rank.get(t, len(rank)), t))
 
 
-def _spec_retain(store: Store) -> list[str]:
-    """The spec's retain tasks by their names in the store (lm_eval:<task>), if it keeps its spec."""
-    if not store.exists("spec.json"):
-        return []
+def _specs(stores: list[Store]) -> list[dict]:
+    """The sweep files the stores keep (spec.json), read once, in the stores' order."""
+    return [store.read_json("spec.json") for store in stores if store.exists("spec.json")]
+
+
+def _spec_retain(spec: dict) -> list[str]:
+    """A sweep file's retain tasks by their names in the store (lm_eval:<task>)."""
     from cliffsweep.evals.tasks import task_label
 
     def label(t: dict) -> str:
@@ -89,17 +92,16 @@ def _spec_retain(store: Store) -> list[str]:
         except (KeyError, ValueError):  # a task this installation does not know: its name then
             return t["name"]
 
-    return [label(t) for t in store.read_json("spec.json")["tasks"]["retain"]]
+    return [label(t) for t in spec["tasks"]["retain"]]
 
 
-def _pretrain_optimizers(stores: list[Store]) -> dict[str, str]:
-    """model -> models[].pretrain_optimizer of the stores' sweep files (the first store that says)."""
+def _pretrain_optimizers(specs: list[dict]) -> dict[str, str]:
+    """model -> models[].pretrain_optimizer of the sweep files (the first that says)."""
     out: dict[str, str] = {}
-    for store in stores:
-        if store.exists("spec.json"):
-            for m in store.read_json("spec.json").get("models") or []:
-                if m.get("pretrain_optimizer"):
-                    out.setdefault(m["name"], m["pretrain_optimizer"])
+    for spec in specs:
+        for m in spec.get("models") or []:
+            if m.get("pretrain_optimizer"):
+                out.setdefault(m["name"], m["pretrain_optimizer"])
     return out
 
 
@@ -280,7 +282,8 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
         where = f"store {uris[0]!r} has" if len(uris) == 1 else f"stores {uris} have"
         raise AnalysisInputError(f"{where} no accuracy evals (evals/ is empty or missing)")
     learn = _one_task(evals, "learn", learn_task)
-    retain = _retain_tasks(evals, retain_task, next(filter(None, map(_spec_retain, stores)), []))
+    specs = _specs(stores)
+    retain = _retain_tasks(evals, retain_task, next(filter(None, map(_spec_retain, specs)), []))
     check_scorer_versions(evals, [learn, *retain])
     points, more = points_from_evals(evals, read["trials"], learn, retain, pick, suite)
     samples = sample_scores(read["samples"], raw)
@@ -290,7 +293,7 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
     curves = read["steps"].rename(columns={"lr": "step_lr"}).merge(trials, on="trial_id", how="inner")
     from cliffsweep.analysis.model_info import model_table
 
-    models = model_table(read["trials"], sorted(points["model"].unique()), _pretrain_optimizers(stores))
+    models = model_table(read["trials"], sorted(points["model"].unique()), _pretrain_optimizers(specs))
     label = retain[0] if len(retain) == 1 else suite_label(retain, suite)
     return StoreData(points, samples, learn, label, notes + more, trials=read["trials"], models=models,
                      curves=curves, retain_tasks=tuple(retain), suite=suite if len(retain) > 1 else None)
