@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 
@@ -50,8 +51,11 @@ def cmd_validate(args) -> int:
     _warn_tracking(spec)
     own = any(m.lrs for m in spec.methods)  # per-method lr axes: the product is not one lr count
     lrs = f"their own lrs ({len({t.lr for t in grid})} distinct)" if own else f"{len(spec.lrs)} lr(s)"
-    print(f"  {len(grid)} trials = {len(spec.models)} model(s) x {len({t.series for t in grid})} series "
-          f"x {lrs} x {len(spec.epochs)} epoch setting(s) x {len(spec.seeds)} seed(s)")
+    series = {(t.method, json.dumps(t.method_params, sort_keys=True), t.optimizer) for t in grid}
+    length = f"{len(spec.epochs)} epoch setting(s)" if spec.recipe.max_steps is None \
+        else f"{len(spec.recipe.max_steps)} step budget(s)"
+    print(f"  {len(grid)} trials = {len(spec.models)} model(s) x {len(series)} series "
+          f"x {lrs} x {length} x {len(spec.seeds)} seed(s)")
     print(f"  + {len(spec.models)} base evaluation(s); {spec.eval.points_per_trial} eval point(s) per trial")
     if spec.refine is not None:
         from cliffsweep.orchestrator.refiner import max_refine_trials

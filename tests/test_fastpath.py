@@ -164,7 +164,10 @@ def test_compiled_layers_keep_the_numbers_and_the_parameter_names():
 def test_a_sweep_trains_and_evaluates_on_the_fast_path(tmp_path):
     """The trial path end to end with recipe.precision fsdp_bf16 and recipe.kernels liger (the
     loss kernel under Triton's interpreter in the Train workers): every point trains, its
-    checkpoints are exported in fp32 and evaluated, and the trials table says what ran."""
+    checkpoints are exported in fp32 and evaluated, and the trials table says what ran. The
+    trials have a step budget (recipe.max_steps 3, issue 40 part 1: 001's fixed iteration
+    counts) where an epoch is 2 steps: each trains exactly 3 steps, its second pass cut short,
+    and its checkpoint is at step 3."""
     import ray
     import yaml
     from safetensors import safe_open
@@ -173,10 +176,11 @@ def test_a_sweep_trains_and_evaluates_on_the_fast_path(tmp_path):
     from cliffsweep.storage.store import Store
 
     raw = {"name": "fast", "models": [{"name": "m", "path": "toy:qwen2-tiny"}],
-           "methods": [{"name": "sft"}, {"name": "dft"}], "lrs": [1e-3], "epochs": [1],
+           "methods": [{"name": "sft"}, {"name": "dft"}], "lrs": [1e-3],
            "tasks": {"learn": {"name": "toy_facts", "params": {"n_eval": 20, "n_train": 32}},
                      "retain": [{"name": "toy_arith", "params": {"n_eval": 20}}]},
-           "recipe": {"batch_size": 16, "max_seq_len": 128, "precision": "fsdp_bf16", "kernels": "liger"},
+           "recipe": {"batch_size": 16, "max_seq_len": 128, "precision": "fsdp_bf16", "kernels": "liger",
+                      "max_steps": 3},
            "eval": {"points_per_trial": 1, "backend": "hf", "cpus_per_evaluator": 0.5},
            "resources": {"workers_per_trial": 1, "cpus_per_worker": 1, "max_concurrent_trials": 1},
            "store": str(tmp_path / "store")}
@@ -192,9 +196,13 @@ def test_a_sweep_trains_and_evaluates_on_the_fast_path(tmp_path):
     trials = store.read("trials")
     assert sorted(trials["status"]) == ["done", "done"]
     assert set(trials["compute"]) == {"fsdp_bf16 liger"}
+    assert (trials["steps"] == 3).all() and (trials["total_steps"] == 3).all() and (trials["max_steps"] == 3).all()
+    assert set(trials["series"]) == {"sft@3steps", "dft@3steps"} and (trials["epochs"] == 0).all()
     ckpts = store.read("checkpoints")
     evals = store.read("evals")
-    assert len(ckpts) == 2
+    assert len(ckpts) == 2 and (ckpts["step"] == 3).all() and (ckpts["epoch"] == 1.5).all()
+    curve = store.read("steps")
+    assert sorted(curve.groupby("trial_id")["step"].max()) == [3, 3]
     assert set(zip(evals["trial_id"], evals["task"])) >= {(t, task) for t in trials["trial_id"]
                                                           for task in ("toy_facts", "toy_arith")}
     for uri in ckpts["uri"]:

@@ -62,23 +62,42 @@ def run_with_faults(data: dict, faults: str, tmp_path, monkeypatch, num_cpus: in
         ray.shutdown()
 
 
-def test_driver_killed_when_a_final_checkpoint_reaches_it_then_rerun(tmp_path):
-    """The driver is SIGKILLed the moment the first trial's final checkpoint reaches it (its
-    evaluation not yet sent): the re-run evaluates it from the ledger, and the trial is done
-    only then."""
-    data = sweep(tmp_path / "store")
-    first = ids(data)[0]
+def test_driver_killed_when_a_final_checkpoint_reaches_it_then_a_worker_killed_while_uploading(tmp_path):
+    """Two faults, one in each run of the same command (issue 38 merged their sweeps).
+    (1) The driver is SIGKILLed the moment trial A's final checkpoint reaches it (its evaluation
+    not yet sent): the re-run evaluates it from the ledger, and A is done only then.
+    (2) In the re-run, trial B's Train worker is SIGKILLed by its checkpoint writer while B's
+    final checkpoint uploads (its files there, its meta file not: trainables/checkpoints.py),
+    with the default `resume_every_s` (B is far shorter: no training state was saved). The
+    retried attempt trains B again from step 0; step 2's folder, complete and already evaluated,
+    is reported again and not rewritten (an evaluator may have been reading it); step 4's
+    cut-short folder is written anew. Every checkpoint is evaluated once; nothing is duplicated."""
+    data = sweep(tmp_path / "store", keep_checkpoints="all",
+                 resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 1})
+    a, b = ids(data)
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(data))
-    faults = {"CLIFFSWEEP_FAULTS": f"driver_report:{first}:4=kill", "CLIFFSWEEP_FAULTS_DIR": str(tmp_path)}
+    faults = {"CLIFFSWEEP_FAULTS": f"driver_report:{a}:4=kill;uploading:{b}:4=kill",
+              "CLIFFSWEEP_FAULTS_DIR": str(tmp_path)}
     killed = cli(path, faults, timeout=600)
     assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
     store = Store(str(tmp_path / "store"))
     trials = store.read("trials").set_index("trial_id")
-    assert trials.loc[first, "status"] == "running"  # it never heard the trial end
+    assert trials.loc[a, "status"] == "running"  # it never heard the trial end
+    assert not (tmp_path / f"uploading_{b}_4").exists()
     again = cli(path, faults, timeout=600)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert_invariant(store, parse_spec(data))
+    marker = tmp_path / f"uploading_{b}_4"
+    assert marker.exists()  # the second fault fired, mid-upload
+    row = store.read("trials").set_index("trial_id").loc[b]
+    assert row["attempt"] == 2 and row["resumed_from_step"] == 0 and row["steps"] == 4, row
+    assert row["checkpoint_bytes"] > 0 and row["checkpoint_seconds"] >= 0, row
+    folders = tmp_path / "store" / "checkpoints" / b
+    # step 2 was written by the first attempt only (before the kill); step 4 by the second
+    assert (folders / "step-000002" / "model.safetensors").stat().st_mtime < marker.stat().st_mtime
+    assert (folders / "step-000004" / "model.safetensors").stat().st_mtime > marker.stat().st_mtime
+    assert not list(folders.rglob("train_state.pt"))  # a 4-step trial never reaches resume_every_s
 
 
 def interrupt_at_a_checkpoint(cmd: list[str], store: Store, sig: int, checkpoints: int) -> str:
@@ -129,21 +148,28 @@ def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_w
     recorded and evaluated once. (2) The evaluator actor is SIGKILLed as it starts trial B's
     first checkpoint, with more evaluations queued behind it: Ray restarts it and the calls are
     redone, none lost. Two more retain tasks, lm-eval's and a loss task (issue 30): their
-    evaluations too, once (a loss task's primary row is its `loss`)."""
+    evaluations too, once (a loss task's primary row is its `loss`). (3) Trial C's worker, in a
+    job of its own, is SIGKILLed after C's first checkpoint is complete (meta file written,
+    training state saved: resume_every_s 0) and before it is recorded or reported (a CI run once
+    hit this by chance). The retried attempt resumes from that very checkpoint, so it never
+    trains that step again: it must record and report it itself, or the checkpoint is resumed
+    from and never evaluated."""
     # resume_every_s 0: every checkpoint saves the training state, so the retry resumes at step 4
     lm_eval = {"name": "lm_eval", "params": {"task": "toy_arith_lm", "include_path": "toy", "apply_chat_template": True,
                                              "limit": 20}}
-    data = sweep(tmp_path / "store", resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 2},
-                 resume_every_s=0)
+    data = sweep(tmp_path / "store", lrs=(1e-3, 3e-3, 1e-2),
+                 resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 2}, resume_every_s=0)
     data["tasks"]["retain"] += [lm_eval, {"name": "loss", "params": {"of": {"name": "toy_arith"}, "split": "train",
                                                                      "n_eval": 20}}]
-    a, b = ids(data)
-    store = run_with_faults(data, f"reported:{a}:4=kill;eval:{b}:2=kill", tmp_path, monkeypatch)
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("reported", "eval"))) == [
-        f"eval_{b}_2", f"reported_{a}_4"]  # both faults fired
+    a, b, c = ids(data)
+    store = run_with_faults(data, f"reported:{a}:4=kill;eval:{b}:2=kill;written:{c}:2=kill", tmp_path, monkeypatch)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("reported", "eval", "written"))) == [
+        f"eval_{b}_2", f"reported_{a}_4", f"written_{c}_2"]  # the three faults fired
     row = store.read("trials").set_index("trial_id").loc[a]
     assert row["attempt"] == 2 and row["resumed_from_step"] == 4 and row["steps"] == 4, row
     assert store.read("trials").set_index("trial_id").loc[b, "attempt"] == 1
+    row = store.read("trials").set_index("trial_id").loc[c]
+    assert row["attempt"] == 2 and row["resumed_from_step"] == 2 and row["steps"] == 4, row
     assert store.read("errors").query("kind == 'eval'").empty  # the killed evaluation was redone
     assert_invariant(store, parse_spec(data))
     ev = store.read("evals").query("task == 'lm_eval:toy_arith_lm'")
@@ -152,47 +178,8 @@ def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_w
     assert set(loss["metric"]) == {"loss", "likelihood", "perplexity", "tokens"} and (loss["n"] == 20).all()
     assert store.read("samples").query("task == 'loss:toy_arith:train'")["score"].gt(0).all()
     # done trials keep only their final checkpoint, without training state (keep_checkpoints: final)
-    assert checkpoint_folders(parse_spec(data)) == {(a, 4), (b, 4)}
+    assert checkpoint_folders(parse_spec(data)) == {(a, 4), (b, 4), (c, 4)}
     assert not list((tmp_path / "store" / "checkpoints").rglob("train_state.pt"))
-
-
-def test_worker_killed_while_a_checkpoint_uploads(tmp_path, monkeypatch):
-    """The Train worker is SIGKILLed by its checkpoint writer while trial A's final checkpoint
-    uploads (its files there, its meta file not: trainables/checkpoints.py), with the default
-    `resume_every_s` (A is far shorter: no training state was saved). The retried attempt
-    trains A again from step 0; step 2's folder, complete and already evaluated, is reported
-    again and not rewritten (an evaluator may have been reading it); step 4's cut-short folder
-    is written anew. Every checkpoint is evaluated once; nothing is duplicated."""
-    data = sweep(tmp_path / "store", lrs=(1e-3,), keep_checkpoints="all")
-    (a,) = ids(data)
-    store = run_with_faults(data, f"uploading:{a}:4=kill", tmp_path, monkeypatch)
-    marker = tmp_path / f"uploading_{a}_4"
-    assert marker.exists()  # the fault fired, mid-upload
-    row = store.read("trials").set_index("trial_id").loc[a]
-    assert row["attempt"] == 2 and row["resumed_from_step"] == 0 and row["steps"] == 4, row
-    assert row["checkpoint_bytes"] > 0 and row["checkpoint_seconds"] >= 0, row
-    folders = tmp_path / "store" / "checkpoints" / a
-    # step 2 was written by the first attempt only (before the kill); step 4 by the second
-    assert (folders / "step-000002" / "model.safetensors").stat().st_mtime < marker.stat().st_mtime
-    assert (folders / "step-000004" / "model.safetensors").stat().st_mtime > marker.stat().st_mtime
-    assert not list(folders.rglob("train_state.pt"))  # a 4-step trial never reaches resume_every_s
-    assert_invariant(store, parse_spec(data))
-
-
-def test_worker_killed_between_a_complete_checkpoint_and_its_report(tmp_path, monkeypatch):
-    """The Train worker is SIGKILLed after trial A's first checkpoint is complete (meta file
-    written, training state saved: resume_every_s 0) and before it is recorded or reported (a CI
-    run once hit this by chance). The retried attempt resumes from that very checkpoint, so it
-    never trains that step again: it must record and report it itself, or the checkpoint is
-    resumed from and never evaluated."""
-    data = sweep(tmp_path / "store", lrs=(1e-3,), keep_checkpoints="all", resume_every_s=0)
-    (a,) = ids(data)
-    store = run_with_faults(data, f"written:{a}:2=kill", tmp_path, monkeypatch)
-    assert (tmp_path / f"written_{a}_2").exists()  # the fault fired
-    row = store.read("trials").set_index("trial_id").loc[a]
-    assert row["attempt"] == 2 and row["resumed_from_step"] == 2 and row["steps"] == 4, row
-    assert_invariant(store, parse_spec(data))
-    assert checkpoint_folders(parse_spec(data)) == {(a, 2), (a, 4)}
 
 
 def test_a_backlog_gets_an_extra_evaluator_that_stops_when_idle(tmp_path, monkeypatch):

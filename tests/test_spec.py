@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cliffsweep.sweep.grid import expand_grid, expand_params, series_label
+from cliffsweep.sweep.grid import expand_grid, expand_params, series_label, trial_id
 from cliffsweep.sweep.spec import SpecError
 from cliffsweep.orchestrator.specfile import default_spec_path, load_spec, parse_spec
 
@@ -170,3 +170,30 @@ def test_a_models_pretraining_optimizer_must_be_a_known_one():
     raw["models"][0]["pretrain_optimizer"] = "lion"
     with pytest.raises(SpecError, match=r"models.0.pretrain_optimizer: unknown optimizer 'lion'"):
         parse_spec(raw)
+
+
+def test_a_step_budget_is_a_grid_axis_that_replaces_epochs():
+    """Issue 40 part 1 (001 compares optimizers at 800, 1,800 and 6,100 iterations):
+    recipe.max_steps is a length axis like epochs; ids and series name the budget, epoch trials
+    keep their ids, the bill counts the budget's steps, and a file setting both is refused."""
+    from cliffsweep.planner import plan
+    from cliffsweep.trainables.schedule import eval_steps, passes, total_steps
+
+    by_epochs = expand_grid(parse_spec(minimal(epochs=[1])))
+    budget = parse_spec(minimal(recipe={"max_steps": [5, 40], "batch_size": 16}))
+    grid = expand_grid(budget)
+    assert [(t.epochs, t.max_steps) for t in grid] == [(0, 5), (0, 40)]
+    assert [t.series for t in grid] == ["sft@5steps", "sft@40steps"] and "-t40-" in grid[1].trial_id
+    assert by_epochs[0].trial_id == trial_id("m", "sft", {}, "adamw", by_epochs[0].lr, 1, 0)  # unchanged
+    assert parse_spec(minimal(recipe={"max_steps": 7})).recipe.max_steps == [7]
+    with pytest.raises(SpecError) as e:
+        parse_spec(minimal(epochs=[2], recipe={"max_steps": [0, 3, 3]}))
+    assert "max_steps must be positive" in str(e.value)
+    with pytest.raises(SpecError, match="set epochs .* or recipe.max_steps .* not both"):
+        parse_spec(minimal(epochs=[2], recipe={"max_steps": [4]}))
+    # 10 steps an epoch: 25 steps are 3 passes, the last cut to 5; checkpoints end at the budget
+    assert total_steps(10, 0, 25) == 25 and passes(25, 10) == 3 and passes(20, 10) == 2
+    assert eval_steps(25, 10, 2, every_epoch=True) == [10, 12, 20, 25]
+    # the bill: tokens grow with the budget, not with the (unused) epochs
+    small, large = (plan.plan_spec(parse_spec(minimal(recipe={"max_steps": n})))[0] for n in (5, 40))
+    assert large.tokens == pytest.approx(8 * small.tokens)

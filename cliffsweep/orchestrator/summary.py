@@ -43,7 +43,7 @@ def summary_text(store: Store) -> str:
     if pts.empty:
         return "no evaluations in the store yet"
     for (model, series, epochs), g in pts.groupby(["model", "series", "epochs"], sort=True):
-        lines.append(f"\n{model} / {series} / {epochs} epoch(s)")
+        lines.append(f"\n{model} / {series} / " + (f"{epochs} epoch(s)" if epochs else "a step budget"))
         lines.append(f"  {'lr':>10}  {'learn':>7}  {'retain':>7}  {'status':>9}")
         for _, r in g.iterrows():
             st = "base" if r["lr"] == 0 else trials.set_index("trial_id")["status"].get(r["trial_id"], "?")

@@ -101,9 +101,9 @@ class TrialCost:
     eval_points: int
 
 
-def trial_cost(arch: Arch, method: str, epochs: int, steps_per_epoch: int, eval_points: int, b: Batching,
+def trial_cost(arch: Arch, method: str, steps: int, eval_points: int, b: Batching,
                learn: Lengths, retain: Lengths | None, replay_rows: int, cap: int, grad_ckpt: bool) -> TrialCost:
-    steps = steps_per_epoch * epochs
+    """`steps` optimizer steps (epochs x steps per epoch, or a step budget: schedule.total_steps)."""
     learn_rows = b.workers * b.rows_per_worker - replay_rows
     real = learn_rows * learn.mean(cap) + (replay_rows * retain.mean(cap) if replay_rows else 0.0)
     padded = padded_tokens_per_step(b, learn, cap)  # replay rows padded like learn rows (approx.)

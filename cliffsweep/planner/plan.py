@@ -156,7 +156,7 @@ def add_trial(facts: SweepFacts, plan: ModelPlan, work: ModelWork, t) -> None:
     """Trial `t`'s training, evaluations, checkpoints, memory and statistics, added to `plan`."""
     from cliffsweep.trainables import data
     from cliffsweep.trainables.methods import build_method
-    from cliffsweep.trainables.schedule import eval_steps
+    from cliffsweep.trainables.schedule import eval_steps, total_steps
 
     spec, r, res, ev = facts.spec, facts.spec.recipe, facts.spec.resources, facts.spec.eval
     arch, b = plan.arch, facts.batching
@@ -165,8 +165,9 @@ def add_trial(facts: SweepFacts, plan: ModelPlan, work: ModelWork, t) -> None:
         retain_t = spec.tasks.replay
         work.retain = lengths_for(work.path, retain_t.name, retain_t.params, plan.notes)
     per_epoch = data.steps_per_epoch(work.learn.n, r.batch_size, method.retain_fraction)
-    points = len(eval_steps(per_epoch * t.epochs, per_epoch, ev.points_per_trial, ev.every_epoch))
-    cost = trial_cost(arch, t.method, t.epochs, per_epoch, points, b, work.learn, work.retain,
+    steps = total_steps(per_epoch, t.epochs, t.max_steps)
+    points = len(eval_steps(steps, per_epoch, ev.points_per_trial, ev.every_epoch))
+    cost = trial_cost(arch, t.method, steps, points, b, work.learn, work.retain,
                       data.replay_rows(r.batch_size, method.retain_fraction), r.max_seq_len, facts.grad_ckpt)
     plan.trials += 1
     plan.tokens += cost.tokens

@@ -16,7 +16,9 @@ next to minutes of training; in a rehearsal scaled down they are not, so they ar
 starts are CPU work (Python processes importing Ray and torch), and every fake node's run on
 this machine's cores: the simulator shares those cores among the starts in progress.
 
-Node kills (part 4): `kills` seconds into the sweep, one fake GPU node is removed (its raylet
+Node kills (part 4): `kills` seconds into the sweep (or, with `kills_after_first_checkpoint`,
+after its first checkpoint is recorded: training then runs, however long the stack took to
+start on a loaded machine), one fake GPU node is removed (its raylet
 and every process on it: trainers, evaluators, Tune's trial actors) and a node of the same shape
 added back, as a cluster's autoscaler would replace it. Tune retries the jobs that lost workers,
 Ray restarts the evaluators; the store must still hold every point done once and every
@@ -90,16 +92,32 @@ def add_node(rc, cluster: Cluster):
     return rc.add_node(num_cpus=cluster.cpus_per_node, num_gpus=cluster.gpus_per_node)
 
 
-def _kill_nodes(rc, cluster: Cluster, at: list[float], t0: float, done: threading.Event, log: list[float]) -> None:
+def _kill_nodes(rc, cluster: Cluster, at: list[float], t0: float, done: threading.Event, log: list[float],
+                started=None) -> None:
     """On the main thread (Ray starts a node's processes from there only): at each of `at`
-    seconds after `t0`, a fake GPU node removed at once and one of the same shape added."""
+    seconds after `t0` (or after `started()` first holds), a fake GPU node removed at once and
+    one of the same shape added."""
+    clock = t0
+    if at and started is not None:
+        while not started():
+            if done.wait(0.5):
+                return
+        clock = time.time()
     for when in at:
-        if done.wait(max(0.0, t0 + when - time.time())):
+        if done.wait(max(0.0, clock + when - time.time())):
             return
         victim = next(iter(rc.worker_nodes))
         rc.remove_node(victim, allow_graceful=False)
         log.append(time.time() - t0)
         add_node(rc, cluster)
+
+
+def _first_checkpoint(store_uri: str):
+    """A test: has the sweep in `store_uri` recorded a checkpoint yet?"""
+    from cliffsweep.storage.store import Store
+
+    store = Store(store_uri)
+    return lambda: len(store.read("checkpoints")) > 0
 
 
 @dataclass(frozen=True)
@@ -122,7 +140,7 @@ class Overheads:
 
 
 def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[float, ...] = (),
-             overheads: Overheads = Overheads(), stream=None) -> Rehearsed:
+             overheads: Overheads = Overheads(), stream=None, kills_after_first_checkpoint: bool = False) -> Rehearsed:
     """Run `spec` (its store: a fresh one) as a rehearsal on a fake cluster of `cluster`'s shape;
     the simulator's prediction for the same scaled plan beside it."""
     import ray
@@ -151,7 +169,8 @@ def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[floa
         t0 = time.time()
         runner = threading.Thread(target=sweep, name="rehearsal-sweep")
         runner.start()
-        _kill_nodes(rc, cluster, list(kills), t0, done, log)
+        _kill_nodes(rc, cluster, list(kills), t0, done, log,
+                    started=_first_checkpoint(spec.store_uri) if kills_after_first_checkpoint else None)
         runner.join()
         if failure:
             raise failure[0]

@@ -38,6 +38,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("method", pa.string()), ("method_params", pa.string()), ("optimizer", pa.string()),
         ("series", pa.string()), ("lr", pa.float64()), ("epochs", pa.int64()), ("seed", pa.int64()),
         ("round", pa.int64()),  # 0 = the grid, k = refinement round k (files without it read as null)
+        ("max_steps", pa.int64()),  # the step budget (recipe.max_steps, epochs then 0); null = epochs
         ("status", pa.string()), ("attempt", pa.int64()), ("started_at", pa.timestamp("us", tz="UTC")),
         ("finished_at", pa.timestamp("us", tz="UTC")), ("train_seconds", pa.float64()),
         ("setup_seconds", pa.float64()), ("teardown_seconds", pa.float64()),

@@ -27,13 +27,16 @@ def _fmt(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def series_label(method: str, params: dict[str, Any], optimizer: str) -> str:
-    """A readable name for one frontier: 'sft', 'ewc(lam=10)', 'sft[muon]'."""
+def series_label(method: str, params: dict[str, Any], optimizer: str, max_steps: int | None = None) -> str:
+    """A readable name for one frontier: 'sft', 'ewc(lam=10)', 'sft[muon]', 'sft@800steps' (a
+    step budget is part of the series, as epochs are of its key)."""
     label = method
     if params:
         label += "(" + ",".join(f"{k}={_fmt(params[k])}" for k in sorted(params)) + ")"
     if optimizer != "adamw":
         label += f"[{optimizer}]"
+    if max_steps is not None:
+        label += f"@{max_steps}steps"
     return label
 
 
@@ -55,15 +58,21 @@ class Trial:
     round: int = 0
     """0 = a point of the spec's lr grid; k >= 1 = added by refinement round k (not part of the
     trial id: a refined lr is the same experiment as a grid lr would be, and never repeats one)."""
+    max_steps: int | None = None
+    """The step budget (recipe.max_steps), `epochs` then 0; None = `epochs` passes over the data."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def trial_id(model: str, method: str, params: dict, optimizer: str, lr: float, epochs: int, seed: int) -> str:
-    key = json.dumps([model, method, params, optimizer, lr, epochs, seed], sort_keys=True)
-    h = hashlib.sha1(key.encode()).hexdigest()[:8]
-    return f"{model}-{method}-lr{lr:g}-e{epochs}-s{seed}-{h}"
+def trial_id(model: str, method: str, params: dict, optimizer: str, lr: float, epochs: int, seed: int,
+             max_steps: int | None = None) -> str:
+    """Stable over versions: a step budget enters the key only when set, so epoch trials keep
+    their ids."""
+    fields = [model, method, params, optimizer, lr, epochs, seed] + ([max_steps] if max_steps is not None else [])
+    h = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]
+    length = f"t{max_steps}" if max_steps is not None else f"e{epochs}"
+    return f"{model}-{method}-lr{lr:g}-{length}-s{seed}-{h}"
 
 
 def expand_grid(spec: SweepSpec) -> list[Trial]:
@@ -74,14 +83,14 @@ def expand_grid(spec: SweepSpec) -> list[Trial]:
             for params in expand_params(meth.params):
                 for opt in meth.optimizers or spec.optimizers:
                     for lr in meth.lrs or spec.lrs:
-                        for ep in spec.epochs:
+                        for ep, steps in spec.lengths:
                             for seed in spec.seeds:
                                 trials.append(Trial(
-                                    trial_id=trial_id(m.name, meth.name, params, opt, lr, ep, seed),
+                                    trial_id=trial_id(m.name, meth.name, params, opt, lr, ep, seed, steps),
                                     model=m.name, model_path=m.path, dtype=m.dtype,
                                     method=meth.name, method_params=params, optimizer=opt,
-                                    series=series_label(meth.name, params, opt),
-                                    lr=lr, epochs=ep, seed=seed,
+                                    series=series_label(meth.name, params, opt, steps),
+                                    lr=lr, epochs=ep, seed=seed, max_steps=steps,
                                 ))
     return trials
 
@@ -98,10 +107,11 @@ def refined_trials(spec: SweepSpec, like: Trial, lrs: list[float], round: int) -
     Ids come from :func:`trial_id` as for grid points, so a re-run rebuilds the same ids."""
     if round < 1:
         raise ValueError(f"refinement rounds start at 1 (0 is the grid), got {round}")
-    return [Trial(trial_id=trial_id(like.model, like.method, like.method_params, like.optimizer, lr, like.epochs, seed),
+    return [Trial(trial_id=trial_id(like.model, like.method, like.method_params, like.optimizer, lr, like.epochs, seed,
+                                    like.max_steps),
                   model=like.model, model_path=like.model_path, dtype=like.dtype, method=like.method,
                   method_params=like.method_params, optimizer=like.optimizer, series=like.series, lr=float(lr),
-                  epochs=like.epochs, seed=seed, round=round)
+                  epochs=like.epochs, seed=seed, round=round, max_steps=like.max_steps)
             for lr in lrs for seed in spec.seeds]
 
 

@@ -11,6 +11,17 @@ from __future__ import annotations
 import math
 
 
+def total_steps(per_epoch: int, epochs: int, max_steps: int | None) -> int:
+    """A trial's optimizer steps: its step budget (recipe.max_steps) when it has one, else
+    `epochs` passes of `per_epoch` steps."""
+    return max_steps if max_steps is not None else per_epoch * epochs
+
+
+def passes(total: int, per_epoch: int) -> int:
+    """Passes over the data that `total` steps start (the last one cut short if it does not divide)."""
+    return -(-total // max(1, per_epoch))
+
+
 def warmup_of(total: int, steps: int, fraction: float | None) -> int:
     """The warmup in steps: `fraction` of the trial's `total` steps when given (recipe.warmup_fraction,
     rounded), else `steps` (recipe.warmup_steps, App. B's form)."""

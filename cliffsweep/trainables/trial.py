@@ -41,7 +41,7 @@ from cliffsweep.trainables.losses import check_head, unwrap
 from cliffsweep.trainables.methods import build_method
 from cliffsweep.trainables.optimizers import build_optimizer
 from cliffsweep.trainables.optimizers.master import keep_edits
-from cliffsweep.trainables.schedule import eval_steps, lr_multiplier, warmup_of
+from cliffsweep.trainables.schedule import eval_steps, lr_multiplier, passes, total_steps, warmup_of
 from cliffsweep.trainables.stats import load_stats
 from cliffsweep.trainables.steplog import StepLog
 
@@ -221,7 +221,7 @@ def _data(cfg: TrainConfig, tok, method) -> tuple[list, list, int]:
 
 def _optimizer(p: TrialTraining, state: dict | None) -> None:
     r, trial = p.cfg.recipe, p.cfg.trial
-    p.total = p.per_epoch * trial.epochs
+    p.total = total_steps(p.per_epoch, trial.epochs, trial.max_steps)
     p.evals = set(eval_steps(p.total, p.per_epoch, p.cfg.eval_points, p.cfg.every_epoch))
     p.opt = build_optimizer(trial.optimizer, unwrap(p.model), trial.lr, r.weight_decay, r.master_weights,
                             r.optimizer_settings.get(trial.optimizer))
@@ -241,8 +241,10 @@ def train(p: TrialTraining) -> EndReport:
     p.t_loop = time.time()
     p.model.train()
     _report_resumed(p)
-    for epoch in range(p.start // p.per_epoch, p.cfg.trial.epochs):
+    for epoch in range(p.start // p.per_epoch, passes(p.total, p.per_epoch)):
         for i, todo in enumerate(p.batches(epoch)):
+            if epoch * p.per_epoch + i >= p.total:
+                break  # a step budget's last pass, cut short
             if epoch * p.per_epoch + i < p.start:
                 p.tokens += todo.n_tokens
                 continue  # trained on before the resume
