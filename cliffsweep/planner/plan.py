@@ -251,13 +251,22 @@ def lengths_for(model_path: str, task: str, params: dict, notes: list[str]) -> L
     from cliffsweep.planner.archs import local_folder
 
     folder = local_folder(model_path)
-    if folder is not None and tokenstats.task_is_local(task, params):
+    data_local = tokenstats.task_is_local(task, params)
+    if folder is not None and data_local:
         path = params.get("path")
         stamp = os.stat(path).st_mtime_ns if isinstance(path, str) and os.path.exists(path) else 0  # edited data
         got = _measured(folder, task, json.dumps(params, sort_keys=True, default=str), stamp)
         notes.append(f"{task}: {got.n} training examples, exact lengths (the model's tokenizer, local data)")
         return got
-    got = tokenstats.packaged(task, params)
+    try:
+        got = tokenstats.packaged(task, params)
+    except tokenstats.UnknownLengths:
+        if folder is None and data_local:  # what is missing is the tokenizer, not the data
+            raise tokenstats.UnknownLengths(
+                f"task {task!r}: its data is local, but the model {model_path!r} is not a local folder, so its "
+                "tokenizer cannot measure the examples' lengths (nothing here reaches the model hub); point "
+                "models[].path at a local copy (config.json and the tokenizer's files)") from None
+        raise
     why = "hub model, offline" if folder is None else "data not local"
     notes.append(f"{task}: {got.n} training examples, lengths from the packaged proxy ({why}): {got.source}")
     return got
