@@ -32,7 +32,7 @@ def assert_invariant(store, spec, curve: bool = True, diverged: frozenset[str] =
     still evaluated exactly once."""
     from cliffsweep.evals.tasks import task_label
 
-    tasks = {task_label(t.name, t.params) for t in (spec.tasks.learn, *spec.tasks.retain)}
+    tasks = {task_label(t.name, t.params) for _, _, t in spec.tasks.evaluated}
     grid = {t.trial_id for t in expand_grid(spec)}
     trials, ck, ev = store.read("trials"), store.read("checkpoints"), store.read("evals")
     assert len(trials) == len(grid) and set(trials["trial_id"]) == grid, trials[["trial_id", "status"]]

@@ -121,3 +121,26 @@ def test_a_model_without_a_base_evaluation_is_left_out_of_a_suite_with_a_note(tm
     assert set(d.points["model"]) == {"toy-a"}
     assert any("'toy-b' left out: it has no base evaluation" in n for n in d.notes), d.notes
     assert task_column("x") == "R[x]"
+
+
+def test_a_learn_suite_is_the_mean_of_its_tasks_and_its_pooled_items_give_the_same_mean():
+    """Issue 40 part 6 (004's ID average): L of a learn suite is the plain mean of its tasks'
+    accuracies at each checkpoint evaluated on all of them; its pooled, weighted items average
+    to that same mean (the bootstrap's check), and a checkpoint missing a task has no L."""
+    from cliffsweep.analysis.learnsuite import suite_evals, suite_samples, suite_label
+
+    def ev(trial, step, task, value, n):
+        return dict(trial_id=trial, step=step, task=task, metric="accuracy", value=value, n=n, role="learn",
+                    scorer_version="v", model="m", series="sft", method="sft", optimizer="adamw", lr=1e-3,
+                    epochs=1, seed=0, epoch=1.0)
+
+    evals = pd.DataFrame([ev("a", 2, "x", 0.5, 4), ev("a", 2, "y", 1 / 3, 3), ev("a", 4, "x", 1.0, 4)])
+    out = suite_evals(evals, ["x", "y"])
+    assert len(out) == 1 and out.iloc[0]["value"] == pytest.approx((0.5 + 1 / 3) / 2) and out.iloc[0]["n"] == 7
+    assert out.iloc[0]["task"] == suite_label(["x", "y"]) and list(out.columns) == list(evals.columns)
+    rows = [("x", i, c) for i, c in enumerate([1, 0, 1, 0])] + [("y", i, c) for i, c in enumerate([1, 0, 0])]
+    samples = pd.DataFrame([dict(trial_id="a", step=2, task=t, example_id=str(i), correct=bool(c)) for t, i, c in rows]
+                           + [dict(trial_id="a", step=4, task="x", example_id="0", correct=True)])
+    pooled = suite_samples(samples, ["x", "y"])
+    assert len(pooled) == 7 and pooled["example_id"].is_unique  # step 4 lacks y: no pooled items
+    assert pooled["correct"].mean() == pytest.approx(out.iloc[0]["value"])

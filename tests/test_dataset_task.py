@@ -174,7 +174,8 @@ def test_a_sweep_learns_from_a_jsonl_of_chat_messages_and_plan_prices_it(tmp_pat
     """The toy facts written as the user's own JSONL of chat messages (training phrasings) and a
     second file of held-out questions (the evaluation phrasing): a real sweep trains on it, every
     checkpoint is evaluated on it (exact match of the answer letter) and it is learned; `plan`
-    prices it from the file's own token lengths."""
+    prices it from the file's own token lengths. A learn suite (issue 40 part 6) is read as the
+    learning axis."""
     from cliffsweep.cli import main
     from cliffsweep.orchestrator.specfile import load_spec
     from cliffsweep.planner.text import plan_text
@@ -194,7 +195,10 @@ def test_a_sweep_learns_from_a_jsonl_of_chat_messages_and_plan_prices_it(tmp_pat
                   "retain": [{"name": "toy_arith", "params": {"n_eval": 40}},
                              {"name": "lm_eval", "params": {"task": "toy_arith_lm", "include_path": "toy",
                                                             "apply_chat_template": True, "limit": 40}},
-                             {"name": "loss", "params": {"of": {"name": "toy_arith"}, "split": "train", "n_eval": 40}}]},
+                             {"name": "loss", "params": {"of": {"name": "toy_arith"}, "split": "train", "n_eval": 40}}],
+                  # in-domain benchmarks as the learning axis (issue 40 part 6: 004's ID average)
+                  "learn_suite": [{"name": "toy_facts", "params": {"n_eval": 40}},
+                                  {"name": "loss", "params": {"of": {"name": "toy_facts"}, "n_eval": 40}}]},
         "recipe": {"batch_size": 16, "max_seq_len": 128},
         "eval": {"points_per_trial": 1, "backend": "hf", "cpus_per_evaluator": 0.5},
         "resources": {"max_concurrent_trials": 1}}))
@@ -229,6 +233,12 @@ def test_a_sweep_learns_from_a_jsonl_of_chat_messages_and_plan_prices_it(tmp_pat
     assert points.loc["q-base", "R"] == pytest.approx(1.0)  # the base keeps all of itself
     assert 0 < points.loc["q-base", "R[loss:toy_arith:train]"] <= 1  # the loss read as its likelihood
     assert "Retention suite" in (out / "report.md").read_text()
+    # the learn suite: every checkpoint evaluated on its tasks with role learn, and L is their mean
+    suite = ev[ev["task"].isin(["toy_facts", "loss:toy_facts"]) & ev["metric"].isin(["accuracy", "likelihood"])]
+    assert set(suite["role"]) == {"learn"} and len(suite) == 2 * 2, suite
+    want = suite.groupby("trial_id")["value"].mean()
+    assert points["L"].to_dict() == pytest.approx(want.to_dict())
+    assert "learn suite (mean of toy_facts, loss:toy_facts)" in (out / "report.md").read_text()
 
 
 def test_a_base_model_without_a_chat_template_trains_and_is_served_in_the_plain_format():

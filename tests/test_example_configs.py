@@ -57,6 +57,10 @@ def fixture(root: Path, name: str, rows: list[dict]) -> str:
     return str(path)
 
 
+def is_hub_lm(task: dict) -> bool:
+    return task["name"] == "lm_eval" and task["params"]["task"] not in LOCAL_LM_TASKS
+
+
 def rewrite_data(task: dict, root: Path, gsm8k: Path) -> dict:
     """`task` with its data on this machine."""
     params = dict(task.get("params", {}))
@@ -85,10 +89,12 @@ def rewritten(name: str, root: Path, tokenizer: str, gsm8k: Path, toy_lm: bool) 
     tasks = data["tasks"]
     tasks["learn"] = rewrite_data(tasks["learn"], root, gsm8k)
     tasks["retain"] = [rewrite_data(t, root, gsm8k) for t in tasks["retain"]]
-    if toy_lm:  # the hub tasks become one local lm-eval task (a task may appear once)
-        hub = [t for t in tasks["retain"] if t["name"] == "lm_eval" and t["params"]["task"] not in LOCAL_LM_TASKS]
-        tasks["retain"] = [t for t in tasks["retain"] if t not in hub] + (
-            [{"name": "lm_eval", "params": {**TOY_LM, "limit": 20}}] if hub else [])
+    tasks["learn_suite"] = [rewrite_data(t, root, gsm8k) for t in tasks.get("learn_suite", [])]
+    if toy_lm:  # the hub tasks become one local task per list (a task may appear once)
+        for key, local in (("retain", {"name": "lm_eval", "params": {**TOY_LM, "limit": 20}}),
+                           ("learn_suite", {"name": "toy_facts", "params": {"n_eval": 20}})):
+            hub = [t for t in tasks[key] if is_hub_lm(t)]
+            tasks[key] = [t for t in tasks[key] if t not in hub] + ([local] if hub else [])
     if "retain_data" in tasks:
         tasks["retain_data"] = rewrite_data(tasks["retain_data"], root, gsm8k)
     data["store"] = str(root / "store")
@@ -102,8 +108,8 @@ def test_each_seed_example_validates_and_plans_on_local_data(name, tmp_path, smo
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     original = yaml.safe_load((ROOT / "cliffsweep/configs" / f"{name}.yaml").read_text())
-    hub_lm = [t["params"]["task"] for t in original["tasks"]["retain"]
-              if t["name"] == "lm_eval" and t["params"]["task"] not in LOCAL_LM_TASKS]
+    hub_lm = [t["params"]["task"] for key in ("learn_suite", "retain") for t in original["tasks"].get(key, [])
+              if is_hub_lm(t)]
     as_is = rewritten(name, tmp_path, smollm2_folder, real_data / "gsm8k", toy_lm=False)
     code, out = cli("validate", str(as_is))
     problems = [line for line in out.splitlines() if line.startswith("  - ")]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from cliffsweep.analysis.learnsuite import with_learn_suite
 from cliffsweep.analysis.suite import n_column, suite_label, suite_retention, task_column
 from cliffsweep.storage.health import ensure_readable
 from cliffsweep.storage.store import LIKELIHOOD, Store
@@ -93,6 +94,13 @@ def _spec_retain(spec: dict) -> list[str]:
             return t["name"]
 
     return [label(t) for t in spec["tasks"]["retain"]]
+
+
+def _spec_learn_suite(spec: dict) -> list[str]:
+    """A sweep file's learn suite (tasks.learn_suite) by its tasks' names in the store."""
+    from cliffsweep.evals.tasks import task_label
+
+    return [task_label(t["name"], t.get("params") or {}) for t in spec["tasks"].get("learn_suite") or []]
 
 
 def _pretrain_optimizers(specs: list[dict]) -> dict[str, str]:
@@ -281,12 +289,15 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
     if evals.empty:
         where = f"store {uris[0]!r} has" if len(uris) == 1 else f"stores {uris} have"
         raise AnalysisInputError(f"{where} no accuracy evals (evals/ is empty or missing)")
-    learn = _one_task(evals, "learn", learn_task)
     specs = _specs(stores)
-    retain = _retain_tasks(evals, retain_task, next(filter(None, map(_spec_retain, specs)), []))
-    check_scorer_versions(evals, [learn, *retain])
-    points, more = points_from_evals(evals, read["trials"], learn, retain, pick, suite)
+    learn_suite = next(filter(None, map(_spec_learn_suite, specs)), [])
     samples = sample_scores(read["samples"], raw)
+    if learn_suite and learn_task is None:  # L is the suite's mean (analysis/learnsuite.py)
+        evals, samples, learn_task = with_learn_suite(evals, samples, learn_suite)
+    learn = _one_task(evals, "learn", learn_task)
+    retain = _retain_tasks(evals, retain_task, next(filter(None, map(_spec_retain, specs)), []))
+    check_scorer_versions(evals, [learn, *learn_suite, *retain])
+    points, more = points_from_evals(evals, read["trials"], learn, retain, pick, suite)
     samples = samples[samples["task"].isin([learn, *retain])].reset_index(drop=True)
     trials = read["trials"][["trial_id", "model", "series", "epochs", "lr", "status"]]
     # the trial's peak lr names the line; the schedule's lr at each step becomes step_lr

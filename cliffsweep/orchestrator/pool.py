@@ -73,8 +73,7 @@ def evaluator_starter(models: dict[str, tuple[str, str]], spec, store_uri: str, 
         return _rehearsal_starter(spec, store_uri, rehearsal)
     from cliffsweep.evaluator.actor import Evaluator
 
-    tasks = [("learn", spec.tasks.learn.name, spec.tasks.learn.params)] + [
-        ("retain", t.name, t.params) for t in spec.tasks.retain]
+    tasks = [(role, t.name, t.params) for _, role, t in spec.tasks.evaluated]
     options = engine_options(spec, backend)
     actor_cls = ray.remote(Evaluator).options(**actor_options(spec, evaluator_env(spec.eval, backend)))
 
@@ -92,8 +91,7 @@ def _rehearsal_starter(spec, store_uri: str, rehearsal):
     from cliffsweep.evals.tasks import task_label
     from cliffsweep.evaluator.actor import RehearsalEvaluator
 
-    tasks = [("learn", task_label(spec.tasks.learn.name, spec.tasks.learn.params))] + [
-        ("retain", task_label(t.name, t.params)) for t in spec.tasks.retain]
+    tasks = [(role, task_label(t.name, t.params)) for _, role, t in spec.tasks.evaluated]
     actor_cls = ray.remote(RehearsalEvaluator).options(**actor_options(spec))
 
     def start(label: str):

@@ -51,7 +51,7 @@ def task_data_problems(spec: SweepSpec) -> list[str]:
     file never)."""
     from cliffsweep.evals.tasks import build_task
 
-    entries = [("tasks.learn", spec.tasks.learn)] + [(f"tasks.retain.{i}", t) for i, t in enumerate(spec.tasks.retain)]
+    entries = [(where, t) for where, _, t in spec.tasks.evaluated]
     built = [(where, build_task(t.name, t.params)) for where, t in entries]
     seen: dict[str, str] = {}
     problems = []

@@ -83,16 +83,20 @@ class Refiner:
             ready.append((key, trials, rnd))
         if not ready:
             return []
-        from cliffsweep.analysis.points import points_from_evals
+        from cliffsweep.analysis.learnsuite import with_learn_suite
         from cliffsweep.analysis.next_lrs import next_lrs, series_curve
-
+        from cliffsweep.analysis.points import points_from_evals, scores_of
         from cliffsweep.evals.tasks import task_label
 
-        learn = spec.tasks.learn
-        # every retain task: several are a suite, refined on their aggregate as `analyze` reads them
+        learn = task_label(spec.tasks.learn.name, spec.tasks.learn.params)
+        # every retain task: several are a suite, refined on their aggregate as `analyze` reads them;
+        # a learn suite likewise on its mean
         retain = [task_label(t.name, t.params) for t in spec.tasks.retain]
-        points, _ = points_from_evals(self.store.read("evals"), self.store.read("trials"),
-                                      task_label(learn.name, learn.params), retain)
+        evals = scores_of(self.store.read("evals"))
+        if spec.tasks.learn_suite:
+            evals, _, learn = with_learn_suite(evals, evals.iloc[:0], [task_label(t.name, t.params)
+                                                                        for t in spec.tasks.learn_suite])
+        points, _ = points_from_evals(evals, self.store.read("trials"), learn, retain)
         added: list[Trial] = []
         for key, trials, rnd in ready:
             self.asked[key] = rnd

@@ -143,6 +143,8 @@ def _task_problems(data: dict) -> list[str]:
     entries = [("tasks.learn", tasks.get("learn"))]
     retain = tasks.get("retain")
     entries += [(f"tasks.retain.{i}", t) for i, t in enumerate(retain if isinstance(retain, list) else [])]
+    suite = tasks.get("learn_suite")
+    entries += [(f"tasks.learn_suite.{i}", t) for i, t in enumerate(suite if isinstance(suite, list) else [])]
     entries += [("tasks.retain_data", tasks.get("retain_data"))]
     for where, t in entries:
         if not isinstance(t, dict) or not isinstance(t.get("name"), str):

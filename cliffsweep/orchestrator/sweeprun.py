@@ -54,7 +54,7 @@ class SweepRun:
         self.by_id = {t.trial_id: t for t in self.grid}
         self.stats_uri: dict[str, str | None] = {}
         self.checkpoint_root = absolute_uri(spec.checkpoint_uri)
-        self.task_names = [task_label(t.name, t.params) for t in (spec.tasks.learn, *spec.tasks.retain)]
+        self.task_names = [task_label(t.name, t.params) for _, _, t in spec.tasks.evaluated]
         self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
         self.concurrency = concurrency  # Train jobs at once
         self.running_jobs: dict[str, JobRun] = {}  # Train jobs Tune runs now

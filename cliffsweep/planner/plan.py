@@ -102,7 +102,7 @@ class SweepFacts:
 
         r, res = spec.recipe, spec.resources
         micro, grad_ckpt = recipe_extras(r)
-        built = [build_task(s.name, s.params) for s in (spec.tasks.learn, *spec.tasks.retain)]
+        built = [build_task(s.name, s.params) for _, _, s in spec.tasks.evaluated]
         return cls(spec, measured, bandwidth, grad_ckpt, Batching.of(r.batch_size, res.workers_per_trial, micro),
                    built, eval_load([(t.eval_size, t.sampling.max_tokens) for t in built]), expand_grid(spec),
                    res.workers_per_trial * max(1.0, res.gpus_per_worker))

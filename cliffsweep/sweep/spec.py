@@ -133,10 +133,25 @@ class TasksSpec(_Strict):
     paper's reading: GSM8K train). 002 replays a separate, pretraining-like mix, and an lm_eval
     benchmark may have no training split: name the data here (any task with a training split)."""
 
+    learn_suite: list[TaskSpec] = []
+    """In-domain benchmarks read as the learning axis, with role learn (004 averages six math
+    benchmarks against six out-of-domain ones): evaluated at every checkpoint like the retain
+    tasks, and `analyze` reads learning as the plain mean of their accuracies (a learn suite,
+    analysis/learnsuite.py) instead of the learn task's own held-out score, which is still
+    evaluated and stored (`--learn-task` reads it). Empty: the learn task alone, as the cliff
+    paper does."""
+
     @property
     def replay(self) -> TaskSpec:
         """D_R: `retain_data`, else the first retain task."""
         return self.retain_data if self.retain_data is not None else self.retain[0]
+
+    @property
+    def evaluated(self) -> list[tuple[str, str, TaskSpec]]:
+        """(where in the file, role, task) of every task each checkpoint is evaluated on, in order."""
+        return ([("tasks.learn", "learn", self.learn)]
+                + [(f"tasks.learn_suite.{i}", "learn", t) for i, t in enumerate(self.learn_suite)]
+                + [(f"tasks.retain.{i}", "retain", t) for i, t in enumerate(self.retain)])
 
 
 class RecipeSpec(_Strict):
