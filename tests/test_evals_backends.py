@@ -309,3 +309,17 @@ def test_a_loss_task_reads_alike_on_both_backends(vllm_backend, hf_backend, ckpt
         v, h = results
         assert v.metric == h.metric == "loss" and v.n == h.n == 10
         assert max(abs(a - b) for a, b in zip(v.scores, h.scores)) < 2e-3, (v.scores, h.scores)
+
+
+@pytest.mark.vllm
+def test_sampled_generation_on_both_backends_is_seeded_and_varied(vllm_backend, hf_backend, ckpts):
+    """Issue 40 part 2: n samples per prompt at a temperature, on both engines; the same seed
+    draws the same samples again, and they are samples (not n copies of the greedy reply)."""
+    from cliffsweep.evals.tasks.base import SampledDecoding
+
+    s = Sampling(max_tokens=8).drawn(SampledDecoding(n=4, temperature=1.0, seed=7))
+    for backend in (vllm_backend, hf_backend):
+        backend.load(CheckpointRef(ckpts["a"]))
+        one, two = backend.generate_n(PROMPTS, s), backend.generate_n(PROMPTS, s)
+        assert one == two and len(one) == len(PROMPTS) and all(len(r) == 4 for r in one), backend.name
+        assert any(len(set(r)) > 1 for r in one), (backend.name, one)

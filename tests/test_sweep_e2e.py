@@ -28,8 +28,10 @@ def spec_for(store: str):
         "methods": [{"name": "sft"}, {"name": "lora", "params": {"rank": 8}}],
         "lrs": [1e-3, 1e30],
         "epochs": [1],
-        "tasks": {"learn": {"name": "toy_facts", "params": {"n_eval": 40, "n_train": 96}},
-                  "retain": [{"name": "toy_arith", "params": {"n_eval": 40}}]},
+        "tasks": {"learn": {"name": "toy_facts", "params": {"n_eval": 40, "n_train": 96,
+                                                            "sampling": {"n": 2, "temperature": 1.5}}},
+                  # sampled too (issue 40 part 2): 3 samples a question through vLLM's seeded sampling
+                  "retain": [{"name": "toy_arith", "params": {"n_eval": 40, "sampling": {"n": 3, "temperature": 1.5}}}]},
         "recipe": {"batch_size": 16, "max_seq_len": 128},
         "eval": {"points_per_trial": 2, "backend": "vllm", "cpus_per_evaluator": 0.5, "kv_cache_mb": 32,
                  "max_model_len": 256},
@@ -81,6 +83,21 @@ def test_every_grid_point_recorded_with_its_evaluations(swept):
     assert set(base["role"]) == {"learn", "retain"} and (base["lr"] == 0).all() and (base["step"] == 0).all()
     samples = store.read("samples")
     assert len(samples) == 40 * len(acc)  # per-example rows behind every accuracy
+
+
+def test_every_sampled_evaluation_stores_avg_and_pass_at_k_as_its_samples_give(swept):
+    from cliffsweep.storage.store import SAMPLED_SUFFIX
+
+    spec, store = swept
+    ev = store.read("evals").query("task == 'toy_arith'")
+    drawn = store.read("samples").query(f"task == 'toy_arith{SAMPLED_SUFFIX}'")
+    drawn = drawn.assign(q=drawn["example_id"].str.rsplit("#", n=1).str[0])
+    counts = drawn.groupby(["trial_id", "step", "q"])["correct"].agg(["sum", "size"])
+    assert (counts["size"] == 3).all() and len(counts) == 40 * len(ev.query("metric == 'accuracy'"))
+    for (tid, step), c in counts.groupby(level=[0, 1]):
+        row = ev[(ev["trial_id"] == tid) & (ev["step"] == step)].set_index("metric")["value"]
+        assert row["avg@3"] == pytest.approx((c["sum"] / 3).mean()), (tid, step)
+        assert row["pass@3"] == pytest.approx((c["sum"] > 0).mean()), (tid, step)
 
 
 def test_diverged_trials_recorded_without_stopping_the_sweep(swept):
@@ -137,3 +154,12 @@ def test_status_and_analyze_on_the_real_store(swept, tmp_path):
     shot = str(tmp_path / "report.png")
     screenshot(f"{out}/report.html", shot, 5000)  # the real store's report, rendered in Chromium
     assert colored_pixels(shot) > 2000
+    # a sampled metric as the frontier's axes (issue 40 part 2): each task's own avg@n
+    from cliffsweep.analysis.run import analyze_store
+
+    sampled = analyze_store(store.uri, str(tmp_path / "avg"), n_boot=0, report=False, metric="avg")
+    points = pd.read_parquet(tmp_path / "avg" / "points.parquet").set_index(["trial_id", "step"])
+    ev = store.read("evals").set_index(["trial_id", "step", "task", "metric"])["value"]
+    for (tid, step), p in points.iterrows():
+        assert p["L"] == pytest.approx(ev[(tid, step, "toy_facts", "avg@2")]), (tid, step)
+    assert set(sampled["series"]) == set(table["series"])

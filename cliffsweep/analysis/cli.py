@@ -26,6 +26,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--suite", choices=AGGREGATES, default="share_of_base",
                    help="how several retain tasks make one retention: the mean share of each task's base score "
                         "(default), or seed 003's general performance (plain mean, tasks the base scores < 0.5 on left out)")
+    p.add_argument("--metric", default="accuracy",
+                   help="the stored metric read as learning and retention (default: greedy accuracy; a sampled "
+                        "task's avg@N or pass@K, or avg / pass: each task's own avg@n / its largest pass@k, 004's "
+                        "readings); a loss task is read on its likelihood whatever this says")
     p.add_argument("--robust-frontier", type=float, default=0.0, metavar="C",
                    help="seed 001's robust frontier: keep a Pareto point only if it beats every other point by C "
                         "on one axis (001: 0.001); default 0, the plain frontier")
@@ -55,7 +59,7 @@ def run(args: argparse.Namespace, after=None) -> int:
         table = analyze_store(args.store, args.out, learn_task=args.learn_task, retain_task=args.retain_task,
                               thresholds=thresholds, n_boot=args.n_boot, seed=args.seed,
                               min_confidence=args.min_confidence, report=not args.no_report, pick=args.checkpoint,
-                              suite=args.suite, robust_frontier=args.robust_frontier)
+                              suite=args.suite, robust_frontier=args.robust_frontier, metric=args.metric)
     except AnalysisInputError as e:
         print(f"cliffsweep analyze: {e}", file=sys.stderr)
         return 2

@@ -122,15 +122,27 @@ def check_scorer_versions(evals: pd.DataFrame, tasks: list[str]) -> None:
                                      "scorer or analyse a store holding one version")
 
 
-def scores_of(evals: pd.DataFrame) -> pd.DataFrame:
+def scores_of(evals: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
     """The row analysis classifies on for every evaluation, as metric "accuracy": a task's
-    accuracy, or for a loss task (lower is better, evals/tasks/loss.py) its `likelihood`, the mean
-    over items of exp(-item NLL). A loss thus reads as a higher-is-better score in (0, 1], and its
-    retention as a share of the base model's (docs/analysis.md "Loss tasks"). Idempotent."""
+    accuracy (or `metric`, another higher-is-better row it stores: a sampled task's avg@n or
+    pass@k, issue 40 part 2), or for a loss task (lower is better, evals/tasks/loss.py) its
+    `likelihood`, the mean over items of exp(-item NLL). A loss thus reads as a higher-is-better
+    score in (0, 1], and its retention as a share of the base model's (docs/analysis.md "Loss
+    tasks"). Idempotent for the default metric."""
     loss_tasks = set(evals.loc[evals["metric"] == "loss", "task"])
-    keep = ((evals["metric"] == "accuracy") & ~evals["task"].isin(loss_tasks)) | \
+    keep = ((evals["metric"] == _metric_of(evals, metric)) & ~evals["task"].isin(loss_tasks)) | \
         ((evals["metric"] == LIKELIHOOD) & evals["task"].isin(loss_tasks))
     return evals[keep].assign(metric="accuracy")
+
+
+def _metric_of(evals: pd.DataFrame, metric: str) -> pd.Series | str:
+    """`metric` as each row's metric name: itself, or for `avg` / `pass` each task's own
+    avg@n / pass@k with its largest k (004 samples k = 16, 8 or 4 by benchmark, Table 2)."""
+    if metric not in ("avg", "pass"):
+        return metric
+    k = evals["metric"].str.extract(rf"^{metric}@(\d+)$")[0].astype(float)
+    top = k.groupby(evals["task"]).transform("max")
+    return pd.Series(f"{metric}@", index=evals.index) + top.fillna(-1).astype(int).astype(str)
 
 
 def sample_scores(samples: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
@@ -235,7 +247,7 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
 
 
 def load_store(uri: str, learn_task: str | None = None, retain_task: str | None = None,
-               pick: str = "final", suite: str = "share_of_base") -> StoreData:
+               pick: str = "final", suite: str = "share_of_base", metric: str = "accuracy") -> StoreData:
     """Read evals, trials and samples of the store at ``uri`` into :class:`StoreData`.
 
     Retention is read on ``retain_task`` if given, else on every retain task of the store: one
@@ -243,7 +255,7 @@ def load_store(uri: str, learn_task: str | None = None, retain_task: str | None 
     task defaults to the only learn task. Mixed scorer versions of any task raise
     :class:`AnalysisInputError`.
     """
-    return load_stores([uri], learn_task, retain_task, pick, suite)
+    return load_stores([uri], learn_task, retain_task, pick, suite, metric)
 
 
 # What identifies a row of each table across stores (the first store's row is kept).
@@ -275,23 +287,30 @@ def merge_tables(frames: list[pd.DataFrame], table: str, uris: list[str], notes:
 
 
 def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str | None = None,
-                pick: str = "final", suite: str = "share_of_base") -> StoreData:
+                pick: str = "final", suite: str = "share_of_base", metric: str = "accuracy") -> StoreData:
     """:func:`load_store` over several stores as one (the paper grid is three: issue 16), tasks
     and scorer versions checked across all of them; see :func:`merge_tables` for rows that
-    several stores hold."""
+    several stores hold. `metric`: the stored metric L and R are read on (a sampled task's avg@n
+    or pass@k); its per-item rows are not the greedy samples, so its confidence comes from n."""
     stores = [Store(u) for u in uris]
     for store in stores:  # every damaged file named before anything is read (issue 29)
         ensure_readable(store, ("evals", "trials", "samples", "steps"))
     notes: list[str] = []
     read = {t: merge_tables([s.read(t) for s in stores], t, uris, notes) for t in ("evals", "trials", "samples", "steps")}
     raw = read["evals"]
-    evals = scores_of(raw) if len(raw) else raw
+    evals = scores_of(raw, metric) if len(raw) else raw
     if evals.empty:
         where = f"store {uris[0]!r} has" if len(uris) == 1 else f"stores {uris} have"
-        raise AnalysisInputError(f"{where} no accuracy evals (evals/ is empty or missing)")
+        what = "accuracy evals (evals/ is empty or missing)" if metric == "accuracy" else \
+            f"evals of metric {metric!r}; metrics there: {sorted(raw['metric'].unique())[:20]}"
+        raise AnalysisInputError(f"{where} no {what}")
     specs = _specs(stores)
     learn_suite = next(filter(None, map(_spec_learn_suite, specs)), [])
     samples = sample_scores(read["samples"], raw)
+    if metric != "accuracy":  # the stored items are greedy replies: only a loss task's still fit
+        samples = samples[samples["task"].isin(set(raw.loc[raw["metric"] == "loss", "task"]))]
+        notes.append(f"learning and retention read on metric {metric!r}, not greedy accuracy; its confidence "
+                     "is drawn from each evaluation's n (binomial), not from per-item samples")
     if learn_suite and learn_task is None:  # L is the suite's mean (analysis/learnsuite.py)
         evals, samples, learn_task = with_learn_suite(evals, samples, learn_suite)
     learn = _one_task(evals, "learn", learn_task)

@@ -23,7 +23,7 @@ _LIST_COLUMNS = ("pareto_point_ids", "model_pareto_point_ids", "dominated_by")
 def analyze_store(store_uri: str | list[str], out_dir: str, *, learn_task: str | None = None, retain_task: str | None = None,
                   thresholds: Thresholds | dict | None = None, n_boot: int = 200, seed: int = 0,
                   min_confidence: float = MIN_CONFIDENCE, report: bool = True, pick: str = "final",
-                  suite: str = "share_of_base", robust_frontier: float = 0.0) -> pd.DataFrame:
+                  suite: str = "share_of_base", robust_frontier: float = 0.0, metric: str = "accuracy") -> pd.DataFrame:
     """Analyse the store at ``store_uri`` (docs/store.md), or several stores as one (a list: the
     paper grid's three, points.load_stores), and write the results to ``out_dir``.
 
@@ -34,10 +34,11 @@ def analyze_store(store_uri: str | list[str], out_dir: str, *, learn_task: str |
     analysis/suite.AGGREGATES; ``retain_task`` reads one), and suite.parquet holds each task's own
     regime beside the aggregate's. ``robust_frontier``: seed 001's margin c (0.001 there) for
     the Pareto columns and model_frontier.parquet (pareto.pareto_mask); 0 = the plain frontier.
+    ``metric``: the stored metric read as L and R (points.load_stores), greedy accuracy by default.
     """
     th = thresholds if isinstance(thresholds, Thresholds) else Thresholds(**(thresholds or {}))
     uris = [store_uri] if isinstance(store_uri, str) else list(store_uri)
-    data = load_stores(uris, learn_task, retain_task, pick, suite)
+    data = load_stores(uris, learn_task, retain_task, pick, suite, metric)
     points = data.points.reset_index(drop=True)
     retain = list(data.retain_tasks)
     reps = replicate_accuracies(points, data.samples, data.learn_task, retain, n_boot, seed, suite) \

@@ -23,6 +23,9 @@ class TaskResult:
     scorer_version: str = ""
     metric: str = "accuracy"
     """The primary metric's name (Task.metric): "accuracy" or "loss"."""
+    draws: list[tuple[str, int, bool, str]] = field(default_factory=list)
+    """A sampled evaluation's every sample (example_id, sample index, correct, prediction); its
+    avg@n and pass@k are in `extra` (evals/scoring/passk.py). Empty: greedy only."""
     scores: list[float] = field(default_factory=list)
     """Each sample's own value where it is not right/wrong (a loss task: the item's mean per-token
     NLL), in the order of `samples`; empty otherwise."""

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from cliffsweep.evals.backends.base import Backend
 from cliffsweep.evals.scoring import logprob_choice
+from cliffsweep.evals.scoring.passk import sampled_metrics
 from cliffsweep.evals.result import TaskResult
 from cliffsweep.evals.tasks.base import EvalExample, Score, Task, system_for
 
@@ -61,6 +62,20 @@ def with_logprob_metric(scores: list[Score], examples: list[EvalExample], logpro
             for s, ex, lp in zip(scores, examples, logprobs)]
 
 
+def sampled(backend: Backend, task: Task, examples: list[EvalExample], prompts: list, how,
+            extra: dict[str, float]) -> list[tuple[str, int, bool, str]]:
+    """`how.n` samples of every prompt (tasks/base.SampledDecoding), each scored as the greedy
+    reply is; their avg@n and pass@k go into `extra`. Returns every sample (the store keeps them)."""
+    drawn = backend.generate_n(prompts, task.sampling.drawn(how))
+    if len(drawn) != len(examples) or any(len(d) != how.n for d in drawn):
+        raise RuntimeError(f"backend returned {[len(d) for d in drawn][:5]}... samples for {len(examples)} "
+                           f"prompts x {how.n}")
+    correct = [[task.score(gen, ex).correct for gen in gens] for gens, ex in zip(drawn, examples)]
+    extra.update(sampled_metrics(correct, how.ks))
+    return [(ex.id, j, ok, gen) for ex, gens, oks in zip(examples, drawn, correct)
+            for j, (gen, ok) in enumerate(zip(gens, oks))]
+
+
 def evaluate_task(backend: Backend, task: Task, system: str = "") -> TaskResult:
     """`task` on what `backend` serves; `system` (recipe.system_prompt, or the task's own
     system_prompt: tasks/base.system_for) before every prompt that has no system prompt of its
@@ -89,12 +104,15 @@ def evaluate_task(backend: Backend, task: Task, system: str = "") -> TaskResult:
     extra = metric_means(examples, scores)
     if task.class_balanced:
         extra["balanced_accuracy"] = balanced_accuracy([ex.reference for ex in examples], [s.correct for s in scores])
+    how = getattr(task.params, "sampling", None)
+    draws = sampled(backend, task, examples, prompts, how, extra) if how is not None else []
     return TaskResult(
         task=task.label,
         accuracy=sum(s.correct for s in scores) / len(scores),
         n=len(scores),
         extra=extra,
         samples=[(ex.id, s.correct, s.prediction) for ex, s in zip(examples, scores)],
+        draws=draws,
         seconds=time.perf_counter() - start,
         scorer_version=task.scorer_version,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from cliffsweep.evaluator.request import EvalRequest
-from cliffsweep.storage.store import Store, eval_key
+from cliffsweep.storage.store import SAMPLED_SUFFIX, Store, eval_key
 
 TRIAL_FIELDS = ("trial_id", "model", "method", "series", "optimizer", "lr", "epochs", "seed", "step", "epoch")
 
@@ -24,11 +24,16 @@ def eval_rows(r: EvalRequest, role: str, scorer_version: str, res, now: datetime
 
 
 def sample_rows(r: EvalRequest, res) -> list[dict]:
-    """One row per evaluated item: its id, whether it was right, the prediction and its score."""
+    """One row per evaluated item: its id, whether it was right, the prediction and its score;
+    then one per sample of a sampled evaluation (store.SAMPLED_SUFFIX)."""
     scores = res.scores or [None] * len(res.samples)
-    return [{"trial_id": r.trial_id, "step": r.step, "task": res.task, "example_id": str(eid),
-             "correct": bool(ok), "prediction": str(pred), "score": score}
-            for (eid, ok, pred), score in zip(res.samples, scores, strict=True)]
+    greedy = [{"trial_id": r.trial_id, "step": r.step, "task": res.task, "example_id": str(eid),
+               "correct": bool(ok), "prediction": str(pred), "score": score}
+              for (eid, ok, pred), score in zip(res.samples, scores, strict=True)]
+    drawn = [{"trial_id": r.trial_id, "step": r.step, "task": res.task + SAMPLED_SUFFIX, "example_id": f"{eid}#{j}",
+              "correct": bool(ok), "prediction": str(pred), "score": None}
+             for eid, j, ok, pred in getattr(res, "draws", [])]
+    return greedy + drawn
 
 
 def write_result(store: Store, r: EvalRequest, role: str, scorer_version: str, res) -> None:

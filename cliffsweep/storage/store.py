@@ -27,6 +27,9 @@ TABLES = ("trials", "checkpoints", "evals", "samples", "errors", "steps", "track
 PRIMARY_METRICS = ("accuracy", "loss")
 """The `evals.metric` of an evaluation's primary row: "accuracy" (higher is better) or, for a
 loss task, "loss" (mean per-token NLL, lower is better). Exactly one per task and checkpoint."""
+SAMPLED_SUFFIX = "@sampled"
+"""A sampled evaluation's samples are `samples` rows of task `<task>@sampled`, example ids
+`<id>#<j>` (the j-th sample), beside the greedy rows of `<task>` that analysis reads."""
 LIKELIHOOD = "likelihood"
 """A loss task's row that analysis classifies on: the mean over items of exp(-item NLL), each
 item's geometric-mean token probability, higher is better (analysis/points.py)."""

@@ -38,6 +38,10 @@ class Backend(Protocol):
         """Greedy completions of `prompts` (user messages or chat messages), each rendered
         with the model's chat template (`render_chat`)."""
 
+    def generate_n(self, prompts: list[Prompt], sampling: Sampling) -> list[list[str]]:
+        """`sampling.n` sampled completions of each prompt (temperature, top_p, seed as
+        `sampling` says), rendered as `generate` renders them."""
+
     def continuation_logprobs(self, prompts: list[Prompt], continuations: tuple[str, ...]) -> list[list[float]]:
         """[i][j] = log p(continuations[j] | rendered prompts[i]): the summed log-probability of
         the continuation's tokens as the start of the assistant reply (`continuation_ids`)."""

@@ -112,20 +112,33 @@ class HFBackend:
         self.current = ckpt
         self.last_load_seconds = time.perf_counter() - start
 
-    @torch.no_grad()
     def generate(self, prompts: list[Prompt], sampling: Sampling) -> list[str]:
+        return [row[0] for row in self._decode(prompts, sampling, sample=False)]
+
+    def generate_n(self, prompts: list[Prompt], sampling: Sampling) -> list[list[str]]:
+        # one seeded generator for the whole call: the same prompts and settings draw the same
+        # samples again (transformers samples with torch's global generator)
+        torch.manual_seed(sampling.seed or 0)
+        return self._decode(prompts, sampling, sample=True)
+
+    @torch.no_grad()
+    def _decode(self, prompts: list[Prompt], sampling: Sampling, sample: bool) -> list[list[str]]:
         texts = [render_chat(self.tokenizer, p) for p in prompts]
-        out: list[str] = []
+        n = sampling.n if sample else 1
+        how = dict(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0,
+                   num_return_sequences=n) if sample else dict(do_sample=False)
+        out: list[list[str]] = []
         for i in range(0, len(texts), self.batch_size):
             batch = self.tokenizer(texts[i : i + self.batch_size], return_tensors="pt", padding=True,
                                    add_special_tokens=False).to(self.device)
-            ids = self.model.generate(**batch, do_sample=False, max_new_tokens=sampling.max_tokens,
+            ids = self.model.generate(**batch, **how, max_new_tokens=sampling.max_tokens,
                                       pad_token_id=self.tokenizer.pad_token_id)
             new = ids[:, batch["input_ids"].shape[1]:]
-            for row in self.tokenizer.batch_decode(new, skip_special_tokens=True):
-                # A max_tokens cut can split a multi-byte character; vLLM's incremental
-                # detokenizer drops the partial character, so we drop its U+FFFD too.
-                out.append(cut_at_stop(row.rstrip("\ufffd"), sampling.stop))
+            # A max_tokens cut can split a multi-byte character; vLLM's incremental
+            # detokenizer drops the partial character, so we drop its U+FFFD too.
+            rows = [cut_at_stop(row.rstrip("\ufffd"), sampling.stop)
+                    for row in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
+            out += [rows[j : j + n] for j in range(0, len(rows), n)]  # a prompt's n are consecutive
         return out
 
     def continuation_logprobs(self, prompts: list[Prompt], continuations: tuple[str, ...]) -> list[list[float]]:

@@ -143,6 +143,17 @@ class VLLMBackend:
         outs = self.llm.generate(batch, params, lora_request=self._lora, use_tqdm=False)
         return [o.outputs[0].text for o in outs]
 
+    def generate_n(self, prompts: list[Prompt], sampling: Sampling) -> list[list[str]]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        batch = [TokensPrompt(prompt_token_ids=prompt_ids(self.tokenizer, p)) for p in prompts]
+        # a per-request seed: each prompt's samples are the same whatever else the batch holds
+        params = SamplingParams(n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0,
+                                seed=sampling.seed, max_tokens=sampling.max_tokens, stop=list(sampling.stop))
+        outs = self.llm.generate(batch, params, lora_request=self._lora, use_tqdm=False)
+        return [[c.text for c in sorted(o.outputs, key=lambda c: c.index)] for o in outs]
+
     def continuation_logprobs(self, prompts: list[Prompt], continuations: tuple[str, ...]) -> list[list[float]]:
         """One-token continuations (the letters A-D with every real tokenizer): one request per
         prompt, max_tokens=1, `logprob_token_ids` = the continuations' tokens: the LM head runs

@@ -68,10 +68,46 @@ class EvalExample:
 
 @dataclass(frozen=True)
 class Sampling:
-    """Greedy decoding settings for a task. Always explicit: no engine defaults."""
+    """Decoding settings for a task: greedy (temperature 0, one completion per prompt) unless a
+    task's `sampling` params ask for n samples (`drawn`). Always explicit: no engine defaults."""
 
     max_tokens: int
     stop: tuple[str, ...] = ()
+    n: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def drawn(self, how: "SampledDecoding") -> "Sampling":
+        """These settings with `how`'s samples: n completions per prompt at its temperature."""
+        from dataclasses import replace
+
+        return replace(self, n=how.n, temperature=how.temperature, top_p=how.top_p, seed=how.seed)
+
+
+class SampledDecoding(BaseModel):
+    """A task's sampled evaluation (issue 40 part 2: 004 reports avg@k and pass@k): `n` samples
+    per question beside the greedy one, scored as it is; avg@n and pass@k for each of `k` are
+    stored beside greedy accuracy, every sample kept (evals/scoring/passk.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    n: int = Field(ge=1, le=1024)
+    temperature: float = Field(1.0, gt=0, le=10)
+    top_p: float = Field(1.0, gt=0, le=1)
+    seed: int = 0
+    """The engine's sampling seed, so a re-evaluation draws the same samples on the same engine."""
+    k: list[int] = []
+    """The k of each pass@k; [] = [1, n]. Each at most n."""
+
+    def model_post_init(self, _) -> None:
+        bad = [k for k in self.k if not 1 <= k <= self.n]
+        if bad:
+            raise ValueError(f"sampling.k must be from 1 to n ({self.n}), got {bad}")
+
+    @property
+    def ks(self) -> list[int]:
+        return sorted(set(self.k or [1, self.n]))
 
 
 class TaskParams(BaseModel):
@@ -91,6 +127,10 @@ class TaskParams(BaseModel):
     """This task's system prompt, in training and evaluation alike; None: recipe.system_prompt.
     003 gives its task prompt to the learn task only, not to IFEval, GSM8K or HumanEval: set it
     here ("" for none) rather than in the recipe (issue 40)."""
+    sampling: SampledDecoding | None = None
+    """Also draw n samples per question (avg@n, pass@k: SampledDecoding); None: greedy only.
+    Tasks whose harness is not cliffsweep's runner refuse it (a loss task generates nothing;
+    an lm-eval task samples as its YAML says)."""
 
 
 def system_for(task: "Task", recipe_system: str) -> str:

@@ -55,6 +55,13 @@ class LmEvalParams(TaskParams):
     fewshot_as_multiturn: bool = False
 
     @model_validator(mode="after")
+    def _sampling_from_the_yaml(self):
+        if self.sampling is not None:
+            raise ValueError("an lm-eval task decodes as its YAML says (generation_kwargs, repeats): set those "
+                             "through `overrides`, not `sampling`")
+        return self
+
+    @model_validator(mode="after")
     def _limit_not_n_eval(self):
         # by value, not by fields set: a dumped and re-read params (plan does it) sets them all
         if self.path is not None or self.n_eval != TaskParams.model_fields["n_eval"].default:

@@ -57,6 +57,8 @@ class LossParams(TaskParams):
             raise ValueError("name exactly one source: `of` (a task's held-out answers) or `path` (a text file)")
         if self.of is None and self.split != "eval":
             raise ValueError("`split` chooses among `of`'s examples; a text file has none")
+        if self.sampling is not None:
+            raise ValueError("a loss task scores given text and generates nothing: `sampling` does not apply")
         return self
 
 
