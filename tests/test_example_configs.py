@@ -103,10 +103,19 @@ def rewritten(name: str, root: Path, tokenizer: str, gsm8k: Path, toy_lm: bool) 
     return path
 
 
+def offline(monkeypatch) -> None:
+    """As on an air-gapped machine: a hub dataset fails at once instead of after retries (the
+    libraries read their settings at import, so the environment alone is too late here)."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+
+
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_each_seed_example_validates_and_plans_on_local_data(name, tmp_path, smollm2_folder, real_data, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    offline(monkeypatch)
     original = yaml.safe_load((ROOT / "cliffsweep/configs" / f"{name}.yaml").read_text())
     hub_lm = [t["params"]["task"] for key in ("learn_suite", "retain") for t in original["tasks"].get(key, [])
               if is_hub_lm(t)]
@@ -127,7 +136,7 @@ def test_each_seed_example_validates_and_plans_on_local_data(name, tmp_path, smo
 def test_plan_names_a_hub_models_tokenizer_when_that_is_what_is_missing(tmp_path, smollm2_folder, real_data,
                                                                          monkeypatch):
     """Local data, a hub model offline: `plan` once said "its data is not local"."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline(monkeypatch)
     path = rewritten("seed004_rpsft", tmp_path, smollm2_folder, real_data / "gsm8k", toy_lm=True)
     data = yaml.safe_load(path.read_text())
     data["models"][0]["path"] = "Qwen/Qwen2.5-1.5B-Instruct"

@@ -68,7 +68,8 @@ def test_plan_on_a_seed_example_names_what_it_needs_in_one_line(stem, capsys, mo
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     assert main(["plan", f"cliffsweep/configs/{stem}.yaml"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("error: ") and ("give the task a local `path:`" in err[-1] or "cannot size" in err[-1]), err
+    assert err[-1].startswith("error: ") and any(
+        need in err[-1] for need in ("give the task a local `path:`", "cannot size", "no such file")), err
     assert not any("Traceback" in line for line in err)
 
 

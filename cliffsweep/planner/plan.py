@@ -261,6 +261,11 @@ def lengths_for(model_path: str, task: str, params: dict, notes: list[str]) -> L
     try:
         got = tokenstats.packaged(task, params)
     except tokenstats.UnknownLengths:
+        absent = [params[k] for k in ("path", "eval_path") if isinstance(params.get(k), str)
+                  and "://" not in params[k] and params[k].startswith(("/", ".", "~")) and not os.path.exists(params[k])]
+        if absent:
+            raise tokenstats.UnknownLengths(f"task {task!r}: {absent[0]}: no such file; point `path:` at the data "
+                                            "on this machine") from None
         if folder is None and data_local:  # what is missing is the tokenizer, not the data
             raise tokenstats.UnknownLengths(
                 f"task {task!r}: its data is local, but the model {model_path!r} is not a local folder, so its "
