@@ -323,3 +323,7 @@ def test_sampled_generation_on_both_backends_is_seeded_and_varied(vllm_backend, 
         one, two = backend.generate_n(PROMPTS, s), backend.generate_n(PROMPTS, s)
         assert one == two and len(one) == len(PROMPTS) and all(len(r) == 4 for r in one), backend.name
         assert any(len(set(r)) > 1 for r in one), (backend.name, one)
+        # lm-eval's primitive (a task that samples, with repeats): one sample per context and seed
+        ids = [backend.tokenizer.encode(PROMPTS[0])] * 4
+        drawn = backend.complete(ids, 8, [], s, [11, 12, 13, 14])
+        assert drawn == backend.complete(ids, 8, [], s, [11, 12, 13, 14]) and len(set(drawn)) > 1, (backend.name, drawn)

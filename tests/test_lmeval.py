@@ -168,3 +168,39 @@ def test_a_method_that_needs_retain_data_gets_it_from_retain_data_not_from_a_ben
     sweep.write_text(yaml.safe_dump(data))
     assert main(["validate", str(sweep)]) == 0, capsys.readouterr().err
     assert load_spec(sweep).tasks.replay.name == "toy_arith"
+
+
+def test_an_lm_eval_task_that_samples_runs_as_its_yaml_says():
+    """Issue 40 part 2: a task whose generation_kwargs sample (do_sample, temperature > 0) with
+    `repeats` (lm-eval sends each request that many times) is run, not refused: the copies of a
+    request are different samples, the same call draws the same samples again (seeded per copy,
+    evals/lmeval.py), and greedy requests beside them stay greedy. Then lm-eval's own toy task,
+    its YAML overridden to sample 3 times and vote, through the evaluator's lm-eval path."""
+    from types import SimpleNamespace
+
+    from cliffsweep.evals.backends import build_backend
+    from cliffsweep.evals.lmeval import BackendLM
+    from cliffsweep.evals.runner import evaluate_task
+    from cliffsweep.evals.tasks import build_task
+    from cliffsweep.models import resolve_model
+
+    backend = build_backend("hf", resolve_model("toy:qwen2-tiny"), batch_size=8)
+    try:
+        lm = BackendLM(backend)
+        greedy = {"until": ["<|im_end|>"], "do_sample": False, "max_gen_toks": 16}
+        sampled = {**greedy, "do_sample": True, "temperature": 2.5}
+        prompt = "<|im_start|>user\nWhat is 12 + 9 ?<|im_end|>\n<|im_start|>assistant\n"
+        reqs = [SimpleNamespace(args=(prompt, sampled)) for _ in range(6)] + [SimpleNamespace(args=(prompt, greedy))]
+        first, again = lm.generate_until(reqs), lm.generate_until(reqs)
+        assert first == again and len(set(first[:6])) > 1, first
+        assert first[6] == backend.complete([lm.tok_encode(prompt)], 16, ["<|im_end|>"])[0]
+        task = build_task("lm_eval", {"task": "toy_arith_lm", "include_path": "toy", "apply_chat_template": True,
+                                      "limit": 8, "overrides": {
+                                          "repeats": 3, "generation_kwargs": {**sampled, "temperature": 0.7},
+                                          "filter_list": [{"name": "vote", "filter": [
+                                              {"function": "regex", "regex_pattern": "#### (\\-?[0-9]+)"},
+                                              {"function": "majority_vote"}, {"function": "take_first"}]}]}})
+        res = evaluate_task(backend, task)
+    finally:
+        backend.close()
+    assert res.n == 8 and "exact_match,vote" in res.extra and 0 <= res.accuracy <= 1, res

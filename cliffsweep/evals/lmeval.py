@@ -11,8 +11,14 @@ What matches lm-eval's own `hf` model, and why (tests/test_lmeval.py compares it
 tokenisation (`tok_encode` as HFLM's: the tokenizer's own special tokens, none added before a
 string that already starts with BOS), left truncation of contexts to `max_length - max_gen_toks`,
 stop sequences with the EOS text added (`handle_stop_sequences`), the rolling windows of
-`loglikelihood_rolling` (`get_rolling_token_windows`, prefix token BOS else EOS). Decoding is
-greedy only: a task that asks to sample is refused (sampled evaluation is issue 31's).
+`loglikelihood_rolling` (`get_rolling_token_windows`, prefix token BOS else EOS).
+
+Decoding is as the task's YAML says (issue 40 part 2): greedy unless its `generation_kwargs` ask
+for `do_sample` with a temperature > 0; then each request is sampled at that temperature and
+top_p, and a task's `repeats` (lm-eval sends the same request that many times, and reads the
+answers with its filters: majority vote, pass@k) get different samples, because the j-th copy
+of a request in one call is sampled with seed LM_EVAL_SEED + task seed + j: the same engine
+draws the same samples again.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, po
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from cliffsweep.evals.result import TaskResult
+from cliffsweep.evals.tasks.base import Sampling
 from cliffsweep.evals.tasks.lm_eval import LmEval, Primary
 
 LM_EVAL_SEED = 1234
@@ -33,13 +40,23 @@ DEFAULT_MAX_GEN_TOKS = 256
 """lm-eval's own default when a task does not say (HFLM.max_gen_toks)."""
 
 
-class BackendLM(TemplateLM):
-    """lm-eval's model interface over an evaluator backend (the checkpoint it serves now)."""
+def decoding_of(kw: dict) -> tuple[float, float] | None:
+    """(temperature, top_p) of generation kwargs that sample, None for greedy ones (lm-eval's
+    HFLM samples only with do_sample and a temperature > 0)."""
+    if kw.get("do_sample") and float(kw.get("temperature", 0.0) or 0.0) > 0:
+        return float(kw["temperature"]), float(kw.get("top_p", 1.0) or 1.0)
+    return None
 
-    def __init__(self, backend):
+
+class BackendLM(TemplateLM):
+    """lm-eval's model interface over an evaluator backend (the checkpoint it serves now);
+    `seed`: the first sampling seed (module doc)."""
+
+    def __init__(self, backend, seed: int = LM_EVAL_SEED):
         super().__init__()
         self.backend = backend
         self.tokenizer = backend.tokenizer
+        self.seed = seed
 
     # --- what TemplateLM needs ---------------------------------------------------------------
     @property
@@ -102,26 +119,28 @@ class BackendLM(TemplateLM):
         return sums
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        """Greedy generations, batched per (stop sequences, length budget)."""
+        """Generations as each request's kwargs say (module doc), batched per (stop sequences,
+        length budget, decoding)."""
         eos = self.tokenizer.decode([self.eot_token_id], skip_special_tokens=False)
         groups: dict[tuple, list[int]] = defaultdict(list)
-        settings = []
+        settings, copies = [], defaultdict(int)
         for i, req in enumerate(requests):
             context, gen_kwargs = req.args
             kw = normalize_gen_kwargs(dict(gen_kwargs), DEFAULT_MAX_GEN_TOKS)
-            if kw.get("do_sample") and kw.get("temperature", 0.0) > 0:
-                raise ValueError("this lm-eval task samples its generations (do_sample with temperature > 0); "
-                                 "cliffsweep's evaluators decode greedily, set generation_kwargs in params.overrides")
             until = handle_stop_sequences(kw.pop("until", None), eos=eos)
-            settings.append((context, until, int(kw["max_gen_toks"])))
-            groups[(tuple(until), int(kw["max_gen_toks"]))].append(i)
+            decoding = decoding_of(kw)
+            key = (context, tuple(until), decoding)
+            settings.append((context, until, int(kw["max_gen_toks"]), self.seed + copies[key]))
+            copies[key] += 1  # the j-th copy of a request (a task's repeats) gets seed + j
+            groups[(tuple(until), int(kw["max_gen_toks"]), decoding)].append(i)
         out = [""] * len(requests)
-        for (until, max_gen), idx in groups.items():
+        for (until, max_gen, decoding), idx in groups.items():
             keep = self.max_length - max_gen
             if keep <= 0:
                 raise ValueError(f"the task asks for {max_gen} generated tokens; the engine serves {self.max_length} in all")
             ids = [self.tok_encode(settings[i][0])[-keep:] for i in idx]
-            texts = self.backend.complete(ids, max_gen, list(until))
+            how = None if decoding is None else Sampling(max_gen, tuple(until), 1, *decoding)
+            texts = self.backend.complete(ids, max_gen, list(until), how, [settings[i][3] for i in idx])
             for i, text in zip(idx, texts):
                 out[i] = postprocess_generated_text(text, list(until), None)
                 self.cache_hook.add_partial("generate_until", requests[i].args, out[i])
@@ -140,7 +159,7 @@ def evaluate_lm_eval(backend, task: LmEval, system: str = "") -> TaskResult:
     # so that a task reads as lm-eval reads it; another seed moves all of them.
     seeds = dict(random_seed=p.seed, numpy_random_seed=LM_EVAL_SEED + p.seed, torch_random_seed=LM_EVAL_SEED + p.seed,
                  fewshot_random_seed=LM_EVAL_SEED + p.seed)
-    res = simple_evaluate(model=BackendLM(backend), tasks=[task.lm_eval_spec()], num_fewshot=p.num_fewshot,
+    res = simple_evaluate(model=BackendLM(backend, LM_EVAL_SEED + p.seed), tasks=[task.lm_eval_spec()], num_fewshot=p.num_fewshot,
                           limit=p.limit, log_samples=True, bootstrap_iters=0, apply_chat_template=p.apply_chat_template,
                           fewshot_as_multiturn=p.fewshot_as_multiturn, task_manager=task.manager(),
                           system_instruction=system or None, **seeds)

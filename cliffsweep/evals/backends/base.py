@@ -51,9 +51,11 @@ class Backend(Protocol):
     max_length: int
     """The longest sequence (context + generation) the engine serves."""
 
-    def complete(self, contexts: list[list[int]], max_tokens: int, stop: list[str]) -> list[str]:
-        """Greedy continuations of token-id contexts, at most `max_tokens` tokens, each cut before
-        the first of `stop`."""
+    def complete(self, contexts: list[list[int]], max_tokens: int, stop: list[str],
+                 sampling: Sampling | None = None, seeds: list[int] | None = None) -> list[str]:
+        """Continuations of token-id contexts, at most `max_tokens` tokens, each cut before the
+        first of `stop`: greedy, or one sample each at `sampling`'s temperature and top_p, the
+        i-th drawn with seed `seeds[i]` (an lm-eval task that samples: evals/lmeval.py)."""
 
     def score_tokens(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
         """For each (context, continuation) of token ids: the continuation's summed log-probability

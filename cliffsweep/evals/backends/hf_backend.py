@@ -154,16 +154,21 @@ class HFBackend:
         return int(getattr(self.model.config, "max_position_embeddings", 2048))
 
     @torch.no_grad()
-    def complete(self, contexts: list[list[int]], max_tokens: int, stop: list[str]) -> list[str]:
+    def complete(self, contexts: list[list[int]], max_tokens: int, stop: list[str],
+                 sampling: Sampling | None = None, seeds: list[int] | None = None) -> list[str]:
         out: list[str] = []
         pad = self.tokenizer.pad_token_id
+        how = dict(do_sample=False) if sampling is None else dict(
+            do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
         for i in range(0, len(contexts), self.batch_size):
             chunk = contexts[i : i + self.batch_size]
+            if sampling is not None:  # torch's generator, seeded per batch by its first request's seed
+                torch.manual_seed((seeds or [0] * len(contexts))[i])
             width = max(len(c) for c in chunk)
             ids = torch.tensor([[pad] * (width - len(c)) + c for c in chunk])  # left padding
             mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in chunk])
             gen = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                      do_sample=False, max_new_tokens=max_tokens, pad_token_id=pad,
+                                      **how, max_new_tokens=max_tokens, pad_token_id=pad,
                                       stop_strings=list(stop) or None, tokenizer=self.tokenizer)
             for row in self.tokenizer.batch_decode(gen[:, width:], skip_special_tokens=True):
                 out.append(cut_at_stop(row, tuple(stop)))

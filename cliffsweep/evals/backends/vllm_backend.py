@@ -186,11 +186,16 @@ class VLLMBackend:
     def max_length(self) -> int:
         return int(self.llm.llm_engine.model_config.max_model_len)
 
-    def complete(self, contexts: list[list[int]], max_tokens: int, stop: list[str]) -> list[str]:
+    def complete(self, contexts: list[list[int]], max_tokens: int, stop: list[str],
+                 sampling: Sampling | None = None, seeds: list[int] | None = None) -> list[str]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop=list(stop))
+        if sampling is None:
+            params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop=list(stop))
+        else:  # one request's seed each: the same context twice (a task's repeats) draws twice
+            params = [SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0, seed=seed,
+                                     max_tokens=max_tokens, stop=list(stop)) for seed in seeds or [0] * len(contexts)]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=c) for c in contexts], params,
                                  lora_request=self._lora, use_tqdm=False)
         return [o.outputs[0].text for o in outs]
