@@ -287,6 +287,24 @@ def test_the_robust_frontier_keeps_only_points_that_beat_every_other_by_c():
     assert pareto_mask(L, R, robust=0.0001).tolist() == [True, True, True, True, True, False]
 
 
+def test_the_robust_frontiers_c_is_measured_on_a_loss_tasks_loss():
+    """001 applies c to the loss (issue 40): two points whose likelihoods differ by more than c
+    but whose losses differ by less are one point on the robust frontier, and the margins of a
+    loss task's axis are its negated mean loss (points.with_margins), of any other its score."""
+    from cliffsweep.analysis.pareto import pareto_mask
+    from cliffsweep.analysis.points import with_margins
+
+    L, R = np.array([0.500, 0.503]), np.array([0.803, 0.800])  # 0.003 apart on each axis
+    loss_L, loss_R = np.array([-2.0000, -1.9995]), np.array([-1.9995, -2.0000])  # 0.0005 apart
+    assert pareto_mask(L, R, robust=0.001).tolist() == [True, True]
+    assert pareto_mask(L, R, robust=0.001, margin=(loss_L, loss_R)).tolist() == [False, False]
+    points = pd.DataFrame({"trial_id": ["a", "a"], "step": [1, 2], "L": L, "R": R})
+    raw = pd.DataFrame({"trial_id": ["a", "a", "a"], "step": [1, 2, 1], "task": ["loss:x", "loss:x", "acc"],
+                        "metric": ["loss", "loss", "accuracy"], "value": [2.0, 1.9995, 0.9]})
+    out = with_margins(points, raw, "loss:x", ["acc"])
+    assert out["L_margin"].tolist() == [-2.0, -1.9995] and out["R_margin"].tolist() == R.tolist()
+
+
 def test_the_forgetting_order_of_methods_under_each_optimizer():
     """001's claim on methods: the order by frontier area under muon against adamw's, as Kendall's
     tau over the methods both ran; a swapped pair shows as tau < 1."""

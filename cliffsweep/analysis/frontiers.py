@@ -18,7 +18,7 @@ import pandas as pd
 
 from cliffsweep.analysis.classify import REGIMES, Thresholds, classify_arrays, lr_curve, paper_regime
 from cliffsweep.analysis.confidence import replicate_accuracies
-from cliffsweep.analysis.pareto import dominates_all, frontier_area, pareto_mask
+from cliffsweep.analysis.pareto import dominates_all, frontier_area, margins, pareto_mask
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 
 SERIES_KEY = ["model", "series", "epochs"]
@@ -130,7 +130,7 @@ def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame, robust: float = 0
     for model, mpts in points.groupby("model", sort=False):
         base = mpts[mpts["series"] == "base"]
         trained = mpts[mpts["series"] != "base"]
-        front = mpts[pareto_mask(mpts["L"], mpts["R"], robust)]
+        front = mpts[pareto_mask(mpts["L"], mpts["R"], robust, margins(mpts))]
         groups = dict(list(trained.groupby(SERIES_KEY, sort=False)))
         L0 = float(base["L"].mean()) if len(base) else np.nan
         R0 = float(base["R"].mean()) if len(base) else np.nan
@@ -139,7 +139,8 @@ def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame, robust: float = 0
             mine = front[front["point_id"].isin(s["point_id"])]
             extra.append({
                 "model": key[0], "series": key[1], "epochs": key[2],
-                "pareto_point_ids": both.loc[pareto_mask(both["L"], both["R"], robust), "point_id"].tolist(),
+                "pareto_point_ids": both.loc[pareto_mask(both["L"], both["R"], robust, margins(both)),
+                                             "point_id"].tolist(),
                 "model_pareto_point_ids": mine["point_id"].tolist(),
                 "model_pareto_share": len(mine) / max(len(front[front["series"] != "base"]), 1),
                 "frontier_area": frontier_area(s["L"], s["R"], L0, R0) if len(base) else np.nan,
@@ -202,5 +203,5 @@ def model_frontier(points: pd.DataFrame, robust: float = 0.0) -> pd.DataFrame:
     """The Pareto-optimal checkpoints of each model across all its series (and the base)."""
     keep = []
     for _, mpts in points.groupby("model", sort=True):
-        keep.append(mpts[pareto_mask(mpts["L"], mpts["R"], robust)].sort_values("L"))
+        keep.append(mpts[pareto_mask(mpts["L"], mpts["R"], robust, margins(mpts))].sort_values("L"))
     return pd.concat(keep, ignore_index=True) if keep else points.iloc[0:0]

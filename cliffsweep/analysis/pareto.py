@@ -11,13 +11,16 @@ from __future__ import annotations
 import numpy as np
 
 
-def pareto_mask(L: np.ndarray, R: np.ndarray, robust: float = 0.0) -> np.ndarray:
+def pareto_mask(L: np.ndarray, R: np.ndarray, robust: float = 0.0, margin: tuple | None = None) -> np.ndarray:
     """Boolean mask of the Pareto-optimal points (maximising L and R).
 
     ``robust = c > 0``: seed 001's robust frontier (Sec. 6, "Evaluation"): a frontier point is
     kept only if it beats every other point by at least c on one axis, ``L_i >= L_j + c or
     R_i >= R_j + c`` for all j ("only the points with a significant improvement compared to
-    others"; 001 uses c = 0.001). Points identical to i count as i, not as others."""
+    others"; 001 uses c = 0.001). Points identical to i count as i, not as others. ``margin``:
+    the (L, R) values that c is measured on, where they are not L and R themselves: 001 measures
+    it on the loss, so an axis read from a loss task passes its negated mean loss (points.py
+    ``L_margin`` / ``R_margin``), higher still better."""
     L, R = np.asarray(L, float), np.asarray(R, float)
     ge = (L[None, :] >= L[:, None]) & (R[None, :] >= R[:, None])
     gt = (L[None, :] > L[:, None]) | (R[None, :] > R[:, None])
@@ -25,7 +28,8 @@ def pareto_mask(L: np.ndarray, R: np.ndarray, robust: float = 0.0) -> np.ndarray
     keep = ~(ge & gt).any(axis=1)
     if robust > 0:
         same = (L[None, :] == L[:, None]) & (R[None, :] == R[:, None])
-        clear = (L[:, None] >= L[None, :] + robust) | (R[:, None] >= R[None, :] + robust) | same
+        Lm, Rm = (L, R) if margin is None else (np.asarray(margin[0], float), np.asarray(margin[1], float))
+        clear = (Lm[:, None] >= Lm[None, :] + robust) | (Rm[:, None] >= Rm[None, :] + robust) | same
         keep &= clear.all(axis=1)
     return keep
 
@@ -62,3 +66,11 @@ def frontier_area(L: np.ndarray, R: np.ndarray, L0: float, R0: float) -> float:
         best_y = max(best_y, y[i])
         area += (xs[k] - xs[k + 1]) * best_y
     return float(area)
+
+
+def margins(pts) -> tuple | None:
+    """The (L, R) values a robust frontier's c is measured on (pareto_mask), from a points
+    frame's ``L_margin`` / ``R_margin`` columns; None when it has none (older callers)."""
+    if "L_margin" not in pts or "R_margin" not in pts:
+        return None
+    return pts["L_margin"].to_numpy(float), pts["R_margin"].to_numpy(float)

@@ -158,6 +158,21 @@ def sample_scores(samples: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def with_margins(points: pd.DataFrame, raw: pd.DataFrame, learn: str, retain: list[str]) -> pd.DataFrame:
+    """`points` with ``L_margin`` / ``R_margin``: what seed 001's robust frontier measures its c
+    on (pareto.pareto_mask). An axis read from one loss task: its mean loss, negated (001 applies
+    c to the loss, not to the likelihood analysis classifies on); any other axis: L or R itself."""
+    loss = raw[raw["metric"] == "loss"].drop_duplicates(["trial_id", "step", "task"]) \
+        .set_index(["trial_id", "step", "task"])["value"]
+    out = points.copy()
+    for axis, task in (("L", learn), ("R", retain[0] if len(retain) == 1 else None)):
+        keys = pd.MultiIndex.from_arrays([out["trial_id"], out["step"], [task] * len(out)])
+        neg = -loss.reindex(keys).to_numpy(float) if task is not None and task in set(loss.index.get_level_values(2)) \
+            else np.full(len(out), np.nan)
+        out[f"{axis}_margin"] = np.where(np.isfinite(neg), neg, out[axis].to_numpy(float))
+    return out
+
+
 def _pivot(acc: pd.DataFrame, learn_task: str, retain: list[str], notes: list[str]) -> pd.DataFrame:
     """One row per checkpoint evaluated on every task: L, R (one retain task) or each task's
     ``R[<task>]`` (a suite), their sizes, and the trial's metadata."""
@@ -317,6 +332,7 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
     retain = _retain_tasks(evals, retain_task, next(filter(None, map(_spec_retain, specs)), []))
     check_scorer_versions(evals, [learn, *learn_suite, *retain])
     points, more = points_from_evals(evals, read["trials"], learn, retain, pick, suite)
+    points = with_margins(points, raw, learn, retain)
     samples = samples[samples["task"].isin([learn, *retain])].reset_index(drop=True)
     trials = read["trials"][["trial_id", "model", "series", "epochs", "lr", "status"]]
     # the trial's peak lr names the line; the schedule's lr at each step becomes step_lr
