@@ -55,6 +55,15 @@ def cut_at_stop(text: str, stop: tuple[str, ...]) -> str:
     return text[: min(cuts)] if cuts else text
 
 
+def decoding_kwargs(sampling: Sampling | None, n: int = 1) -> dict:
+    """transformers' generate() arguments: greedy for None, else `n` samples per row at
+    `sampling`'s temperature and top_p over the whole vocabulary (top_k 0: transformers' default
+    of 50 would cut it, which vLLM does not)."""
+    if sampling is None:
+        return dict(do_sample=False)
+    return dict(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0, num_return_sequences=n)
+
+
 class HFBackend:
     name = "hf"
 
@@ -125,8 +134,7 @@ class HFBackend:
     def _decode(self, prompts: list[Prompt], sampling: Sampling, sample: bool) -> list[list[str]]:
         texts = [render_chat(self.tokenizer, p) for p in prompts]
         n = sampling.n if sample else 1
-        how = dict(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0,
-                   num_return_sequences=n) if sample else dict(do_sample=False)
+        how = decoding_kwargs(sampling if sample else None, n)
         out: list[list[str]] = []
         for i in range(0, len(texts), self.batch_size):
             batch = self.tokenizer(texts[i : i + self.batch_size], return_tensors="pt", padding=True,
@@ -158,8 +166,7 @@ class HFBackend:
                  sampling: Sampling | None = None, seeds: list[int] | None = None) -> list[str]:
         out: list[str] = []
         pad = self.tokenizer.pad_token_id
-        how = dict(do_sample=False) if sampling is None else dict(
-            do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+        how = decoding_kwargs(sampling)
         for i in range(0, len(contexts), self.batch_size):
             chunk = contexts[i : i + self.batch_size]
             if sampling is not None:  # torch's generator, seeded per batch by its first request's seed
