@@ -75,3 +75,24 @@ def test_tasks_that_cannot_sample_say_so():
         build_task("lm_eval", {"task": "toy_arith_lm", "include_path": "toy", "sampling": {"n": 2}})
     with pytest.raises(Exception, match="from 1 to n"):
         build_task("toy_arith", {"sampling": {"n": 2, "k": [4]}})
+
+
+def test_plan_prices_the_samples_and_a_wrong_k_is_named_in_the_sweep_file():
+    """Each question of a sampled task is generated 1 + n times (greedy and n samples): `plan`'s
+    bill counts them; k above n is one of the file's listed problems, named by its field."""
+    from cliffsweep.orchestrator.specfile import parse_spec
+    from cliffsweep.planner.plan import plan_spec
+    from cliffsweep.sweep.spec import SpecError
+
+    def spec(retain_params):
+        return parse_spec({"name": "s", "models": [{"name": "m", "path": "toy:qwen2-tiny"}],
+                           "methods": [{"name": "sft"}], "lrs": [1e-3], "epochs": [1],
+                           "tasks": {"learn": {"name": "toy_facts", "params": {"n_eval": 10}},
+                                     "retain": [{"name": "toy_arith", "params": retain_params}]}})
+
+    greedy = plan_spec(spec({"n_eval": 20}))[0]
+    sampled = plan_spec(spec({"n_eval": 20, "sampling": {"n": 3}}))[0]
+    evaluations = greedy.generations // (10 + 20)
+    assert sampled.generations == evaluations * (10 + 20 * 4)
+    with pytest.raises(SpecError, match=r"tasks.retain.0.*sampling.k must be from 1 to n \(3\)"):
+        spec({"sampling": {"n": 3, "k": [5]}})

@@ -73,6 +73,12 @@ def eval_load(tasks: list[tuple[int, int]]) -> tuple[int, int]:
     return sum(n for n, m in tasks if m > 0), sum(n * m for n, m in tasks)
 
 
+def draws(task) -> int:
+    """Generations per question of `task`: the greedy one, plus n samples when it samples."""
+    how = getattr(task.params, "sampling", None)
+    return 1 + (how.n if how is not None else 0)
+
+
 def recipe_extras(recipe) -> tuple[int | None, bool]:
     """(micro_batch_size, gradient_checkpointing) of the recipe. The fields come with the
     micro-batching change (branch h-recipe); until then: None (the whole per-worker batch in one
@@ -104,7 +110,7 @@ class SweepFacts:
         micro, grad_ckpt = recipe_extras(r)
         built = [build_task(s.name, s.params) for _, _, s in spec.tasks.evaluated]
         return cls(spec, measured, bandwidth, grad_ckpt, Batching.of(r.batch_size, res.workers_per_trial, micro),
-                   built, eval_load([(t.eval_size, t.sampling.max_tokens) for t in built]), expand_grid(spec),
+                   built, eval_load([(t.eval_size * draws(t), t.sampling.max_tokens) for t in built]), expand_grid(spec),
                    res.workers_per_trial * max(1.0, res.gpus_per_worker))
 
 

@@ -8,10 +8,10 @@ tests the same machinery as the real benchmarks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cliffsweep.evals.scoring.score import Score  # noqa: F401 - part of the task interface
 
@@ -80,8 +80,6 @@ class Sampling:
 
     def drawn(self, how: "SampledDecoding") -> "Sampling":
         """These settings with `how`'s samples: n completions per prompt at its temperature."""
-        from dataclasses import replace
-
         return replace(self, n=how.n, temperature=how.temperature, top_p=how.top_p, seed=how.seed)
 
 
@@ -100,10 +98,12 @@ class SampledDecoding(BaseModel):
     k: list[int] = []
     """The k of each pass@k; [] = [1, n]. Each at most n."""
 
-    def model_post_init(self, _) -> None:
+    @model_validator(mode="after")
+    def _k_within_n(self) -> "SampledDecoding":
         bad = [k for k in self.k if not 1 <= k <= self.n]
         if bad:
             raise ValueError(f"sampling.k must be from 1 to n ({self.n}), got {bad}")
+        return self
 
     @property
     def ks(self) -> list[int]:
