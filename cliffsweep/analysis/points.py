@@ -83,8 +83,8 @@ def _specs(stores: list[Store]) -> list[dict]:
     return [store.read_json("spec.json") for store in stores if store.exists("spec.json")]
 
 
-def _spec_retain(spec: dict) -> list[str]:
-    """A sweep file's retain tasks by their names in the store (lm_eval:<task>)."""
+def _spec_tasks(spec: dict, key: str) -> list[str]:
+    """A sweep file's `tasks.<key>` (retain, learn_suite) by their names in the store (lm_eval:<task>)."""
     from cliffsweep.evals.tasks import task_label
 
     def label(t: dict) -> str:
@@ -93,14 +93,7 @@ def _spec_retain(spec: dict) -> list[str]:
         except (KeyError, ValueError):  # a task this installation does not know: its name then
             return t["name"]
 
-    return [label(t) for t in spec["tasks"]["retain"]]
-
-
-def _spec_learn_suite(spec: dict) -> list[str]:
-    """A sweep file's learn suite (tasks.learn_suite) by its tasks' names in the store."""
-    from cliffsweep.evals.tasks import task_label
-
-    return [task_label(t["name"], t.get("params") or {}) for t in spec["tasks"].get("learn_suite") or []]
+    return [label(t) for t in spec["tasks"].get(key) or []]
 
 
 def _pretrain_optimizers(specs: list[dict]) -> dict[str, str]:
@@ -320,7 +313,7 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
             f"evals of metric {metric!r}; metrics there: {sorted(raw['metric'].unique())[:20]}"
         raise AnalysisInputError(f"{where} no {what}")
     specs = _specs(stores)
-    learn_suite = next(filter(None, map(_spec_learn_suite, specs)), [])
+    learn_suite = next(filter(None, (_spec_tasks(s, "learn_suite") for s in specs)), [])
     samples = sample_scores(read["samples"], raw)
     if metric != "accuracy":  # the stored items are greedy replies: only a loss task's still fit
         samples = samples[samples["task"].isin(set(raw.loc[raw["metric"] == "loss", "task"]))]
@@ -329,7 +322,7 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
     if learn_suite and learn_task is None:  # L is the suite's mean (analysis/learnsuite.py)
         evals, samples, learn_task = with_learn_suite(evals, samples, learn_suite)
     learn = _one_task(evals, "learn", learn_task)
-    retain = _retain_tasks(evals, retain_task, next(filter(None, map(_spec_retain, specs)), []))
+    retain = _retain_tasks(evals, retain_task, next(filter(None, (_spec_tasks(s, "retain") for s in specs)), []))
     check_scorer_versions(evals, [learn, *learn_suite, *retain])
     points, more = points_from_evals(evals, read["trials"], learn, retain, pick, suite)
     points = with_margins(points, raw, learn, retain)
