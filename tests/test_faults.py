@@ -186,7 +186,10 @@ def test_a_backlog_gets_an_extra_evaluator_that_stops_when_idle(tmp_path, monkey
     """Issue 22: evaluators follow the load. The first checkpoint's evaluation is slowed down
     (20 s) while four trials train in one job, so evaluations wait in the driver: with
     eval.max_evaluators_per_model 2 and free CPUs, a second evaluator starts and takes them; it
-    stops when idle, and every checkpoint is still evaluated exactly once."""
+    stops when idle, and every checkpoint is still evaluated exactly once. The last trial's final
+    evaluation is slowed too (8 s), so that the sweep is still running when one evaluator has
+    nothing left (CI once saw both finish their last call together, and the sweep end before any
+    was idle: an extra that never was idle has nothing to prove)."""
     import json
 
     import ray
@@ -195,14 +198,14 @@ def test_a_backlog_gets_an_extra_evaluator_that_stops_when_idle(tmp_path, monkey
 
     data = sweep(tmp_path / "store", lrs=(1e-3, 2e-3, 3e-3, 4e-3),
                  eval={"points_per_trial": 2, "backend": "hf", "cpus_per_evaluator": 0.5, "max_evaluators_per_model": 2})
-    first = ids(data)[0]
-    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"eval:{first}:2=sleep20")
+    first, last = ids(data)[0], ids(data)[-1]
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"eval:{first}:2=sleep20;eval:{last}:4=sleep8")
     try:
         store = run_sweep(parse_spec(data), num_cpus=4)
     finally:
         ray.shutdown()
     live = json.loads(store.read_bytes("live.json"))
     assert live["extra_evaluators_started"] >= 1, live
-    assert live["evaluators"] == {"q": 1}  # the extra one stopped once idle
+    assert live["evaluators"] == {"q": 1} and live["evaluators_stopped"] >= 1, live  # one stopped once idle
     assert store.read("errors").empty
     assert_invariant(store, parse_spec(data))
