@@ -5,6 +5,7 @@
     cliffsweep plan SWEEP.yaml [...]            budget: tokens, FLOPs, GPU-hours, checkpoints, memory
     cliffsweep status STORE                     trials done / running / failed, evals done
     cliffsweep analyze STORE --out DIR          frontiers, regimes and the report
+    cliffsweep dashboard STORE [--port N]       a live page of the sweep in the browser (run --dashboard: beside it)
     cliffsweep compact STORE [--repair]         fold the store's small files into one per table; set damaged ones aside
     cliffsweep export-tracking STORE            send the store to the sweep's trackers (MLflow, W&B, TensorBoard)
     cliffsweep submit SWEEP.yaml --address URL  run it on a Ray cluster (Jobs API); prints the job id
@@ -119,6 +120,12 @@ def cmd_run(args) -> int:
     again = ["cliffsweep", *args.argv]
     print(f"cliffsweep: sweep {spec.name!r} -> {spec.store_uri}", flush=True)
     _warn_tracking(spec)
+    board = None
+    if args.dashboard:
+        from cliffsweep.dashboard.cli import start_beside
+
+        board, address = start_beside(spec.store_uri, args.dashboard_port)
+        print(f"dashboard: {address}", flush=True)
     try:
         store = run_sweep(spec, eval_backend=args.eval_backend, retry_failed=args.retry_failed,
                           num_cpus=args.num_cpus, verbose=args.verbose, force=args.force,
@@ -130,6 +137,10 @@ def cmd_run(args) -> int:
         print("\nInterrupted (Ctrl-C or SIGTERM) before or after training; every finished result is in the "
               f"store. Run the same command again to resume:\n  {shlex.join(again)}", file=sys.stderr)
         return Exit.INTERRUPTED
+    finally:
+        if board is not None:
+            board.terminate()
+            print(f"dashboard stopped with the sweep; to look on: cliffsweep dashboard {spec.store_uri}", flush=True)
     print("\nFinal learn / first retain task's score per lr (accuracy; a loss task's loss, lower is better; "
           "last checkpoint; lr 0 = base model):")
     print(summary_text(store))
@@ -235,6 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true",
                    help="take the store's lease even if another driver seems to hold it (one known dead on "
                         "another machine; a dead one on this machine, or one silent for 90 s, is taken anyway)")
+    r.add_argument("--dashboard", action="store_true",
+                   help="serve the live dashboard of this sweep beside it on 127.0.0.1 and print its address "
+                        "(it stops with the sweep; `cliffsweep dashboard STORE` serves it on its own)")
+    r.add_argument("--dashboard-port", type=int, default=None, help="its port (default: a free one)")
     r.set_defaults(fn=cmd_run)
 
     v = sub.add_parser("validate", help="check a sweep file; start nothing")
@@ -293,6 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
     from cliffsweep.analysis.cli import add_parser as add_analyze
 
     add_analyze(sub).set_defaults(fn=cmd_analyze)
+
+    from cliffsweep.dashboard.cli import add_parser as add_dashboard, run as cmd_dashboard
+
+    add_dashboard(sub).set_defaults(fn=cmd_dashboard)
     return p
 
 

@@ -303,8 +303,21 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
     stores = [Store(u) for u in uris]
     for store in stores:  # every damaged file named before anything is read (issue 29)
         ensure_readable(store, ("evals", "trials", "samples", "steps"))
+    return store_data({t: [s.read(t) for s in stores] for t in READ_TABLES}, _specs(stores), uris,
+                      learn_task, retain_task, pick, suite, metric)
+
+
+READ_TABLES = ("evals", "trials", "samples", "steps")
+
+
+def store_data(tables: dict[str, list[pd.DataFrame]], specs: list[dict], uris: list[str], learn_task: str | None = None,
+               retain_task: str | None = None, pick: str = "final", suite: str = "share_of_base",
+               metric: str = "accuracy") -> StoreData:
+    """:func:`load_stores` on tables already read: READ_TABLES' frames, one per store in `uris`'
+    order, and each store's spec.json (or {}). Pure: the live dashboard (cliffsweep/dashboard/)
+    keeps the stores' files cached and calls this on what changed."""
     notes: list[str] = []
-    read = {t: merge_tables([s.read(t) for s in stores], t, uris, notes) for t in ("evals", "trials", "samples", "steps")}
+    read = {t: merge_tables(tables[t], t, uris, notes) for t in READ_TABLES}
     raw = read["evals"]
     evals = scores_of(raw, metric) if len(raw) else raw
     if evals.empty:
@@ -312,7 +325,6 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
         what = "accuracy evals (evals/ is empty or missing)" if metric == "accuracy" else \
             f"evals of metric {metric!r}; metrics there: {sorted(raw['metric'].unique())[:20]}"
         raise AnalysisInputError(f"{where} no {what}")
-    specs = _specs(stores)
     learn_suite = next(filter(None, (_spec_tasks(s, "learn_suite") for s in specs)), [])
     samples = sample_scores(read["samples"], raw)
     if metric != "accuracy":  # the stored items are greedy replies: only a loss task's still fit

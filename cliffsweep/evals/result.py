@@ -26,6 +26,9 @@ class TaskResult:
     draws: list[tuple[str, int, bool, str]] = field(default_factory=list)
     """A sampled evaluation's every sample (example_id, sample index, correct, prediction); its
     avg@n and pass@k are in `extra` (evals/scoring/passk.py). Empty: greedy only."""
+    references: list[str] = field(default_factory=list)
+    """Each item's reference answer as text, in the order of `samples` (what the dashboard shows
+    beside a generation); empty where a task has none to show (lm-eval's own, loss tasks)."""
     scores: list[float] = field(default_factory=list)
     """Each sample's own value where it is not right/wrong (a loss task: the item's mean per-token
     NLL), in the order of `samples`; empty otherwise."""

@@ -112,6 +112,7 @@ def evaluate_task(backend: Backend, task: Task, system: str = "") -> TaskResult:
         n=len(scores),
         extra=extra,
         samples=[(ex.id, s.correct, s.prediction) for ex, s in zip(examples, scores)],
+        references=[str(ex.reference) for ex in examples],
         draws=draws,
         seconds=time.perf_counter() - start,
         scorer_version=task.scorer_version,

@@ -27,9 +27,10 @@ def sample_rows(r: EvalRequest, res) -> list[dict]:
     """One row per evaluated item: its id, whether it was right, the prediction and its score;
     then one per sample of a sampled evaluation (store.SAMPLED_SUFFIX)."""
     scores = res.scores or [None] * len(res.samples)
+    refs = getattr(res, "references", None) or [None] * len(res.samples)
     greedy = [{"trial_id": r.trial_id, "step": r.step, "task": res.task, "example_id": str(eid),
-               "correct": bool(ok), "prediction": str(pred), "score": score}
-              for (eid, ok, pred), score in zip(res.samples, scores, strict=True)]
+               "correct": bool(ok), "prediction": str(pred), "score": score, "reference": ref}
+              for (eid, ok, pred), score, ref in zip(res.samples, scores, refs, strict=True)]
     drawn = [{"trial_id": r.trial_id, "step": r.step, "task": res.task + SAMPLED_SUFFIX, "example_id": f"{eid}#{j}",
               "correct": bool(ok), "prediction": str(pred), "score": None}
              for eid, j, ok, pred in getattr(res, "draws", [])]

@@ -39,6 +39,11 @@ class Progress:
         mean = sum(self.trial_seconds) / len(self.trial_seconds)
         return mean * left / self.concurrency
 
+    def live(self) -> dict:
+        """The progress line's numbers, for live.json (what `cliffsweep dashboard` shows)."""
+        return {"started_at": self.t0, "eta_s": self.eta_seconds(), "evals_done": self.evals_done,
+                "evals_queued": self.evals_pending, "evals_failed": self.evals_failed, "n_trials": self.n_trials}
+
     def line(self) -> str:
         s = self.status
         finished = s["done"] + s["diverged"] + s["failed"]

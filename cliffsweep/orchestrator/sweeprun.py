@@ -139,7 +139,7 @@ class SweepRun:
             "at": now().isoformat(), "pid": os.getpid(), "phase": self.progress.phase,
             "concurrency": self.concurrency, "running_jobs": running, "queued_jobs": len(queued),
             "free": {k: v for k, v in free.items() if k in need}, "need_per_job": need, "waiting": reasons,
-            **self.tracker.live()})
+            "progress": self.progress.live(), **self.tracker.live()})
 
     def job_started(self, job: JobRun) -> None:
         self.running_jobs[job.job_id] = job

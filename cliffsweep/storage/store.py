@@ -67,6 +67,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("trial_id", pa.string()), ("step", pa.int64()), ("task", pa.string()),
         ("example_id", pa.string()), ("correct", pa.bool_()), ("prediction", pa.string()),
         ("score", pa.float64()),  # a loss task's item NLL (evals/tasks/loss.py); else and in older files: null
+        ("reference", pa.string()),  # the item's reference answer as text (the dashboard's); older files: null
     ]),
     "errors": pa.schema([
         ("trial_id", pa.string()), ("step", pa.int64()), ("kind", pa.string()),

@@ -1,0 +1,70 @@
+"""`cliffsweep dashboard`'s arguments (wired into cliffsweep/cli.py), and the dashboard that
+`cliffsweep run --dashboard` starts beside its sweep: its own process, so that serving never
+takes the driver's time."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+
+DEFAULT_PORT = 8765
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "dashboard", help="a live page of a sweep in the browser, read from its store(s)",
+        description="Serve a page that shows a sweep as it runs: trials over the grid, evaluations, errors, "
+                    "the evaluator pool, time and cost, and per model the frontier as it fills in with each "
+                    "series' regime; click a point for its trial. It reads only the store(s), local or s3://; "
+                    "several are shown as one, as `analyze` takes them.")
+    p.add_argument("store", nargs="+", help="store root(s) (folder or URI such as s3://bucket/prefix)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only). Any other address makes "
+                        "the page reachable from other hosts: every request then needs a token, printed in the "
+                        "address (--token sets it)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    p.add_argument("--token", default=None, help="the token other hosts must give (default: a random one)")
+    p.add_argument("--n-boot", type=int, default=200,
+                   help="bootstrap replicates of each regime's confidence, as analyze's (0: none)")
+    p.add_argument("--wait", action="store_true",
+                   help="start even if a store does not exist yet (the page says so until it appears)")
+    return p
+
+
+def run(args) -> int:
+    from cliffsweep.dashboard.app import serve
+    from cliffsweep.dashboard.state import Dashboard, Reading
+    from cliffsweep.storage.store import is_store
+
+    missing = [u for u in args.store if not is_store(u)]
+    if missing and not args.wait:
+        print(f"error: no cliffsweep store at {', '.join(missing)} (no spec.json there; `cliffsweep run` writes one "
+              "when a sweep starts; --wait serves the page until it appears)", file=sys.stderr)
+        return 2
+    try:
+        serve(args.store, args.host, args.port, args.token, Dashboard(args.store, Reading(n_boot=args.n_boot)))
+    except OSError as e:  # the port taken, most often
+        print(f"error: cannot serve on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def start_beside(store_uri: str, port: int | None) -> tuple[subprocess.Popen, str]:
+    """`cliffsweep run --dashboard`: the dashboard of `store_uri` in a process of its own (niced:
+    the sweep comes first), waiting for the store if the run has not made it yet."""
+    import os
+
+    port = port or free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "cliffsweep.cli", "dashboard", store_uri, "--port", str(port),
+                             "--wait"], stdout=subprocess.DEVNULL, preexec_fn=lambda: os.nice(5))
+    return proc, f"http://127.0.0.1:{port}/"

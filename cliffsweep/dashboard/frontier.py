@@ -1,0 +1,52 @@
+"""The frontiers and regimes of the dashboard's stores, read as `cliffsweep analyze` reads them
+(analysis/points.store_data, analysis/frontiers.frontiers), and the bill `plan` prices."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from cliffsweep.analysis.frontiers import MIN_CONFIDENCE, frontiers
+from cliffsweep.analysis.points import AnalysisInputError, store_data
+from cliffsweep.dashboard.views import model_views
+from cliffsweep.storage.store import SCHEMAS
+
+
+def frontier_views(tables: dict[str, list[pd.DataFrame]], specs: list[dict], uris: list[str],
+                   samples: list[pd.DataFrame] | None, n_boot: int, reading) -> dict:
+    """Per model its points and series (views.model_views), the tasks L and R are read on, and
+    what analysis noted. Without `samples` (the first pass) no confidence is computed."""
+    empty = SCHEMAS["samples"].empty_table().to_pandas()
+    read = {"evals": tables["evals"], "trials": tables["trials"], "steps": tables["steps"],
+            "samples": samples if samples is not None else [empty for _ in uris]}
+    try:
+        data = store_data(read, [s for s in specs if s], uris)
+    except AnalysisInputError as e:
+        return {"models": [], "said": f"no frontier yet: {e}"}
+    from cliffsweep.analysis.confidence import replicate_accuracies
+
+    points = data.points.reset_index(drop=True)
+    retain = list(data.retain_tasks)
+    reps = replicate_accuracies(points, data.samples, data.learn_task, retain, n_boot, reading.seed,
+                                data.suite or "share_of_base") if n_boot > 0 else None
+    table = frontiers(points, data.samples, learn_task=data.learn_task, retain_task=retain, n_boot=n_boot,
+                      seed=reading.seed, models=data.models, replicates=reps,
+                      min_confidence=MIN_CONFIDENCE if reading.min_confidence is None else reading.min_confidence)
+    return {"models": model_views(points, table, retain), "learn_task": data.learn_task,
+            "retain_task": data.retain_task, "retain_tasks": retain, "notes": data.notes, "said": None}
+
+
+def planned_hours(spec: dict) -> dict:
+    """`plan`'s bill in H100-hours (training, evaluation, checkpoint waits, setup: planner/text.py's
+    bill), or why there is none (a hub model's tokenizer or data not here)."""
+    if not spec:
+        return {"planned_hours": None, "planned_said": "the store keeps no sweep file"}
+    try:
+        from cliffsweep.orchestrator.specfile import parse_spec
+        from cliffsweep.planner.mfu import GPUS, gpu_hours
+        from cliffsweep.planner.plan import plan_spec
+
+        plans = plan_spec(parse_spec(spec, "spec.json"))
+        hours = sum(gpu_hours(p.flops, GPUS[1], p.mfu) + (p.eval_s + p.ckpt_blocked_s + p.setup_s) / 3600 for p in plans)
+    except Exception as e:  # plan's own errors say what is missing; the page shows the sentence
+        return {"planned_hours": None, "planned_said": f"plan could not price it: {e}"[:300]}
+    return {"planned_hours": hours, "planned_said": f"{GPUS[1].name}-hours, as `cliffsweep plan` prices the sweep file"}

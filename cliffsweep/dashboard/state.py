@@ -1,0 +1,164 @@
+"""The dashboard's state: the stores it watches, their tables cached (tables.py), and the latest
+views as JSON, recomputed by one background thread only when a store's files changed.
+
+Invariant: a request never computes anything heavy and never waits on the store; it returns the
+last published snapshot (or a trial's view, read from the cached tables). The frontiers come in
+two passes: the regimes at once (no bootstrap), then the bootstrap's confidence, the same
+computation as `cliffsweep analyze` with its defaults, so the final page says what `analyze` says.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+
+from cliffsweep.dashboard import views
+from cliffsweep.dashboard.tables import TableCache
+from cliffsweep.storage.store import Store, is_store
+
+LIVE_FILE = "live.json"  # orchestrator/policies.LIVE_FILE: the driver's last word, in the store
+TABLES = ("trials", "evals", "errors", "steps", "checkpoints")
+CONFIDENCE_EVERY_S = 30.0
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How the frontiers are read: `cliffsweep analyze`'s defaults unless the command says."""
+    n_boot: int = 200
+    seed: int = 0
+    min_confidence: float | None = None
+
+
+class Dashboard:
+    def __init__(self, uris: list[str], reading: Reading = Reading(), every_s: float = 2.0):
+        self.uris = list(uris)
+        self.reading = reading
+        self.every_s = every_s
+        self.caches: dict[str, TableCache] = {}
+        self.lock = threading.Lock()
+        self.version = 0
+        self.snapshot: bytes = json.dumps(self._empty("starting: the stores are being read")).encode()
+        self._unconfident = False  # regimes published without their bootstrap's confidence
+        self._confident_at = 0.0
+        self._last_present: list[TableCache] = []
+        self._last_json: tuple | None = None
+        self._planned: dict[str, dict] = {}
+        self._stop = threading.Event()
+
+    # --- the background thread ---------------------------------------------------------------
+    def start(self) -> None:
+        threading.Thread(target=self._loop, name="dashboard-refresh", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.refresh()
+            except Exception as e:  # a store mid-write or unreachable: said on the page, tried again
+                self._publish({**json.loads(self.snapshot), "problem": f"{type(e).__name__}: {e}"[:500]})
+            self._stop.wait(self.every_s)
+
+    def refresh(self) -> bool:
+        """Read what changed; publish new views if anything did. Returns whether it did. The
+        bootstrap (seconds of CPU on a paper-sized store) runs once the stores are quiet for a
+        turn, or every CONFIDENCE_EVERY_S while they keep changing."""
+        tables, changed = self._read()
+        if changed:
+            self._publish(self._views(tables, n_boot=0))  # the regimes first, at once
+            self._unconfident = self.reading.n_boot > 0
+        if self._price(tables["uris"], tables["specs"]) and not self._unconfident:
+            self._publish(self._views(tables, n_boot=0))
+            changed = True
+        due = self._unconfident and (not changed or time.time() - self._confident_at >= CONFIDENCE_EVERY_S)
+        if due:
+            samples = [c.read("samples")[0] for c in self._present()]
+            self._publish(self._views(tables, n_boot=self.reading.n_boot, samples=samples))
+            self._unconfident, self._confident_at = False, time.time()
+        return changed or due
+
+    def _present(self) -> list[TableCache]:
+        for uri in self.uris:
+            if uri not in self.caches and is_store(uri):
+                self.caches[uri] = TableCache(Store(uri))
+        return [self.caches[u] for u in self.uris if u in self.caches]
+
+    def _read(self) -> tuple[dict, bool]:
+        caches = self._present()
+        tables: dict[str, list[pd.DataFrame]] = {t: [] for t in TABLES}
+        changed = len(caches) != len(self._last_present)
+        self._last_present = caches
+        for cache in caches:
+            for t in TABLES:
+                frame, moved = cache.read(t)
+                tables[t].append(frame)
+                changed |= moved
+        live = [json.loads(c.store.read_bytes(LIVE_FILE)) if c.store.exists(LIVE_FILE) else None for c in caches]
+        specs = [c.store.read_json("spec.json") if c.store.exists("spec.json") else {} for c in caches]
+        changed |= (live, specs) != self._last_json
+        self._last_json = (live, specs)
+        return {"tables": tables, "live": live, "specs": specs, "uris": [c.store.uri for c in caches]}, changed
+
+    # --- the views -----------------------------------------------------------------------------
+    def _views(self, read: dict, n_boot: int, samples: list[pd.DataFrame] | None = None) -> dict:
+        from cliffsweep.dashboard.frontier import frontier_views
+
+        tables, live, specs = read["tables"], read["live"], read["specs"]
+        merged = {t: pd.concat(frames, ignore_index=True) if frames else None for t, frames in tables.items()}
+        stores = [{"uri": u, "state": "missing"} for u in self.uris if u not in self.caches]
+        stores += [{"uri": u, "state": "ok" if len(t) else "empty", "name": s.get("name")}
+                   for u, t, s in zip(read["uris"], tables["trials"], specs)]
+        confidence = "bootstrap" if n_boot else "pending" if self.reading.n_boot else "off"
+        out = {"stores": stores, "generated_at": time.time(), "confidence": confidence}
+        if not read["uris"]:
+            return {**out, **self._empty("no store here yet: " + ", ".join(self.uris))}
+        now = time.time()
+        runs = [views.sweep_view(tr, ev, er, lv, sp, self._planned_hours(u, sp), now)
+                for u, tr, ev, er, lv, sp in zip(read["uris"], tables["trials"], tables["evals"], tables["errors"], live, specs)]
+        out["sweep"] = runs[0] if len(runs) == 1 else views.merge_sweeps(runs)
+        out.update(frontier_views(tables, specs, read["uris"], samples, n_boot, self.reading))
+        out["missing"] = views.missing_parts(merged, live, samples)
+        return out
+
+    def _planned_hours(self, uri: str, spec: dict) -> dict:
+        return self._planned.get(uri, {"planned_hours": None, "planned_said": "being priced"})
+
+    def _price(self, uris: list[str], specs: list[dict]) -> bool:
+        """`plan`'s bill for each store's sweep file, once per store, after the first page (it
+        imports torch and reads tokenizers: seconds). Returns whether it priced one now."""
+        from cliffsweep.dashboard.frontier import planned_hours
+
+        todo = [(u, s) for u, s in zip(uris, specs) if u not in self._planned]
+        for uri, spec in todo:
+            self._planned[uri] = planned_hours(spec)
+        return bool(todo)
+
+    @staticmethod
+    def _empty(said: str) -> dict:
+        return {"sweep": None, "models": [], "said": said, "missing": []}
+
+    def _publish(self, payload: dict) -> None:
+        data = json.dumps(views.clean(payload)).encode()
+        with self.lock:
+            self.version += 1
+            self.snapshot = data
+
+    # --- what a request gets -----------------------------------------------------------------
+    def current(self) -> tuple[int, bytes]:
+        with self.lock:
+            return self.version, self.snapshot
+
+    def trial(self, tid: str) -> dict | None:
+        """One trial's view from the cached tables (its samples read now if never read)."""
+        caches = self._present()
+        frames = {t: pd.concat([c.read(t)[0] for c in caches], ignore_index=True) for t in (*TABLES, "samples")} \
+            if caches else None
+        if frames is None:
+            return None
+        return views.trial_view(tid, frames["trials"], frames["evals"], frames["errors"], frames["steps"],
+                                frames["samples"], frames["checkpoints"])

@@ -1,0 +1,91 @@
+"""A store's tables, read again only where their files changed: what keeps the dashboard's
+refresh cheap while a sweep writes (issue 41: "caches what has not changed, so serving never
+slows the sweep").
+
+Invariant: `TableCache.read(table)` returns exactly the rows `Store.read(table)` would (the unit
+files, plus the compacted file's rows whose unit was not written again since: storage/store.py),
+but reads a file's bytes only once per (path, size, mtime). It never writes to the store.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from cliffsweep.storage.store import COMPACTED_PREFIX, MANIFEST, SCHEMAS, UNIT, Store
+
+_FILE = "__file"
+
+
+def listing(store: Store, table: str) -> dict[str, tuple[int, int]]:
+    """path -> (size, mtime in ns) of every file in `table`'s folder (one list request)."""
+    infos = store.fs.get_file_info(pafs.FileSelector(f"{store.root}/{table}", allow_not_found=True))
+    return {f.path: (f.size, f.mtime_ns or 0) for f in infos if f.type == pafs.FileType.File}
+
+
+class TableCache:
+    """One store's tables as last read, and the listing each was read at."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._rows: dict[str, pa.Table] = {}  # table -> rows of every file read, tagged with its path
+        self._seen: dict[str, dict[str, tuple[int, int]]] = {}  # table -> the files behind _rows
+        self._listed: dict[str, dict[str, tuple[int, int]]] = {}  # table -> its folder's last listing
+        self._frames: dict[str, pd.DataFrame] = {}
+
+    def read(self, table: str) -> tuple[pd.DataFrame, bool]:
+        """(`table`'s rows, whether they changed since the last call)."""
+        files = listing(self.store, table)
+        if table in self._frames and files == self._listed.get(table):
+            return self._frames[table], False
+        self._listed[table] = files
+        manifest_path = f"{self.store.root}/{table}/{MANIFEST}"
+        manifest = json.loads(self.store.read_bytes(f"{table}/{MANIFEST}")) if manifest_path in files else None
+        compacted = f"{self.store.root}/{table}/{manifest['file']}" if manifest else None
+        units = {p: p.rsplit("/", 1)[1][: -len(".parquet")] for p in files
+                 if p.endswith(".parquet") and not p.rsplit("/", 1)[1].startswith((".", "_", COMPACTED_PREFIX))}
+        wanted = set(units) | ({compacted} if compacted else set())
+        old = self._seen.get(table, {})
+        keep = {p for p in wanted if p in old and old[p] == files[p]}
+        rows = self._rows.get(table)
+        parts = [rows.filter(pc.is_in(rows[_FILE], pa.array(sorted(keep), pa.string())))] if rows is not None and keep else []
+        fresh = sorted(wanted - keep)
+        schema = SCHEMAS[table].append(pa.field(UNIT, pa.string()))
+        if compacted in fresh:
+            parts.append(self._load([compacted], schema))
+        fresh_units = [p for p in fresh if p != compacted]
+        if fresh_units:
+            parts.append(self._with_unit(self._load(fresh_units, SCHEMAS[table])))
+        full = pa.concat_tables(parts) if parts else schema.append(pa.field(_FILE, pa.string())).empty_table()
+        self._rows[table], self._seen[table] = full, {p: files[p] for p in wanted}
+        self._frames[table] = _visible(full, compacted, set(units.values()), table)
+        return self._frames[table], True
+
+    def _load(self, paths: list[str], schema: pa.Schema) -> pa.Table:
+        """Rows of `paths`, each tagged with its file (dataset's __filename; many files at once:
+        on object storage, latency-bound)."""
+        dataset = ds.dataset(paths, schema=schema, filesystem=self.store.fs, format="parquet")
+        out = schema.append(pa.field(_FILE, pa.string()))
+        batches = [pa.RecordBatch.from_arrays([*tagged.record_batch.columns, pa.array([tagged.fragment.path] * tagged.record_batch.num_rows, pa.string())], schema=out)
+                   for tagged in dataset.scanner().scan_batches()]
+        return pa.Table.from_batches(batches, schema=out)
+
+    @staticmethod
+    def _with_unit(rows: pa.Table) -> pa.Table:
+        """Unit files' rows carry no unit column: their unit is their file's name."""
+        names = pc.replace_substring_regex(rows[_FILE], r"^.*/|\.parquet$", "")
+        return rows.add_column(len(rows.schema) - 1, UNIT, names)
+
+
+def _visible(rows: pa.Table, compacted: str | None, units: set[str], table: str) -> pd.DataFrame:
+    """What Store.read returns: a compacted row is overridden by its unit's file written again."""
+    if compacted is not None:
+        from_compacted = pc.equal(rows[_FILE], compacted)
+        overridden = pc.and_(from_compacted, pc.is_in(rows[UNIT], pa.array(sorted(units), pa.string())))
+        rows = rows.filter(pc.invert(overridden))
+    return rows.select(SCHEMAS[table].names).to_pandas()

@@ -1,0 +1,204 @@
+"""What the dashboard page shows, as plain JSON-ready dicts built from a store's tables. Pure:
+frames in, dicts out; the caching and the serving are state.py's and app.py's.
+
+The sweep view answers "is it healthy, where is it spending" (counts over the grid, why pending
+trials wait, evaluations, errors, evaluator pool, elapsed, ETA, GPU-hours against `plan`); the
+model view draws the learning-forgetting frontier as it fills in, with each series' regime as
+`cliffsweep analyze` reads it (analysis/frontiers.py); the trial view is one grid point's story.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+
+ERRORS_SHOWN = 50
+GENERATIONS_SHOWN = 8
+
+
+def clean(value: Any) -> Any:
+    """A value JSON can carry: NaN, NA and NaT become None, numpy scalars Python's, times ISO text."""
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def records(df: pd.DataFrame, columns: list[str]) -> list[dict]:
+    return [clean(r) for r in df[[c for c in columns if c in df.columns]].to_dict("records")]
+
+
+GRID_COLUMNS = ["trial_id", "model", "method", "series", "optimizer", "epochs", "max_steps", "lr", "seed", "round",
+                "status", "attempt", "steps", "total_steps", "error"]
+
+
+def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, live: dict | None,
+               spec: dict | None, planned_hours: dict, now: float) -> dict:
+    """Counts by status, the grid's cells, evaluations, errors, the evaluator pool, time and cost."""
+    latest = trials.drop_duplicates("trial_id", keep="last")
+    grid = latest.sort_values(["model", "series", "epochs", "lr", "seed"])
+    waiting = (live or {}).get("waiting", {})
+    cells = records(grid, GRID_COLUMNS)
+    for cell in cells:
+        if cell["status"] == "pending":
+            cell["waiting"] = waiting.get(cell["trial_id"], "no driver's live state names it")
+    progress = (live or {}).get("progress", {})
+    points = evals[evals["series"] != "base"][["trial_id", "step"]].drop_duplicates() if len(evals) else evals
+    eval_errors = errors[errors["kind"].str.startswith("eval")] if len(errors) else errors
+    started = progress.get("started_at") or (latest["started_at"].min().timestamp()
+                                             if latest["started_at"].notna().any() else None)
+    return {
+        "counts": clean(latest["status"].value_counts().to_dict()),
+        "total": int(len(latest)),
+        "grid": cells,
+        "evals": {"checkpoints_done": int(len(points)), "base_done": int(evals.loc[evals["series"] == "base", "trial_id"].nunique())
+                  if len(evals) else 0, "queued": progress.get("evals_queued"), "failed": int(len(eval_errors))},
+        "errors": records(errors.sort_values("at", ascending=False).head(ERRORS_SHOWN),
+                          ["trial_id", "step", "kind", "message", "at"]),
+        "n_errors": int(len(errors)),
+        "live": live_state(live, now),
+        "elapsed_s": None if started is None else (now - started if not _finished(live) else
+                                                   _last_time(trials, evals) - started),
+        "eta_s": progress.get("eta_s") if not _finished(live) else 0,
+        "cost": cost_view(latest, evals, spec, planned_hours),
+    }
+
+
+def merge_sweeps(runs: list[dict]) -> dict:
+    """Several stores' sweep views as one (the paper grid's three stores): counts, grids, errors
+    and hours added up; time and the driver's state from the store whose sweep ends last."""
+    counts: dict[str, int] = {}
+    for r in runs:
+        for k, v in r["counts"].items():
+            counts[k] = counts.get(k, 0) + v
+    last = max(runs, key=lambda r: r["eta_s"] or 0)
+    summed = lambda key, part: sum(r[key][part] or 0 for r in runs)  # noqa: E731
+    return {**last, "counts": counts, "total": sum(r["total"] for r in runs),
+            "grid": [c for r in runs for c in r["grid"]],
+            "errors": sorted((e for r in runs for e in r["errors"]), key=lambda e: e["at"] or "", reverse=True)[:ERRORS_SHOWN],
+            "n_errors": sum(r["n_errors"] for r in runs),
+            "evals": {k: summed("evals", k) for k in last["evals"]},
+            "cost": {**last["cost"], **{k: summed("cost", k) for k in ("train_hours", "eval_hours", "planned_hours")}}}
+
+
+def missing_parts(tables: dict[str, pd.DataFrame | None], live: list[dict | None], samples) -> list[str]:
+    """What a store written by an older version (or a run not started by `cliffsweep run`) lacks,
+    named so that the page says why a part of it is empty."""
+    trials, steps = tables.get("trials"), tables.get("steps")
+    out = []
+    if trials is not None and (trials["status"] == "done").any() and (steps is None or steps.empty):
+        out.append("training curves: no `steps` table (the store predates it)")
+    if not any(live):
+        out.append("the driver's live state (live.json): queue, evaluator pool and why trials wait")
+    elif not all(lv and "progress" in lv for lv in live if lv):
+        out.append("the evaluation queue and ETA (live.json written before it carried them)")
+    if samples and any(len(s) for s in samples) and all(s["reference"].isna().all() for s in samples if len(s)):
+        out.append("reference answers beside generations (samples written before they were kept)")
+    return out
+
+
+def _finished(live: dict | None) -> bool:
+    return bool(live) and live.get("phase") == "finished"
+
+
+def _last_time(trials: pd.DataFrame, evals: pd.DataFrame) -> float:
+    times = [t for t in (trials["finished_at"].max() if len(trials) else None,
+                         evals["evaluated_at"].max() if len(evals) else None) if t is not None and t == t]
+    return max(t.timestamp() for t in times) if times else 0.0
+
+
+def live_state(live: dict | None, now: float) -> dict:
+    """The driver's last word (live.json): its phase, age and evaluator pool, or that none wrote."""
+    if not live:
+        return {"phase": None, "said": "no driver has written its live state to this store"}
+    from datetime import datetime
+
+    age = now - datetime.fromisoformat(live["at"]).timestamp()
+    stale = live.get("phase") != "finished" and age > 60
+    said = ("finished" if live.get("phase") == "finished" else
+            f"the driver last wrote {age:.0f} s ago: it has probably stopped" if stale else live.get("phase"))
+    return {"phase": live.get("phase"), "age_s": age, "stale": stale, "said": said, "pid": live.get("pid"),
+            "evaluators": live.get("evaluators", {}), "running_jobs": len(live.get("running_jobs", {})),
+            "queued_jobs": live.get("queued_jobs"), "extra_evaluators_started": live.get("extra_evaluators_started", 0),
+            "evaluators_stopped": live.get("evaluators_stopped", 0)}
+
+
+def cost_view(trials: pd.DataFrame, evals: pd.DataFrame, spec: dict | None, planned_hours: dict) -> dict:
+    """Device-hours spent so far (each trial's recorded setup, training, checkpoint and teardown
+    seconds times its devices; evaluations' seconds times an evaluator's) against `plan`'s bill."""
+    res, ev = (spec or {}).get("resources", {}), (spec or {}).get("eval", {})
+    gpus = float(res.get("gpus_per_worker", 0) or 0) * int(res.get("workers_per_trial", 1) or 1)
+    unit = "GPU" if gpus > 0 else "CPU worker"
+    per_trial = gpus if gpus > 0 else int(res.get("workers_per_trial", 1) or 1)
+    cols = [c for c in ("setup_seconds", "train_seconds", "checkpoint_seconds", "teardown_seconds") if c in trials]
+    train_h = float(trials[cols].fillna(0).to_numpy().sum()) * per_trial / 3600 if cols else 0.0
+    eval_devices = float(ev.get("gpus_per_evaluator", 0) or 0) if gpus > 0 else 0.0
+    eval_s = evals.drop_duplicates(["trial_id", "step", "task"])["eval_seconds"].fillna(0).sum() if len(evals) else 0.0
+    return {"unit": unit, "train_hours": train_h, "eval_hours": float(eval_s) * eval_devices / 3600,
+            **planned_hours}
+
+
+POINT_COLUMNS = ["point_id", "trial_id", "series", "method", "optimizer", "epochs", "lr", "seed", "round", "step",
+                 "final", "classified", "status", "L", "R"]
+SERIES_COLUMNS = ["series", "method", "optimizer", "epochs", "label", "regime", "regime_paper", "confidence",
+                  "critical_lr_low", "critical_lr_high", "max_safe_lr", "max_safe_lr_next", "n_lrs", "base_L",
+                  "base_R", "reason"]
+
+
+def model_views(points: pd.DataFrame, table: pd.DataFrame, retain_tasks: list[str]) -> list[dict]:
+    """Per model: every evaluated checkpoint (intermediate ones too), each retain task's score when
+    R is a suite's, and each series' regime row (`table`: analysis.frontiers.frontiers)."""
+    from cliffsweep.analysis.suite import task_column
+
+    out = []
+    task_cols = {t: task_column(t) for t in retain_tasks if task_column(t) in points}
+    for model, pts in points.groupby("model", sort=True):
+        rows = records(pts, POINT_COLUMNS)
+        for row, (_, p) in zip(rows, pts.iterrows()):
+            row["R_tasks"] = {t: clean(p[c]) for t, c in task_cols.items()}
+        out.append({"model": model, "points": rows,
+                    "series": records(table[table["model"] == model], SERIES_COLUMNS) if len(table) else []})
+    return out
+
+
+def trial_view(tid: str, trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, steps: pd.DataFrame,
+               samples: pd.DataFrame, checkpoints: pd.DataFrame) -> dict | None:
+    """One grid point: its settings, status and retries, training curve, every checkpoint's scores,
+    and a handful of its final checkpoint's generations beside right or wrong."""
+    rows = trials[trials["trial_id"] == tid]
+    if rows.empty and not (evals["trial_id"] == tid).any():
+        return None
+    trial = clean(rows.iloc[-1].to_dict()) if len(rows) else {"trial_id": tid, "status": "base model"}
+    for key in ("config", "method_params", "setup_phases"):
+        if isinstance(trial.get(key), str):
+            try:
+                trial[key] = json.loads(trial[key])
+            except ValueError:
+                pass
+    mine = evals[evals["trial_id"] == tid]
+    scores = mine.pivot_table(index="step", columns=["task", "metric"], values="value", aggfunc="last")
+    gens = samples[(samples["trial_id"] == tid)]
+    if len(gens):
+        gens = gens[gens["step"] == gens["step"].max()].head(GENERATIONS_SHOWN)
+    return {
+        "trial": trial,
+        "history": records(errors[errors["trial_id"] == tid].sort_values("at"), ["at", "kind", "step", "message"]),
+        "curve": records(steps[steps["trial_id"] == tid].sort_values(["step", "attempt"]).drop_duplicates("step", keep="last"),
+                         ["step", "loss", "lr", "grad_norm", "epoch"]),
+        "checkpoints": records(checkpoints[checkpoints["trial_id"] == tid].sort_values("step"), ["step", "epoch", "kind", "reported_at"]),
+        "scores": [{"step": clean(step), "values": {f"{t} {m}": clean(v) for (t, m), v in row.items() if v == v}}
+                   for step, row in scores.iterrows()],
+        "generations": records(gens, ["task", "example_id", "correct", "prediction", "reference", "score"]),
+    }

@@ -1,0 +1,103 @@
+"""The live dashboard (issue 41) without a browser: its table cache reads what the store reads, its
+views say what `analyze` says, missing, empty and older stores are named, and off loopback every
+request needs the token. The browser test with a real sweep: tests/test_dashboard_browser.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+
+from cliffsweep.analysis.synthetic import SyntheticSweep, write_synthetic_store
+from cliffsweep.dashboard.state import Dashboard, Reading
+from cliffsweep.dashboard.tables import TableCache
+from cliffsweep.storage.store import Store
+
+
+def _sorted(df: pd.DataFrame) -> pd.DataFrame:
+    key = [c for c in ("trial_id", "step", "task", "metric", "example_id") if c in df.columns]
+    return df.sort_values(key).reset_index(drop=True)
+
+
+def test_the_table_cache_reads_what_the_store_reads_through_compaction_and_rewrites(tmp_path):
+    store = Store(str(tmp_path / "s"))
+    rows = lambda tid, v: [{"trial_id": tid, "step": 1, "kind": "k", "message": v}]  # noqa: E731
+    for i in range(3):
+        store.write("errors", f"u{i}", rows(f"t{i}", "first"))
+    cache = TableCache(store)
+    first, changed = cache.read("errors")
+    assert changed and _sorted(first).equals(_sorted(store.read("errors")))
+    same, changed = cache.read("errors")
+    assert not changed and same is first  # nothing new: nothing read again
+    store.compact(("errors",))
+    store.write("errors", "u1", rows("t1", "written again"))  # overrides its folded rows
+    store.write("errors", "u9", rows("t9", "new"))
+    again, changed = cache.read("errors")
+    assert changed and _sorted(again).equals(_sorted(store.read("errors")))
+    assert set(again["message"]) == {"first", "written again", "new"} and len(again) == 4
+
+
+def test_the_views_say_what_analyze_says_and_name_what_an_older_store_lacks(tmp_path):
+    from cliffsweep.analysis.run import analyze_store
+
+    sweep = SyntheticSweep(series=(("sft", "sft"),), epochs=(1,), n_learn=60, n_retain=60)
+    store = write_synthetic_store(str(tmp_path / "s"), sweep)
+    board = Dashboard([store.uri], Reading(n_boot=50))
+    assert board.refresh()
+    snap = json.loads(board.current()[1])
+    table = analyze_store(store.uri, str(tmp_path / "out"), n_boot=50, report=False)
+    shown = {(m["model"], s["label"], s["epochs"]): (s["regime"], s["confidence"]) for m in snap["models"] for s in m["series"]}
+    assert shown == {(r.model, r.label, r.epochs): (r.regime, r.confidence) for r in table.itertuples()}
+    assert {"cliff", "gradual"} <= {r for r, _ in shown.values()}  # the synthetic shapes, read as analyze reads them
+    assert snap["confidence"] == "bootstrap" and snap["sweep"]["total"] == len(sweep.lrs) * 2
+    points = {p["trial_id"] for m in snap["models"] for p in m["points"]}
+    assert points == set(store.read("evals")["trial_id"])  # every evaluated checkpoint is drawn
+    # the synthetic writer is an "older version": no training curves, no live state, no references
+    missing = " ".join(snap["missing"])
+    assert "live state" in missing and "reference answers" in missing
+    assert not board.refresh()  # nothing changed: nothing recomputed
+    tid = snap["sweep"]["grid"][0]["trial_id"]
+    view = board.trial(tid)
+    assert view["trial"]["trial_id"] == tid and view["scores"] and view["generations"]
+    assert board.trial("no-such-trial") is None
+
+
+def test_a_missing_store_is_refused_and_an_empty_one_is_said(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "dashboard", str(tmp_path / "nothing")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "no cliffsweep store" in out.stderr and "Traceback" not in out.stderr
+    board = Dashboard([str(tmp_path / "later")], Reading(n_boot=0))  # --wait: said until it appears
+    board.refresh()
+    assert "no store here yet" in json.loads(board.current()[1])["said"]
+    empty = Store(str(tmp_path / "later"))
+    empty.write_json("spec.json", {"name": "empty"})
+    assert board.refresh()
+    snap = json.loads(board.current()[1])
+    assert snap["stores"] == [{"uri": empty.uri, "state": "empty", "name": "empty"}]
+    assert snap["models"] == [] and snap["said"].startswith("no frontier yet")
+
+
+def test_off_loopback_every_request_needs_the_token(tmp_path):
+    from starlette.testclient import TestClient
+
+    from cliffsweep.dashboard.app import build_app
+
+    store = write_synthetic_store(str(tmp_path / "s"), SyntheticSweep(series=(("sft", "sft"),), epochs=(1,)))
+    app = build_app(Dashboard([store.uri], Reading(n_boot=0)), token="s3cret")
+    client = TestClient(app)
+    assert client.get("/api/snapshot").status_code == 401
+    assert client.get("/?token=wrong").status_code == 401
+    assert client.get("/?token=s3cret").status_code == 200  # and the cookie it sets opens the rest
+    assert client.get("/api/snapshot").status_code == 200
+    open_app = TestClient(build_app(Dashboard([store.uri], Reading(n_boot=0))))
+    assert open_app.get("/static/plotly.min.js").status_code == 200  # served from the plotly package
+    assert open_app.get("/static/..%2Fapp.py").status_code == 404
+
+
+def test_the_help_says_what_listening_off_loopback_means():
+    out = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "dashboard", "--help"], capture_output=True,
+                         text=True, timeout=120).stdout
+    out = " ".join(out.split())  # argparse wraps lines
+    assert "127.0.0.1" in out and "reachable from other hosts" in out and "token" in out
