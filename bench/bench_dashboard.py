@@ -1,0 +1,133 @@
+"""The dashboard on the paper-sized synthetic stores (issue 41 part 4): how soon the first page is
+usable, and what a refresh costs the server's CPU.
+
+    .venv/bin/python bench/bench_dashboard.py [--out /tmp/dash-bench] [--seconds 30]
+
+The three synthetic stores of `python -m cliffsweep.analysis.synthetic --paper` (2,205 trials,
+6,620 evaluated checkpoints, 1.3 M per-item samples) are written once, then copied compacted, as
+`cliffsweep run` leaves a finished sweep's store (`Store.compact`). For each of the two (as
+written: one file per trial and table; compacted), `cliffsweep dashboard` is started on the three
+stores and Chromium opens the page:
+
+    first page   from the command's start to the page showing every series' regime (the
+                 frontiers' first pass; the bootstrap's confidence fills in later)
+    confidence   from the command's start to the bootstrap's confidence on the page
+    refresh      the server process's CPU seconds per refresh while the stores do not change
+                 (its background listing every 2 s, the page polling every 3 s: a 304)
+    changed      CPU seconds of one refresh after one trial's new files land in a store (the
+                 regimes recomputed at once; the bootstrap waits 30 s or for a quiet turn)
+
+Printed as a table; docs/benchmarks.md records it with this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+
+
+def stores(out: Path) -> tuple[list[str], list[str]]:
+    from cliffsweep.analysis.synthetic import paper_sized, write_synthetic_store
+    from cliffsweep.storage.store import Store
+
+    raw, packed = out / "as-written", out / "compacted"
+    if not (raw / "paper_lora").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        for name, sweep in paper_sized().items():
+            write_synthetic_store(str(raw / name), sweep)
+        shutil.copytree(raw, packed)
+        for name in ("paper", "paper_fsdp", "paper_lora"):
+            Store(str(packed / name)).compact()
+    names = ("paper", "paper_fsdp", "paper_lora")
+    return [str(raw / n) for n in names], [str(packed / n) for n in names]
+
+
+def measure(uris: list[str], port: int, seconds: float) -> dict[str, float]:
+    from playwright.sync_api import sync_playwright
+
+    t0 = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "cliffsweep.cli", "dashboard", *uris, "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    server = psutil.Process(proc.pid)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            while True:
+                try:
+                    page.goto(f"http://127.0.0.1:{port}/")
+                    break
+                except Exception:
+                    time.sleep(0.05)
+            page.wait_for_selector(".series-row .regime", timeout=300_000)
+            first = time.time() - t0
+            page.wait_for_function("document.getElementById('frontier-said').textContent.includes('bootstrap')",
+                                   timeout=600_000)
+            confident = time.time() - t0
+            time.sleep(5)  # the plan's pricing and any late pass done
+            cpu0, w0 = sum(server.cpu_times()[:2]), time.time()
+            time.sleep(seconds)
+            idle = (sum(server.cpu_times()[:2]) - cpu0) / ((time.time() - w0) / 2.0)  # per 2-s refresh
+            changed = one_changed_trial(uris[2], server, page)
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait()
+    return {"first page s": first, "confidence s": confident, "refresh CPU s (unchanged)": idle,
+            "refresh CPU s (one trial landed)": changed}
+
+
+def one_changed_trial(uri: str, server: psutil.Process, page) -> float:
+    """One more trial (a copy of one trial's evals and trials rows under a new id, in new unit
+    files): the next refresh reads them and recomputes the regimes (the bootstrap's pass comes
+    CONFIDENCE_EVERY_S later)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    before = page.evaluate("document.getElementById('subtitle').textContent")
+    cpu0 = sum(server.cpu_times()[:2])
+    new_id = f"bench-{time.time_ns()}"
+    for table in ("evals", "trials"):
+        rows = pq.read_table(next(p for p in sorted((Path(uri) / table).glob("*.parquet"))
+                                  if not p.name.startswith("_") and "base" not in p.name))
+        if "_unit" in rows.column_names:  # a compacted file: one unit's rows
+            rows = rows.filter(pc.equal(rows["_unit"], rows["_unit"][0])).drop_columns(["_unit"])
+        first = rows["trial_id"][0]
+        rows = rows.filter(pc.equal(rows["trial_id"], first))
+        rows = rows.set_column(rows.column_names.index("trial_id"), "trial_id", pa.array([new_id] * len(rows)))
+        pq.write_table(rows, str(Path(uri) / table / f"{new_id}.parquet"))
+    page.wait_for_function(f"document.getElementById('subtitle').textContent !== {before!r}", timeout=120_000)
+    return sum(server.cpu_times()[:2]) - cpu0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="/tmp/cliffsweep-dashboard-bench")
+    ap.add_argument("--seconds", type=float, default=30.0, help="how long the unchanged refreshes are measured")
+    args = ap.parse_args()
+    raw, packed = stores(Path(args.out))
+    rows = {}
+    for name, uris, port in (("compacted (a finished sweep)", packed, 8871), ("as written (one file per trial)", raw, 8872)):
+        rows[name] = measure(uris, port, args.seconds)
+        print(name, {k: round(v, 2) for k, v in rows[name].items()}, flush=True)
+    keys = list(next(iter(rows.values())))
+    print(f"\n{'stores':<34}" + "".join(f"{k:>30}" for k in keys))
+    for name, r in rows.items():
+        print(f"{name:<34}" + "".join(f"{r[k]:>30.2f}" for k in keys))
+    print(f"\nmachine: {os.cpu_count()} CPUs; 3 stores, 2,205 trials, 6,620 checkpoints")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
