@@ -44,16 +44,3 @@ def one_thread():
     yield
     torch.set_num_threads(n)
 
-
-# `.ci/run` runs the whole suite as two pytest processes side by side (docs/testing.md): one runs
-# `-m "cluster or second_lane"`, the other everything else. Each keeps 2 cores about two-thirds
-# busy alone (Ray's processes wait on one another), so the pair takes about two-thirds of their
-# sum. These slow files go with the cluster tests so that the two lanes are about equally long
-# alone (docs/testing.md has the measured prices); moving a file between lanes loses no test.
-SECOND_LANE = {"test_tracking_sweep.py", "test_refine_sweep.py", "test_dataset_task.py", "test_microbatch_loop.py"}
-
-
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if item.path.name in SECOND_LANE:
-            item.add_marker(pytest.mark.second_lane)

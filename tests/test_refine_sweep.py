@@ -20,6 +20,10 @@ def test_refinement_adds_lrs_inside_the_transition(tmp_path):
     data = load_spec("cliffsweep/configs/toy_refine.yaml").model_dump()
     data["store"] = str(tmp_path / "store")
     data["eval"]["backend"] = "hf"  # the refinement path is the point here, not the engine
+    # one round of the example's two: its two lrs already cut the 10x bracket to ~2x (asserted
+    # below), and each round is a Train job started again (CI: 7.5 min for two rounds beside the
+    # cluster tests; the rounds' own logic is tests/test_refine.py's)
+    data["refine"]["rounds"] = 1
     spec = parse_spec(data)
     try:
         store = run_sweep(spec, num_cpus=3)
@@ -27,7 +31,7 @@ def test_refinement_adds_lrs_inside_the_transition(tmp_path):
         ray.shutdown()
     trials = store.read("trials")
     refined = trials[trials["round"] > 0]
-    assert len(refined) >= 2 and set(refined["round"]) <= {1, 2}, trials[["lr", "round", "status"]]
+    assert len(refined) >= 2 and set(refined["round"]) == {1}, trials[["lr", "round", "status"]]
     grid = sorted(trials.loc[trials["round"] == 0, "lr"])
     assert grid == [1e-4, 1e-3, 1e-2]
     assert all(1e-4 < lr < 1e-2 for lr in refined["lr"])  # inside the coarse grid's brackets

@@ -29,7 +29,7 @@ def paper_part(store: str, **over):
 @pytest.mark.ray
 @pytest.mark.cluster
 def test_the_paper_grid_rehearsed_on_fake_gpu_nodes_then_with_two_node_kills(tmp_path):
-    """16 paper trials (Qwen2.5-0.5B, SFT and EWC, 4 of the 7 lrs, 1 and 3 epochs) on 2 fake
+    """8 paper trials (Qwen2.5-0.5B, SFT and EWC, 2 of the 7 lrs, 1 and 3 epochs) on 2 fake
     nodes of 4 GPUs, their planned work scaled down 10x, with two nodes killed (and replaced)
     while trials train and evaluators evaluate: every point ends done once, every checkpoint is
     evaluated once on every task, nothing is duplicated (tests/invariant.py), and trials were
@@ -42,20 +42,21 @@ def test_the_paper_grid_rehearsed_on_fake_gpu_nodes_then_with_two_node_kills(tmp
     first (docs/benchmarks.md), not this test (issue 33: it read 0.59 here with another process
     running while every invariant held; issue 38: the three calibrating rehearsals cost 2 of
     this test's 4.5 minutes for a number nothing asserted; issue 38's third round: 28 trials
-    became 16, every check kept, half the test's time)."""
+    became 16, every check kept, half the test's time; the fourth: 16 became 8, one per fake GPU,
+    so that both kills still find work: the first while every trial trains)."""
     from cliffsweep.simulate.engine import Cluster
     from cliffsweep.simulate.rehearsal import rehearse
 
-    spec = paper_part(str(tmp_path / "store"), lrs=[1e-6, 5e-6, 2e-5, 1e-4])
+    spec = paper_part(str(tmp_path / "store"), lrs=[2e-5, 1e-4])
     out = rehearse(spec, Cluster(2, 4, 32), 0.1, kills=(2.0, 20.0), kills_after_first_checkpoint=True)
     print(f"with node kills at {[round(k) for k in out.kills]} s: measured {out.makespan:.0f} s, simulated "
           f"{out.predicted.makespan:.0f} s undisturbed")
     assert len(out.kills) == 2, out.kills
     assert_invariant(out.store, spec, curve=False)
     trials, errors = out.store.read("trials"), out.store.read("errors")
-    assert len(trials) == 16 and (trials["status"] == "done").all()
+    assert len(trials) == 8 and (trials["status"] == "done").all()
     assert (errors["kind"] == "trial_retry").sum() >= 1  # the kills hit training
-    assert out.store.read("checkpoints")["trial_id"].nunique() == 16
+    assert out.store.read("checkpoints")["trial_id"].nunique() == 8
 
 
 @pytest.mark.ray
