@@ -129,7 +129,7 @@ def test_sib_statistics_of_the_sweep_preserve_function_and_lower_retain_grad_nor
     from cliffsweep.analysis.curvature import curvature_table
 
     curv = curvature_table([store.uri])
-    assert curv["model"].tolist() == ["smollm2", "smollm2"] and curv[["eig_base", "eig_sib"]].notna().all().all()
+    assert curv["model"].tolist() == ["smollm2"] and curv[["eig_base", "eig_sib"]].notna().all().all()  # k = 1
 
     base, tok = load_model(smollm2_folder)
     model = build_method("sib").prepare(copy.deepcopy(base), stats)
