@@ -101,3 +101,19 @@ def test_the_help_says_what_listening_off_loopback_means():
                          text=True, timeout=120).stdout
     out = " ".join(out.split())  # argparse wraps lines
     assert "127.0.0.1" in out and "reachable from other hosts" in out and "token" in out
+
+
+def test_several_stores_are_shown_as_one(tmp_path):
+    """As analyze takes them (the paper grid's three stores): every trial of each, one frontier
+    per model, the counts and hours added up."""
+    one = SyntheticSweep(models={"toy-a": "cliff"}, series=(("sft", "sft"),), epochs=(1,))
+    two = SyntheticSweep(models={"toy-b": "gradual"}, series=(("sft", "sft"),), epochs=(1,))
+    a, b = write_synthetic_store(str(tmp_path / "a"), one), write_synthetic_store(str(tmp_path / "b"), two)
+    board = Dashboard([a.uri, b.uri], Reading(n_boot=0))
+    board.refresh()
+    snap = json.loads(board.current()[1])
+    n = len(one.lrs)
+    assert snap["sweep"]["total"] == 2 * n and len(snap["sweep"]["grid"]) == 2 * n
+    assert sum(snap["sweep"]["counts"].values()) == 2 * n
+    assert [m["model"] for m in snap["models"]] == ["toy-a", "toy-b"]
+    assert [s["state"] for s in snap["stores"]] == ["ok", "ok"]

@@ -59,8 +59,13 @@ def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, 
     eval_errors = errors[errors["kind"].str.startswith("eval")] if len(errors) else errors
     started = progress.get("started_at") or (latest["started_at"].min().timestamp()
                                              if latest["started_at"].notna().any() else None)
+    waits: dict[str, int] = {}
+    for cell in cells:
+        if "waiting" in cell:
+            waits[cell["waiting"]] = waits.get(cell["waiting"], 0) + 1
     return {
         "counts": clean(latest["status"].value_counts().to_dict()),
+        "waits": waits,
         "total": int(len(latest)),
         "grid": cells,
         "evals": {"checkpoints_done": int(len(points)), "base_done": int(evals.loc[evals["series"] == "base", "trial_id"].nunique())
@@ -84,8 +89,16 @@ def merge_sweeps(runs: list[dict]) -> dict:
         for k, v in r["counts"].items():
             counts[k] = counts.get(k, 0) + v
     last = max(runs, key=lambda r: r["eta_s"] or 0)
-    summed = lambda key, part: sum(r[key][part] or 0 for r in runs)  # noqa: E731
-    return {**last, "counts": counts, "total": sum(r["total"] for r in runs),
+
+    def summed(key: str, part: str) -> float | None:  # None where no store knows it
+        known = [r[key][part] for r in runs if r[key][part] is not None]
+        return sum(known) if known else None
+
+    waits: dict[str, int] = {}
+    for r in runs:
+        for reason, n in r["waits"].items():
+            waits[reason] = waits.get(reason, 0) + n
+    return {**last, "counts": counts, "waits": waits, "total": sum(r["total"] for r in runs),
             "grid": [c for r in runs for c in r["grid"]],
             "errors": sorted((e for r in runs for e in r["errors"]), key=lambda e: e["at"] or "", reverse=True)[:ERRORS_SHOWN],
             "n_errors": sum(r["n_errors"] for r in runs),

@@ -56,6 +56,7 @@ function renderSweep(sw) {
     `evaluated checkpoints ${ev.checkpoints_done} (+${ev.base_done} base), queued ${ev.queued ?? "?"}, failed ${ev.failed}`,
     `evaluators: ${esc(pool)}` + (live.extra_evaluators_started ? ` (${live.extra_evaluators_started} started for backlogs, ${live.evaluators_stopped} stopped when idle)` : ""),
     `jobs running ${live.running_jobs ?? "?"}, queued ${live.queued_jobs ?? "?"}`,
+    ...Object.entries(sw.waits || {}).map(([why, n]) => `${n} pending wait for ${esc(why)}`),
     `elapsed ${dur(sw.elapsed_s)}, ETA ${dur(sw.eta_s)}`,
     `${esc(c.unit)}-hours used: training ${num(c.train_hours, 3)}, evaluation ${num(c.eval_hours, 3)}; ${esc(planned)}`,
   ].map((t) => `<div>${t}</div>`).join("");
