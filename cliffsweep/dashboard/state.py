@@ -18,9 +18,9 @@ import pandas as pd
 
 from cliffsweep.dashboard import views
 from cliffsweep.dashboard.tables import TableCache
+from cliffsweep.orchestrator.policies import LIVE_FILE  # the driver's last word, in the store
 from cliffsweep.storage.store import Store, is_store
 
-LIVE_FILE = "live.json"  # orchestrator/policies.LIVE_FILE: the driver's last word, in the store
 TABLES = ("trials", "evals", "errors", "steps", "checkpoints")
 CONFIDENCE_EVERY_S = 30.0
 
