@@ -47,6 +47,7 @@ class Dashboard:
         self._last_present: list[TableCache] = []
         self._last_json: tuple | None = None
         self._planned: dict[str, dict] = {}
+        self._spec_of: dict[str, dict] = {}
         self._stop = threading.Event()
 
     # --- the background thread ---------------------------------------------------------------
@@ -99,10 +100,16 @@ class Dashboard:
                 tables[t].append(frame)
                 changed |= moved
         live = [json.loads(c.store.read_bytes(LIVE_FILE)) if c.store.exists(LIVE_FILE) else None for c in caches]
-        specs = [c.store.read_json("spec.json") if c.store.exists("spec.json") else {} for c in caches]
+        specs = [self._spec(c.store) for c in caches]
         changed |= (live, specs) != self._last_json
         self._last_json = (live, specs)
         return {"tables": tables, "live": live, "specs": specs, "uris": [c.store.uri for c in caches]}, changed
+
+    def _spec(self, store: Store) -> dict:
+        """The sweep file the store keeps, read once: it does not change during a run."""
+        if store.uri not in self._spec_of:
+            self._spec_of[store.uri] = store.read_json("spec.json") if store.exists("spec.json") else {}
+        return self._spec_of[store.uri]
 
     # --- the views -----------------------------------------------------------------------------
     def _views(self, read: dict, n_boot: int, samples: list[pd.DataFrame] | None = None) -> dict:
