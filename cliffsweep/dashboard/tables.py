@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from cliffsweep.storage.store import COMPACTED_PREFIX, MANIFEST, SCHEMAS, UNIT, Store
+from cliffsweep.storage.store import MANIFEST, SCHEMAS, UNIT, Store, unit_files
 
 _FILE = "__file"
 
@@ -47,9 +47,8 @@ class TableCache:
         manifest_path = f"{self.store.root}/{table}/{MANIFEST}"
         manifest = json.loads(self.store.read_bytes(f"{table}/{MANIFEST}")) if manifest_path in files else None
         compacted = f"{self.store.root}/{table}/{manifest['file']}" if manifest else None
-        units = {p: p.rsplit("/", 1)[1][: -len(".parquet")] for p in files
-                 if p.endswith(".parquet") and not p.rsplit("/", 1)[1].startswith((".", "_", COMPACTED_PREFIX))}
-        wanted = set(units) | ({compacted} if compacted else set())
+        units = unit_files(list(files))  # as Store.read picks them
+        wanted = set(units.values()) | ({compacted} if compacted else set())
         old = self._seen.get(table, {})
         keep = {p for p in wanted if p in old and old[p] == files[p]}
         rows = self._rows.get(table)
@@ -63,7 +62,7 @@ class TableCache:
             parts.append(self._with_unit(self._load(fresh_units, SCHEMAS[table])))
         full = pa.concat_tables(parts) if parts else schema.append(pa.field(_FILE, pa.string())).empty_table()
         self._rows[table], self._seen[table] = full, {p: files[p] for p in wanted}
-        self._frames[table] = _visible(full, compacted, set(units.values()), table)
+        self._frames[table] = _visible(full, compacted, set(units), table)
         return self._frames[table], True
 
     def _load(self, paths: list[str], schema: pa.Schema) -> pa.Table:

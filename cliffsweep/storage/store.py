@@ -227,9 +227,7 @@ class Store:
         """(unit key -> file path, compacted file path, its manifest) of `table`."""
         path = f"{self.root}/{table}"
         infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-        units = {f.base_name[: -len(".parquet")]: f.path for f in infos
-                 if f.type == pafs.FileType.File and f.base_name.endswith(".parquet")
-                 and not f.base_name.startswith((".", "_", COMPACTED_PREFIX))}
+        units = unit_files([f.path for f in infos if f.type == pafs.FileType.File])
         names = {f.base_name for f in infos}
         manifest = json.loads(self.read_bytes(f"{table}/{MANIFEST}")) if MANIFEST in names else None
         compacted = f"{path}/{manifest['file']}" if manifest else None
@@ -314,6 +312,17 @@ class Store:
     def exists(self, name: str) -> bool:
         info = self._retry(f"look up {name}", lambda: self.fs.get_file_info(f"{self.root}/{name}"))
         return info.type != pafs.FileType.NotFound
+
+
+def unit_files(paths: list[str]) -> dict[str, str]:
+    """Unit key -> path of a table folder's write units among its files' `paths`: not hidden
+    (a write in flight), not the manifest, not a compacted file."""
+    out = {}
+    for p in paths:
+        name = p.rsplit("/", 1)[-1]
+        if name.endswith(".parquet") and not name.startswith((".", "_", COMPACTED_PREFIX)):
+            out[name[: -len(".parquet")]] = p
+    return out
 
 
 def _none_if_nan(v: Any) -> Any:
