@@ -117,3 +117,16 @@ def test_several_stores_are_shown_as_one(tmp_path):
     assert sum(snap["sweep"]["counts"].values()) == 2 * n
     assert [m["model"] for m in snap["models"]] == ["toy-a", "toy-b"]
     assert [s["state"] for s in snap["stores"]] == ["ok", "ok"]
+
+
+def test_a_port_in_use_is_one_sentence_and_exit_2(tmp_path):
+    import socket
+
+    store = write_synthetic_store(str(tmp_path / "s"), SyntheticSweep(series=(("sft", "sft"),), epochs=(1,)))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        out = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "dashboard", store.uri, "--port",
+                              str(taken.getsockname()[1])], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "cannot serve on 127.0.0.1" in out.stderr and "Traceback" not in out.stderr
+    assert "http://" not in out.stdout  # no address printed for a page that is not served

@@ -80,9 +80,14 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(uris: list[str], host: str, port: int, token: str | None, board: Dashboard) -> None:
-    """Serve until interrupted; the address (with its token, off loopback) is printed first."""
+    """Serve until interrupted; the address (with its token, off loopback) is printed once the
+    port is ours (a port in use raises OSError here, said in one sentence by the CLI)."""
+    import socket
+
     import uvicorn
 
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.bind((host, port))
     if not is_loopback(host) and not token:
         token = secrets.token_urlsafe(18)
     app = build_app(board, token)
@@ -93,4 +98,4 @@ def serve(uris: list[str], host: str, port: int, token: str | None, board: Dashb
         print(f"warning: listening on {host}, reachable from other hosts; every request needs the token above",
               flush=True)
     board.start()
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
