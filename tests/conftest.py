@@ -44,3 +44,20 @@ def one_thread():
     yield
     torch.set_num_threads(n)
 
+
+# The slowest modules first, so that under pytest-xdist (.ci/run: one session, 2 processes,
+# `--dist loadfile --no-loadscope-reorder`) the long ones start at once and the short ones fill
+# the gaps at the end. Seconds side by side, from docs/testing.md's last measured round: a stale
+# number costs only balance, never a check.
+HEAVY_FIRST = {
+    "test_faults.py": 600, "test_rehearsal.py": 400, "test_realmodel_sweep.py": 385,
+    "test_refine_sweep.py": 300, "test_sweep_failures.py": 210, "test_toy_regimes.py": 184,
+    "test_full_disk.py": 173, "test_fastpath.py": 170, "test_multinode.py": 163,
+    "test_analysis_e2e.py": 144, "test_sweep_e2e.py": 126, "test_dashboard_browser.py": 125,
+    "test_sweep_ddp.py": 118, "test_tracking_sweep.py": 90, "test_object_storage.py": 80,
+    "test_lmeval.py": 72, "test_evaltracker.py": 62, "test_submit.py": 60,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: -HEAVY_FIRST.get(Path(str(item.fspath)).name, 0))  # stable

@@ -44,7 +44,7 @@ def test_the_writer_saves_the_snapshot_then_reports_a_complete_folder(tmp_path):
     model, tok = _model_and_tok(tmp_path)
     root = str(tmp_path / "checkpoints")
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         inbox = start_inbox("ckpt-test")
         ck = Checkpointer(str(tmp_path / "store"), root, "t", "ckpt-test", tok, blocking=False, keep_state=[])

@@ -23,7 +23,7 @@ def ray_local(tmp_path, monkeypatch):
         # the fault points are read in the actors' processes, which inherit this environment
         monkeypatch.setenv("CLIFFSWEEP_FAULTS", faults)
         monkeypatch.setenv("CLIFFSWEEP_FAULTS_DIR", str(tmp_path))
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
 
     yield start
     ray.shutdown()

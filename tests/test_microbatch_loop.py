@@ -17,7 +17,7 @@ def ray_local():
 
     from cliffsweep.orchestrator.inbox import start_inbox
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     inbox = start_inbox("loop-inbox")  # rank 0's checkpoint writer reports there (trainables/checkpoints.py)
     yield inbox
     ray.shutdown()

@@ -70,7 +70,7 @@ def test_a_placement_group_whose_creator_died_is_removed():
 
     from cliffsweep.orchestrator.placement import reap_orphaned_placement_groups
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         @ray.remote(num_cpus=0)
         class Creator:

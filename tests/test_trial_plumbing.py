@@ -45,7 +45,7 @@ def test_lean_trainer_drops_only_the_unused_helper_actors(tmp_path):
 def ray_local():
     import ray
 
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
