@@ -181,16 +181,22 @@ def lr_curve(points: pd.DataFrame) -> pd.DataFrame:
     missing = {"lr", "L", "R"} - set(points.columns)
     if missing:
         raise ValueError(f"points need columns lr, L, R; missing {sorted(missing)}")
-    lr, L, R = (points[c].to_numpy(float) for c in ("lr", "L", "R"))
+    lrs, L, R = lr_curve_arrays(*(points[c].to_numpy(float) for c in ("lr", "L", "R")))
+    return pd.DataFrame({"lr": lrs, "L": L, "R": R})
+
+
+def lr_curve_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`lr_curve` on arrays: (unique lrs sorted, mean L, mean R). numpy rather than
+    groupby: this runs once per series, refinement decision and bootstrap series."""
     ok = np.isfinite(lr) & np.isfinite(L) & np.isfinite(R)
     if not ok.all():
-        raise ValueError(f"non-finite lr/L/R in {(~ok).sum()} point(s), first: {points[~ok].iloc[0].to_dict()}")
+        i = int(np.flatnonzero(~ok)[0])
+        raise ValueError(f"non-finite lr/L/R in {(~ok).sum()} point(s), first: lr={lr[i]}, L={L[i]}, R={R[i]}")
     if (lr < 0).any():
         raise ValueError("learning rates must be >= 0 (0 = base model)")
-    # numpy rather than groupby: this runs once per refinement decision and bootstrap series
     lrs, inv = np.unique(lr, return_inverse=True)
     n = np.bincount(inv, minlength=len(lrs))
-    return pd.DataFrame({"lr": lrs, "L": np.bincount(inv, L, len(lrs)) / n, "R": np.bincount(inv, R, len(lrs)) / n})
+    return lrs, np.bincount(inv, L, len(lrs)) / n, np.bincount(inv, R, len(lrs)) / n
 
 
 def classify(points: pd.DataFrame, thresholds: Thresholds | None = None) -> Classification:

@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from cliffsweep.analysis.classify import REGIMES, Thresholds, classify_arrays, lr_curve, paper_regime
+from cliffsweep.analysis.classify import REGIMES, Thresholds, classify_arrays, lr_curve_arrays, paper_regime
 from cliffsweep.analysis.confidence import replicate_accuracies
 from cliffsweep.analysis.pareto import dominates_all, frontier_area, margins, pareto_mask
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
@@ -49,15 +49,14 @@ def series_labels(points: pd.DataFrame) -> pd.Series:
                                   points["series"] + " e" + points["epochs"].astype(str))
 
 
-def _bootstrap(cls_rows: pd.DataFrame, L_reps: np.ndarray, R_reps: np.ndarray, th: Thresholds
-               ) -> tuple[list, list] | None:
+def _bootstrap(lr: np.ndarray, L_reps: np.ndarray, R_reps: np.ndarray, th: Thresholds) -> tuple[list, list] | None:
     """Re-classify each replicate and find its highest safe lr (seeds averaged per lr as in the
-    point estimate)."""
+    point estimate); `lr`: the classified points' lrs, the replicates' rows."""
     if np.isnan(L_reps).any() or np.isnan(R_reps).any():
         return None
-    lrs, inv = np.unique(cls_rows["lr"].to_numpy(float), return_inverse=True)
-    G = np.zeros((len(lrs), len(cls_rows)))
-    G[inv, np.arange(len(cls_rows))] = 1.0
+    lrs, inv = np.unique(lr, return_inverse=True)
+    G = np.zeros((len(lrs), len(lr)))
+    G[inv, np.arange(len(lr))] = 1.0
     G /= G.sum(1, keepdims=True)
     Lc, Rc = G @ L_reps, G @ R_reps
     B = L_reps.shape[1]
@@ -65,31 +64,32 @@ def _bootstrap(cls_rows: pd.DataFrame, L_reps: np.ndarray, R_reps: np.ndarray, t
             [max_safe_lr_arrays(lrs, Lc[:, b], Rc[:, b], th).max_safe_lr for b in range(B)])
 
 
-def _series_row(key: tuple, rows: pd.DataFrame, base: pd.DataFrame, reps: tuple | None,
-                th: Thresholds, min_confidence: float) -> dict:
+def _series_row(key: tuple, rows: pd.DataFrame, cls: np.ndarray, n_base: int, columns: dict[str, np.ndarray],
+                reps: tuple | None, th: Thresholds, min_confidence: float) -> dict:
+    """One series' row. `cls`: positions (into `columns`, the points' lr, L and R) of its model's
+    classified base points (the first `n_base`) and its own classified points."""
     model, series, epochs = key
-    cls_rows = pd.concat([base, rows[rows["classified"]]])
-    curve = lr_curve(cls_rows)
-    arrays = (curve["lr"].to_numpy(float), curve["L"].to_numpy(float), curve["R"].to_numpy(float))
-    point = classify_arrays(*arrays, th)
-    safe = max_safe_lr_arrays(*arrays, th)
+    lr, L, R = (columns[c][cls] for c in ("lr", "L", "R"))
+    curve = lr_curve_arrays(lr, L, R)
+    point = classify_arrays(*curve, th)
+    safe = max_safe_lr_arrays(*curve, th)
     out = {**point.as_dict(), **safe.as_dict()}
     for k in ("unresolved_lr_low", "unresolved_lr_high"):  # in the reason; next_lrs.py reads them
         out.pop(k)
-    out.update(model=model, series=series, epochs=epochs, method=rows["method"].iloc[0],
-               optimizer=rows["optimizer"].iloc[0], label=rows["label"].iloc[0],
-               regime_point_estimate=point.regime, n_lrs=int((curve["lr"] > 0).sum()),
+    first = rows.iloc[0]
+    out.update(model=model, series=series, epochs=epochs, method=first["method"],
+               optimizer=first["optimizer"], label=first["label"],
+               regime_point_estimate=point.regime, n_lrs=int((curve[0] > 0).sum()),
                n_refined_lrs=_n_refined_lrs(rows),
-               n_checkpoints=len(rows), base_L=float(base["L"].mean()) if len(base) else np.nan,
-               base_R=float(base["R"].mean()) if len(base) else np.nan)
+               n_checkpoints=len(rows), base_L=float(L[:n_base].mean()) if n_base else np.nan,
+               base_R=float(R[:n_base].mean()) if n_base else np.nan)
     reps_cls = None
     if reps is not None:
         L_reps, R_reps, src = reps
-        idx = cls_rows["_pos"].to_numpy()
-        boot = _bootstrap(cls_rows, L_reps[idx], R_reps[idx], th)
+        boot = _bootstrap(lr, L_reps[cls], R_reps[cls], th)
         reps_cls, reps_safe = boot if boot is not None else (None, None)
         out["confidence_method"] = "none" if reps_cls is None else (
-            "bootstrap" if (src[idx] == "samples").all() else "binomial" if (src[idx] == "binomial").all()
+            "bootstrap" if (src[cls] == "samples").all() else "binomial" if (src[cls] == "binomial").all()
             else "bootstrap+binomial")
     else:
         out["confidence_method"] = "none"
@@ -125,27 +125,33 @@ def _n_refined_lrs(rows: pd.DataFrame) -> int:
 
 def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame, robust: float = 0.0) -> pd.DataFrame:
     """Per-series and per-model Pareto points (all checkpoints; ``robust``: pareto.pareto_mask),
-    area score, dominance."""
+    area score, dominance. On numpy arrays per model (a paper-sized store has ~100 series:
+    frames per series cost most of `frontiers`' time, bench/bench_dashboard.py)."""
     extra = []
     for model, mpts in points.groupby("model", sort=False):
-        base = mpts[mpts["series"] == "base"]
-        trained = mpts[mpts["series"] != "base"]
-        front = mpts[pareto_mask(mpts["L"], mpts["R"], robust, margins(mpts))]
-        groups = dict(list(trained.groupby(SERIES_KEY, sort=False)))
-        L0 = float(base["L"].mean()) if len(base) else np.nan
-        R0 = float(base["R"].mean()) if len(base) else np.nan
-        for key, s in groups.items():
-            both = pd.concat([base, s])
-            mine = front[front["point_id"].isin(s["point_id"])]
+        L, R = mpts["L"].to_numpy(float), mpts["R"].to_numpy(float)
+        margin = margins(mpts)
+        ids, labels = mpts["point_id"].to_numpy(object), mpts["label"].to_numpy(object)
+        is_base = (mpts["series"] == "base").to_numpy()
+        front = pareto_mask(L, R, robust, margin)
+        n_front = max(int((front & ~is_base).sum()), 1)
+        base = np.flatnonzero(is_base)
+        L0 = float(L[base].mean()) if len(base) else np.nan
+        R0 = float(R[base].mean()) if len(base) else np.nan
+        trained = np.flatnonzero(~is_base)
+        groups = {k: trained[v] for k, v in mpts.iloc[trained].groupby(SERIES_KEY, sort=False).indices.items()}
+        for key, pos in groups.items():
+            both = np.concatenate([base, pos])
+            mask = pareto_mask(L[both], R[both], robust, None if margin is None else (margin[0][both], margin[1][both]))
+            mine = pos[front[pos]]
             extra.append({
                 "model": key[0], "series": key[1], "epochs": key[2],
-                "pareto_point_ids": both.loc[pareto_mask(both["L"], both["R"], robust, margins(both)),
-                                             "point_id"].tolist(),
-                "model_pareto_point_ids": mine["point_id"].tolist(),
-                "model_pareto_share": len(mine) / max(len(front[front["series"] != "base"]), 1),
-                "frontier_area": frontier_area(s["L"], s["R"], L0, R0) if len(base) else np.nan,
-                "dominated_by": sorted(o["label"].iloc[0] for k, o in groups.items() if k != key and
-                                       dominates_all(o["L"], o["R"], s["L"], s["R"])),
+                "pareto_point_ids": ids[both[mask]].tolist(),
+                "model_pareto_point_ids": ids[mine].tolist(),
+                "model_pareto_share": len(mine) / n_front,
+                "frontier_area": frontier_area(L[pos], R[pos], L0, R0) if len(base) else np.nan,
+                "dominated_by": sorted(labels[o[0]] for k, o in groups.items() if k != key and
+                                       dominates_all(L[o], R[o], L[pos], R[pos])),
             })
     return table.merge(pd.DataFrame(extra), on=SERIES_KEY, how="left")
 
@@ -182,10 +188,21 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     pts["_pos"] = np.arange(len(pts))
     reps = replicates if replicates is not None else (
         replicate_accuracies(pts, samples, learn_task, retain_task, n_boot, seed) if n_boot > 0 else None)
+    columns = {c: pts[c].to_numpy(float) for c in ("lr", "L", "R")}
+    is_base, classified = (pts["series"] == "base").to_numpy(), pts["classified"].to_numpy(bool)
+    bases = np.flatnonzero(is_base & classified)
+    base_of = {m: bases[v] for m, v in pts.iloc[bases].groupby("model").indices.items()}
+    trained = np.flatnonzero(~is_base)
+    # what _series_row reads of a series' rows, as plain numpy columns (the store's Arrow-backed
+    # text columns cost a take each per series)
+    meta = pd.DataFrame({c: pts[c].to_numpy(object if c in ("method", "optimizer", "label") else None)
+                         for c in ("method", "optimizer", "label", "classified", "round", "lr") if c in pts})
     rows = []
-    for key, s in pts[pts["series"] != "base"].groupby(SERIES_KEY, sort=True):
-        base = pts[(pts["model"] == key[0]) & (pts["series"] == "base") & pts["classified"]]
-        rows.append(_series_row(key, s, base, reps, th, min_confidence))
+    for key, at in pts.iloc[trained].groupby(SERIES_KEY, sort=True).indices.items():
+        pos = trained[at]
+        base = base_of.get(key[0], bases[:0])
+        cls = np.concatenate([base, pos[classified[pos]]])
+        rows.append(_series_row(key, meta.iloc[pos], cls, len(base), columns, reps, th, min_confidence))
     table = pd.DataFrame(rows)
     if table.empty:
         return pd.DataFrame(columns=FRONTIER_COLUMNS)

@@ -150,7 +150,10 @@ class Dashboard:
         return {"sweep": None, "models": [], "said": said, "missing": []}
 
     def _publish(self, payload: dict) -> None:
-        data = json.dumps(views.clean(payload)).encode()
+        try:  # the views are clean already (views.records); a stray NaN or numpy value is cleaned
+            data = json.dumps(payload, allow_nan=False).encode()
+        except (TypeError, ValueError):
+            data = json.dumps(views.clean(payload)).encode()
         with self.lock:
             self.version += 1
             self.snapshot = data
