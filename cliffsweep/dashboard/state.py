@@ -43,6 +43,7 @@ class Dashboard:
         self.version = 0
         self.snapshot: bytes = json.dumps(self._empty("starting: the stores are being read")).encode()
         self._unconfident = False  # regimes published without their bootstrap's confidence
+        self._frontiers_shown = False
         self._confident_at = 0.0
         self._last_present: list[TableCache] = []
         self._last_json: tuple | None = None
@@ -70,8 +71,11 @@ class Dashboard:
         bootstrap (seconds of CPU on a paper-sized store) runs once the stores are quiet for a
         turn, or every CONFIDENCE_EVERY_S while they keep changing."""
         tables, changed = self._read()
+        if changed and not self._frontiers_shown:  # the grid and counts before the first frontiers
+            self._publish(self._views(tables, n_boot=0, frontiers=False))
         if changed:
             self._publish(self._views(tables, n_boot=0))  # the regimes first, at once
+            self._frontiers_shown = True
             self._unconfident = self.reading.n_boot > 0
         if self._price(tables["uris"], tables["specs"]) and not self._unconfident:
             self._publish(self._views(tables, n_boot=0))
@@ -112,7 +116,8 @@ class Dashboard:
         return self._spec_of[store.uri]
 
     # --- the views -----------------------------------------------------------------------------
-    def _views(self, read: dict, n_boot: int, samples: list[pd.DataFrame] | None = None) -> dict:
+    def _views(self, read: dict, n_boot: int, samples: list[pd.DataFrame] | None = None,
+               frontiers: bool = True) -> dict:
         from cliffsweep.dashboard.frontier import frontier_views
 
         tables, live, specs = read["tables"], read["live"], read["specs"]
@@ -128,7 +133,8 @@ class Dashboard:
         runs = [views.sweep_view(tr, ev, er, lv, sp, self._planned_hours(u, sp), now)
                 for u, tr, ev, er, lv, sp in zip(read["uris"], tables["trials"], tables["evals"], tables["errors"], live, specs)]
         out["sweep"] = runs[0] if len(runs) == 1 else views.merge_sweeps(runs)
-        out.update(frontier_views(tables, specs, read["uris"], samples, n_boot, self.reading))
+        out.update(frontier_views(tables, specs, read["uris"], samples, n_boot, self.reading) if frontiers
+                   else {"models": [], "said": "reading the frontiers ..."})
         out["missing"] = views.missing_parts(merged, live, samples)
         return out
 
