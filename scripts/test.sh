@@ -5,4 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/setup_browser.sh   # headless Chromium for the report screenshot test
-exec .venv/bin/python -m pytest "$@"
+# Two pytest processes (pytest-xdist), each taking whole test modules (a module's fixtures, such
+# as one shared sweep, stay in one process), the slowest modules first (tests/conftest.py
+# HEAVY_FIRST); CLIFFSWEEP_TEST_PROCS=1 runs them in this process, one at a time.
+procs=${CLIFFSWEEP_TEST_PROCS:-2}
+if [ "$procs" -gt 1 ]; then
+  exec .venv/bin/python -m pytest -n "$procs" --dist loadfile --no-loadscope-reorder "$@"
+fi
+exec .venv/bin/python -m pytest -p no:xdist "$@"

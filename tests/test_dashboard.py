@@ -130,3 +130,29 @@ def test_a_port_in_use_is_one_sentence_and_exit_2(tmp_path):
                               str(taken.getsockname()[1])], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "cannot serve on 127.0.0.1" in out.stderr and "Traceback" not in out.stderr
     assert "http://" not in out.stdout  # no address printed for a page that is not served
+
+
+def test_regimes_model_by_model_equal_one_pass_and_only_a_changed_model_is_recomputed(tmp_path):
+    """The first pass's per-model cache (dashboard/frontier.regimes_by_model) against
+    `frontiers` over every model at once; after one model's points change, the other model's
+    views are the cached ones and the changed model's equal a fresh computation."""
+    from cliffsweep.analysis.frontiers import MIN_CONFIDENCE, frontiers
+    from cliffsweep.analysis.points import load_stores
+    from cliffsweep.dashboard.frontier import regimes_by_model
+    from cliffsweep.dashboard.views import model_views
+
+    sweep = SyntheticSweep(series=(("sft", "sft"), ("lora", "lora")), epochs=(1, 2), n_learn=40, n_retain=40,
+                           more_retain=(("toy_more", "", 0.5),))
+    data = load_stores([write_synthetic_store(str(tmp_path / "s"), sweep).uri])
+    points, retain = data.points.reset_index(drop=True), list(data.retain_tasks)
+    whole = lambda pts: model_views(pts, frontiers(pts, n_boot=0, models=data.models), retain)  # noqa: E731
+    cache: dict = {}
+    assert regimes_by_model(points, data.models, retain, MIN_CONFIDENCE, cache) == whole(points)
+    assert {m["model"] for m in whole(points)} == {"toy-a", "toy-b"} and len(retain) == 2
+    kept = cache["toy-b"][1]
+    changed = points.copy()
+    mine = changed.index[(changed["model"] == "toy-a") & (changed["series"] != "base")]
+    changed.loc[mine[:5], "R"] = 0.0  # some of toy-a's checkpoints forget everything
+    again = regimes_by_model(changed, data.models, retain, MIN_CONFIDENCE, cache)
+    assert again == whole(changed) and again != whole(points)
+    assert cache["toy-b"][1] is kept  # toy-b's views were not computed again

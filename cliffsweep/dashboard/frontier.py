@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pandas as pd
 
 from cliffsweep.analysis.frontiers import MIN_CONFIDENCE, frontiers
@@ -12,9 +14,10 @@ from cliffsweep.storage.store import SCHEMAS
 
 
 def frontier_views(tables: dict[str, list[pd.DataFrame]], specs: list[dict], uris: list[str],
-                   samples: list[pd.DataFrame] | None, n_boot: int, reading) -> dict:
+                   samples: list[pd.DataFrame] | None, n_boot: int, reading, cache: dict | None = None) -> dict:
     """Per model its points and series (views.model_views), the tasks L and R are read on, and
-    what analysis noted. Without `samples` (the first pass) no confidence is computed."""
+    what analysis noted. Without `samples` (the first pass) no confidence is computed, and each
+    model's part is kept in `cache` and recomputed only when that model's points changed."""
     empty = SCHEMAS["samples"].empty_table().to_pandas()
     read = {"evals": tables["evals"], "trials": tables["trials"], "steps": tables["steps"],
             "samples": samples if samples is not None else [empty for _ in uris]}
@@ -22,17 +25,48 @@ def frontier_views(tables: dict[str, list[pd.DataFrame]], specs: list[dict], uri
         data = store_data(read, [s for s in specs if s], uris)
     except AnalysisInputError as e:
         return {"models": [], "said": f"no frontier yet: {e}"}
-    from cliffsweep.analysis.confidence import replicate_accuracies
-
     points = data.points.reset_index(drop=True)
     retain = list(data.retain_tasks)
-    reps = replicate_accuracies(points, data.samples, data.learn_task, retain, n_boot, reading.seed,
-                                data.suite or "share_of_base") if n_boot > 0 else None
-    table = frontiers(points, data.samples, learn_task=data.learn_task, retain_task=retain, n_boot=n_boot,
-                      seed=reading.seed, models=data.models, replicates=reps,
-                      min_confidence=MIN_CONFIDENCE if reading.min_confidence is None else reading.min_confidence)
-    return {"models": model_views(points, table, retain), "learn_task": data.learn_task,
-            "retain_task": data.retain_task, "retain_tasks": retain, "notes": data.notes, "said": None}
+    min_confidence = MIN_CONFIDENCE if reading.min_confidence is None else reading.min_confidence
+    if n_boot > 0:
+        from cliffsweep.analysis.confidence import replicate_accuracies
+
+        reps = replicate_accuracies(points, data.samples, data.learn_task, retain, n_boot, reading.seed,
+                                    data.suite or "share_of_base")
+        table = frontiers(points, data.samples, learn_task=data.learn_task, retain_task=retain, n_boot=n_boot,
+                          seed=reading.seed, models=data.models, replicates=reps, min_confidence=min_confidence)
+        models = model_views(points, table, retain)
+    else:
+        models = regimes_by_model(points, data.models, retain, min_confidence, {} if cache is None else cache)
+    return {"models": models, "learn_task": data.learn_task, "retain_task": data.retain_task,
+            "retain_tasks": retain, "notes": data.notes, "said": None}
+
+
+def regimes_by_model(points: pd.DataFrame, info: pd.DataFrame | None, retain: list[str], min_confidence: float,
+                     cache: dict) -> list[dict]:
+    """model_views of `frontiers` without the bootstrap, one model at a time: every column of a
+    frontiers row is read within its model (series labels, Pareto columns, model info), so the
+    rows equal one call over all models (tests/test_dashboard.py). `cache`: model -> (its
+    inputs' fingerprint, its views), so a refresh after one trial lands recomputes one model."""
+    out = []
+    for model, mine in points.groupby("model", sort=True):
+        facts = info[info["model"] == model] if info is not None else None
+        key = (fingerprint(mine), fingerprint(facts), tuple(retain), min_confidence)
+        if model not in cache or cache[model][0] != key:
+            table = frontiers(mine, n_boot=0, models=facts, min_confidence=min_confidence)
+            cache[model] = (key, model_views(mine, table, retain))
+        out += cache[model][1]
+    for gone in set(cache) - set(points["model"]):
+        del cache[gone]
+    return out
+
+
+def fingerprint(frame: pd.DataFrame | None) -> str:
+    """A digest of `frame`'s columns and values (pandas' row hashes: milliseconds for 7,000 rows)."""
+    if frame is None:
+        return ""
+    rows = pd.util.hash_pandas_object(frame, index=False).to_numpy()
+    return hashlib.sha1(repr(list(frame.columns)).encode() + rows.tobytes()).hexdigest()
 
 
 def planned_hours(spec: dict) -> dict:

@@ -44,6 +44,7 @@ class Dashboard:
         self.snapshot: bytes = json.dumps(self._empty("starting: the stores are being read")).encode()
         self._unconfident = False  # regimes published without their bootstrap's confidence
         self._frontiers_shown = False
+        self._by_model: dict[str, tuple] = {}  # frontier.regimes_by_model's cache
         self._confident_at = 0.0
         self._last_present: list[TableCache] = []
         self._last_json: tuple | None = None
@@ -133,7 +134,8 @@ class Dashboard:
         runs = [views.sweep_view(tr, ev, er, lv, sp, self._planned_hours(u, sp), now)
                 for u, tr, ev, er, lv, sp in zip(read["uris"], tables["trials"], tables["evals"], tables["errors"], live, specs)]
         out["sweep"] = runs[0] if len(runs) == 1 else views.merge_sweeps(runs)
-        out.update(frontier_views(tables, specs, read["uris"], samples, n_boot, self.reading) if frontiers
+        out.update(frontier_views(tables, specs, read["uris"], samples, n_boot, self.reading, self._by_model)
+                   if frontiers
                    else {"models": [], "said": "reading the frontiers ..."})
         out["missing"] = views.missing_parts(merged, live, samples)
         return out
