@@ -51,9 +51,9 @@ def one_thread():
 # number costs only balance, never a check.
 HEAVY_FIRST = {
     "test_faults.py": 600, "test_rehearsal.py": 400, "test_realmodel_sweep.py": 385,
-    "test_refine_sweep.py": 300, "test_sweep_failures.py": 210, "test_toy_regimes.py": 184,
+    "test_refine_sweep.py": 300, "test_sweep_failures.py": 210, "test_toy_regimes.py": 260,
     "test_full_disk.py": 173, "test_fastpath.py": 170, "test_multinode.py": 163,
-    "test_analysis_e2e.py": 144, "test_sweep_e2e.py": 126, "test_dashboard_browser.py": 125,
+    "test_analysis_e2e.py": 144, "test_sweep_e2e.py": 126,
     "test_sweep_ddp.py": 118, "test_tracking_sweep.py": 90, "test_object_storage.py": 80,
     "test_lmeval.py": 72, "test_evaltracker.py": 62, "test_submit.py": 60,
 }

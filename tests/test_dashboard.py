@@ -1,6 +1,7 @@
 """The live dashboard (issue 41) without a browser: its table cache reads what the store reads, its
 views say what `analyze` says, missing, empty and older stores are named, and off loopback every
-request needs the token. The browser test with a real sweep: tests/test_dashboard_browser.py."""
+request needs the token. The browser test with a real sweep: tests/test_toy_regimes.py (README's sweep
+with `--dashboard`, tests/dashboard_page.py)."""
 
 from __future__ import annotations
 

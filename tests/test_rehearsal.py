@@ -94,27 +94,6 @@ def test_a_placement_group_whose_creator_died_is_removed():
         ray.shutdown()
 
 
-@pytest.mark.ray
-@pytest.mark.cluster
-def test_the_rehearsal_on_an_autoscaling_cluster_brings_nodes_up_for_work_and_removes_them_after(tmp_path):
-    """Issue 22 part 5, small: 6 paper trials (SFT, 3 lrs, 1 and 3 epochs) on Ray's fake
-    autoscaling cluster with no GPU node at start and at most 2 of 4 GPUs. The autoscaler brings
-    nodes up for the queued work (none is up before the sweep asks), every point ends done and
-    every checkpoint evaluated once, and once the sweep ends the idle nodes go (15 s idle
-    timeout). Node-seconds up and busy are counted (bench/rehearse.py --autoscale prints them)."""
-    from cliffsweep.simulate.autoscale import rehearse_autoscaling
-    from cliffsweep.simulate.engine import Cluster
-
-    spec = paper_part(str(tmp_path / "store"), methods=[{"name": "sft"}], lrs=[1e-6, 1e-5, 1e-4])
-    out = rehearse_autoscaling(spec, Cluster(1, 4, 32), 0.1, max_nodes=2, idle_s=15)
-    use = out.use.summary()
-    print(f"autoscaled: measured {out.makespan:.0f} s, {use}")
-    assert_invariant(out.store, spec, curve=False)
-    assert 1 <= use["nodes launched"] <= 2 and use["first node up at s"] > 0, use
-    assert 0 < use["node-seconds busy"] <= use["node-seconds up"], use
-    assert out.scaled_down_s is not None, out  # the idle nodes went (how fast: bench/rehearse.py --autoscale)
-
-
 def test_calibration_splits_three_makespans_into_point_job_and_sweep_overheads():
     """bench/rehearse.py's calibration (simulate/rehearsal.calibrate) without its rehearsals:
     n points in n jobs took 40 s, n in one job 28 s, 2n in one job 36 s (n = 4): a point costs

@@ -1,5 +1,11 @@
-"""Two Ray Train workers per trial (DDP over gloo): a stats method (EWC) and a gradient-mask
-method (MIGU) train and get evaluated through the real sweep path."""
+"""Two Ray Train workers per trial through the real sweep path: FSDP2 over gloo, a stats method
+(SIB) and a frozen-base method (KL), evaluated by vLLM.
+
+DDP's own sweep (EWC and MIGU on 2 workers, hf evaluation) was cut for the CI budget (issue 38,
+fifth round): DDP's training loop with checkpointing runs through Ray Train in
+tests/test_microbatch_loop.py, every penalty and mask method under DDP equals one process in
+tests/test_methods_ddp.py and tests/test_methods_loss.py, and the 2-worker sweep path (statistics,
+rank 0's checkpoint, evaluation) is the FSDP sweep's here."""
 
 from __future__ import annotations
 
@@ -41,13 +47,6 @@ def run_all_done(spec):
     assert (trials["steps"] == 4).all()
     assert len(store.read("errors")) == 0, store.read("errors")["message"].tolist()
     return store, trials, store.read("evals")
-
-
-def test_two_worker_trials(tmp_path):
-    spec = two_worker_spec(str(tmp_path / "store"), ["ewc", "migu"],
-                           {"points_per_trial": 1, "backend": "hf"}, "ddp")
-    store, trials, evals = run_all_done(spec)
-    assert set(evals["trial_id"]) == set(trials["trial_id"]) | {"q-base"}
 
 
 def test_two_worker_fsdp_trials_evaluated_by_vllm(tmp_path):

@@ -5,6 +5,11 @@ qwen2-tiny / LoRA is a cliff in both readings, at least 90 % confident, having l
 0.8 at its highest safe lr; llama-tiny's series are gradual, at least 90 % confident. Any change
 to the toy models, their tasks, the default sweep file, the recipe or the classifier that loses
 the phenomenon fails here. Slow stage: the default sweep (about 2 minutes) and its analysis.
+
+The sweep runs with `--dashboard` and is watched in headless Chromium (issue 41's browser test,
+tests/dashboard_page.py): the live page's counts change and match `status`, and afterwards
+`cliffsweep dashboard` shows each series with the regime `analyze` gives here (issue 38 folded
+the browser test's own 3-trial sweep into this one).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from cliffsweep.storage.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import example_reports  # noqa: E402 - scripts/ is not a package
@@ -44,19 +51,37 @@ def paper_cliff(row: pd.Series) -> bool:
 
 @pytest.mark.slow
 def test_the_default_sweep_shows_a_cliff_and_a_gradual_series(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    from dashboard_page import Browser, check_finished, dashboard_address, watch_live
+
     # training beside a slowed base evaluation (issue 39 part 4) is checked by the faster failures
-    # sweep (tests/test_sweep_failures.py): this one runs as the README's command does
-    run = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "run", "--store", "results/toy"],
-                         capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    # the terminal says cliffsweep's words only (issue 37 part 4); Tune's and Ray's go to the log
-    for tune_or_ray in ("Configuration for experiment", "View detailed results", "tensorboard --logdir",
-                        "Started a local Ray instance", "authentication"):
-        assert tune_or_ray not in run.stdout + run.stderr, tune_or_ray
-    table = analyzed(tmp_path, "results/toy", tmp_path / "report")
+    # sweep (tests/test_sweep_failures.py): this one runs as the README's command does, watched in
+    # the dashboard it starts (its output to a file: a pipe nobody reads could fill and stall it)
+    uri, shots, log = str(tmp_path / "results" / "toy"), tmp_path / "shots", tmp_path / "run.log"
+    shots.mkdir()
+    with open(log, "w") as out, sync_playwright() as pw:
+        run = subprocess.Popen([sys.executable, "-m", "cliffsweep.cli", "run", "--store", "results/toy", "--dashboard"],
+                               stdout=out, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+        try:
+            b = Browser(pw)
+            b.open(dashboard_address(log, run))
+            stopped = watch_live(b, run, uri, shots)
+            assert run.wait(timeout=900) == 0, log.read_text()[-3000:]
+            said = log.read_text()
+            # the terminal says cliffsweep's words only (issue 37 part 4); Tune's and Ray's go to the log
+            for tune_or_ray in ("Configuration for experiment", "View detailed results", "tensorboard --logdir",
+                                "Started a local Ray instance", "authentication"):
+                assert tune_or_ray not in said, tune_or_ray
+            table = analyzed(tmp_path, "results/toy", tmp_path / "report")
+            trial = Store(uri).read("trials").sort_values("lr")["trial_id"].iloc[-1]
+            check_finished(b, uri, {(m, r.label): r.regime for (m, _), r in table.iterrows()}, trial, shots)
+            b.assert_local_and_quiet(stopped)
+        finally:
+            if run.poll() is None:
+                run.kill()
     # the packaged base models, as the sweep's vLLM evaluators score them: they know arithmetic,
     # not the learn facts (the toy world's premise; this was a vLLM run of its own in test_toy.py)
-    from cliffsweep.storage.store import Store
     from test_toy import LEARN_MAX, RETAIN_MIN
 
     ev = Store(str(tmp_path / "results" / "toy")).read("evals")
