@@ -50,12 +50,12 @@ def one_thread():
 # the gaps at the end. Seconds side by side, from docs/testing.md's last measured round: a stale
 # number costs only balance, never a check.
 HEAVY_FIRST = {
-    "test_faults.py": 600, "test_rehearsal.py": 400, "test_realmodel_sweep.py": 385,
-    "test_refine_sweep.py": 300, "test_sweep_failures.py": 210, "test_toy_regimes.py": 260,
-    "test_full_disk.py": 173, "test_fastpath.py": 170, "test_multinode.py": 163,
-    "test_analysis_e2e.py": 144, "test_sweep_e2e.py": 126,
-    "test_sweep_ddp.py": 118, "test_tracking_sweep.py": 90, "test_object_storage.py": 80,
-    "test_lmeval.py": 72, "test_evaltracker.py": 62, "test_submit.py": 60,
+    "test_faults.py": 780, "test_toy_regimes.py": 600, "test_rehearsal.py": 360, "test_sweep_failures.py": 346,
+    "test_realmodel_sweep.py": 340, "test_refine_sweep.py": 156, "test_fastpath.py": 152, "test_multinode.py": 145,
+    "test_analysis_e2e.py": 139, "test_full_disk.py": 127, "test_tracking_sweep.py": 117, "test_sweep_e2e.py": 106,
+    "test_lmeval.py": 97, "test_sweep_ddp.py": 90, "test_object_storage.py": 66, "test_submit.py": 65,
+    "test_evaltracker.py": 62, "test_microbatch_loop.py": 60, "test_plan.py": 57, "test_dataset_task.py": 55,
+    "test_fsdp.py": 38, "test_spec_property.py": 27,
 }
 
 

@@ -2,7 +2,7 @@
 for tests/test_toy_regimes.py, which runs the README's sweep with `--dashboard`:
 
 - `watch_live`: while the sweep runs, the page's trial counts change and match `cliffsweep
-  status`, screenshots at the first counts and the last ones before the end;
+  status`, screenshots at the first counts and at about half the trials done;
 - `check_finished`: after it, `cliffsweep dashboard STORE` shows every series with the regime
   `analyze` gives, and clicking a frontier point opens its trial with its training curve and
   generations;
@@ -102,9 +102,11 @@ def watch_live(b: Browser, proc: subprocess.Popen, uri: str, shots: Path) -> flo
         counts = page_counts(b.page)
         if counts and (not seen or counts != seen[-1]):
             seen.append(counts)
-            # the first counts and the latest ones (each full-page screenshot costs CPU)
-            b.page.screenshot(path=str(shots / ("running-first.png" if len(seen) == 1 else "running.png")),
-                              full_page=True)
+            # the first counts, and the latest while at most half the trials are done (each
+            # full-page screenshot costs CPU)
+            if len(seen) == 1 or counts.get("done", 0) <= counts.get("trials", 0) // 2:
+                b.page.screenshot(path=str(shots / ("running-first.png" if len(seen) == 1 else "running.png")),
+                                  full_page=True)
         if counts and store.exists("trials") and counts == status_counts(uri):
             matched += 1
         time.sleep(1.0)
@@ -160,5 +162,6 @@ def check_finished(b: Browser, uri: str, regimes: dict[tuple[str, str], str], tr
     if os.environ.get("CLIFFSWEEP_WRITE_DOCS") == "1":
         docs = ROOT / "docs" / "dashboard"
         docs.mkdir(exist_ok=True)
-        for name in ("running.png", "final.png", "trial.png"):
-            shutil.copy(shots / name, docs / name)
+        running = shots / "running.png" if (shots / "running.png").exists() else shots / "running-first.png"
+        for source, name in ((running, "running.png"), (shots / "final.png", "final.png"), (shots / "trial.png", "trial.png")):
+            shutil.copy(source, docs / name)

@@ -157,3 +157,19 @@ def test_regimes_model_by_model_equal_one_pass_and_only_a_changed_model_is_recom
     again = regimes_by_model(changed, data.models, retain, MIN_CONFIDENCE, cache)
     assert again == whole(changed) and again != whole(points)
     assert cache["toy-b"][1] is kept  # toy-b's views were not computed again
+
+
+def test_the_cost_counts_evaluations_on_cpus_and_gpus():
+    """Device-hours: a trial's seconds times its workers (CPU) or GPUs; an evaluation's seconds
+    times its evaluator's GPUs, or one evaluator worker on CPUs (a CPU sweep's evaluations
+    once read 0 hours)."""
+    from cliffsweep.dashboard.views import cost_view
+
+    trials = pd.DataFrame({"train_seconds": [1800.0, 1800.0], "setup_seconds": [0.0, 0.0]})
+    evals = pd.DataFrame({"trial_id": ["a", "a", "b"], "step": [1, 1, 1], "task": ["t", "t", "t"],
+                          "eval_seconds": [360.0, 360.0, 360.0]})  # a's two metric rows: one evaluation
+    cpu = cost_view(trials, evals, {"resources": {"workers_per_trial": 2}}, {})
+    assert cpu["unit"] == "CPU worker" and cpu["train_hours"] == 2.0 and cpu["eval_hours"] == 0.2
+    gpu = cost_view(trials, evals, {"resources": {"gpus_per_worker": 1, "workers_per_trial": 2},
+                                    "eval": {"gpus_per_evaluator": 0.5}}, {})
+    assert gpu["unit"] == "GPU" and gpu["train_hours"] == 2.0 and gpu["eval_hours"] == 0.1

@@ -62,44 +62,6 @@ def run_with_faults(data: dict, faults: str, tmp_path, monkeypatch, num_cpus: in
         ray.shutdown()
 
 
-def test_driver_killed_when_a_final_checkpoint_reaches_it_then_a_worker_killed_while_uploading(tmp_path):
-    """Two faults, one in each run of the same command (issue 38 merged their sweeps).
-    (1) The driver is SIGKILLed the moment trial A's final checkpoint reaches it (its evaluation
-    not yet sent): the re-run evaluates it from the ledger, and A is done only then.
-    (2) In the re-run, trial B's Train worker is SIGKILLed by its checkpoint writer while B's
-    final checkpoint uploads (its files there, its meta file not: trainables/checkpoints.py),
-    with the default `resume_every_s` (B is far shorter: no training state was saved). The
-    retried attempt trains B again from step 0; step 2's folder, complete and already evaluated,
-    is reported again and not rewritten (an evaluator may have been reading it); step 4's
-    cut-short folder is written anew. Every checkpoint is evaluated once; nothing is duplicated."""
-    data = sweep(tmp_path / "store", keep_checkpoints="all",
-                 resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 1})
-    a, b = ids(data)
-    path = tmp_path / "sweep.yaml"
-    path.write_text(yaml.safe_dump(data))
-    faults = {"CLIFFSWEEP_FAULTS": f"driver_report:{a}:4=kill;uploading:{b}:4=kill",
-              "CLIFFSWEEP_FAULTS_DIR": str(tmp_path)}
-    killed = cli(path, faults, timeout=600)
-    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
-    store = Store(str(tmp_path / "store"))
-    trials = store.read("trials").set_index("trial_id")
-    assert trials.loc[a, "status"] == "running"  # it never heard the trial end
-    assert not (tmp_path / f"uploading_{b}_4").exists()
-    again = cli(path, faults, timeout=600)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert_invariant(store, parse_spec(data))
-    marker = tmp_path / f"uploading_{b}_4"
-    assert marker.exists()  # the second fault fired, mid-upload
-    row = store.read("trials").set_index("trial_id").loc[b]
-    assert row["attempt"] == 2 and row["resumed_from_step"] == 0 and row["steps"] == 4, row
-    assert row["checkpoint_bytes"] > 0 and row["checkpoint_seconds"] >= 0, row
-    folders = tmp_path / "store" / "checkpoints" / b
-    # step 2 was written by the first attempt only (before the kill); step 4 by the second
-    assert (folders / "step-000002" / "model.safetensors").stat().st_mtime < marker.stat().st_mtime
-    assert (folders / "step-000004" / "model.safetensors").stat().st_mtime > marker.stat().st_mtime
-    assert not list(folders.rglob("train_state.pt"))  # a 4-step trial never reaches resume_every_s
-
-
 def interrupt_at_a_checkpoint(cmd: list[str], store: Store, sig: int, checkpoints: int) -> str:
     """Start `cmd`, send `sig` once `checkpoints` checkpoints are recorded; its output."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -115,15 +77,26 @@ def interrupt_at_a_checkpoint(cmd: list[str], store: Store, sig: int, checkpoint
     return out
 
 
-def test_ctrl_c_and_sigterm_then_rerun(tmp_path):
-    """Ctrl-C once the first checkpoint is recorded (deterministic: trials are still to come, one
-    at a time), then SIGTERM (kill, timeout, Kubernetes, Slurm) into the re-run: each time the
-    interrupted trials go back to pending, none is left 'running', the command says how to resume
-    and exits 130 with no signal dump; the same command finishes the grid."""
+def test_ctrl_c_sigterm_a_killed_driver_and_a_worker_killed_while_uploading_then_rerun(tmp_path):
+    """Four interruptions of one sweep of four trials A-D, one point per Train job, each followed
+    by the same command (issue 38 merged the Ctrl-C and the driver-kill sweeps).
+    (1) Ctrl-C once the first checkpoint is recorded (deterministic: trials are still to come, one
+    at a time), then (2) SIGTERM (kill, timeout, Kubernetes, Slurm) into the re-run at the third:
+    each time the interrupted trials go back to pending, none is left 'running', the command says
+    how to resume and exits 130 with no signal dump.
+    (3) The driver is SIGKILLed the moment trial C's final checkpoint reaches it (its evaluation
+    not yet sent): the next run evaluates it from the ledger, and C is done only then.
+    (4) In that run, trial D's Train worker is SIGKILLed by its checkpoint writer while D's final
+    checkpoint uploads (its files there, its meta file not: trainables/checkpoints.py), with the
+    default `resume_every_s` (D is far shorter: no training state was saved). The retried attempt
+    trains D again from step 0; step 2's folder, complete and already evaluated, is reported
+    again and not rewritten (an evaluator may have been reading it); step 4's cut-short folder is
+    written anew. Every checkpoint is evaluated once; nothing is duplicated."""
     # one point per Train job: a job runs on until Tune stops it, and 4-step toy trials can all
     # finish inside that moment, which would leave nothing to interrupt
-    data = sweep(tmp_path / "store", lrs=(1e-3, 3e-3, 1e-2, 3e-2),
+    data = sweep(tmp_path / "store", lrs=(1e-3, 3e-3, 1e-2, 3e-2), keep_checkpoints="all",
                  resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 1})
+    _, _, c, d = ids(data)
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(data))
     cmd = [sys.executable, "-m", "cliffsweep.cli", "run", str(path)]
@@ -135,9 +108,25 @@ def test_ctrl_c_and_sigterm_then_rerun(tmp_path):
         assert "core dumped" not in out and "SIGTERM received" not in out, out[-3000:]
         assert not (trials["status"] == "running").any(), trials[["trial_id", "status"]]
         assert (trials["status"] == "pending").sum() >= 1, trials[["trial_id", "status"]]
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    faults = {"CLIFFSWEEP_FAULTS": f"driver_report:{c}:4=kill;uploading:{d}:4=kill",
+              "CLIFFSWEEP_FAULTS_DIR": str(tmp_path)}
+    killed = cli(path, faults, timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
+    assert store.read("trials").set_index("trial_id").loc[c, "status"] == "running"  # it never heard C end
+    assert not (tmp_path / f"uploading_{d}_4").exists()
+    again = cli(path, faults, timeout=600)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert_invariant(store, parse_spec(data))
+    marker = tmp_path / f"uploading_{d}_4"
+    assert marker.exists()  # the second fault fired, mid-upload
+    row = store.read("trials").set_index("trial_id").loc[d]
+    assert row["attempt"] == 2 and row["resumed_from_step"] == 0 and row["steps"] == 4, row
+    assert row["checkpoint_bytes"] > 0 and row["checkpoint_seconds"] >= 0, row
+    folders = tmp_path / "store" / "checkpoints" / d
+    # step 2 was written by the first attempt only (before the kill); step 4 by the second
+    assert (folders / "step-000002" / "model.safetensors").stat().st_mtime < marker.stat().st_mtime
+    assert (folders / "step-000004" / "model.safetensors").stat().st_mtime > marker.stat().st_mtime
+    assert not list(folders.rglob("train_state.pt"))  # a 4-step trial never reaches resume_every_s
 
 
 def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_work(tmp_path, monkeypatch):

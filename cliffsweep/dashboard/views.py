@@ -160,7 +160,9 @@ def cost_view(trials: pd.DataFrame, evals: pd.DataFrame, spec: dict | None, plan
     per_trial = gpus if gpus > 0 else int(res.get("workers_per_trial", 1) or 1)
     cols = [c for c in ("setup_seconds", "train_seconds", "checkpoint_seconds", "teardown_seconds") if c in trials]
     train_h = float(trials[cols].fillna(0).to_numpy().sum()) * per_trial / 3600 if cols else 0.0
-    eval_devices = float(ev.get("gpus_per_evaluator", 0) or 0) if gpus > 0 else 0.0
+    # an evaluation holds its evaluator's GPUs; on CPUs it holds one evaluator process, counted as
+    # one worker (a CPU sweep's evaluations cost time too: it read 0 until 2026-11-28)
+    eval_devices = float(ev.get("gpus_per_evaluator", 0) or 0) if gpus > 0 else 1.0
     eval_s = evals.drop_duplicates(["trial_id", "step", "task"])["eval_seconds"].fillna(0).sum() if len(evals) else 0.0
     return {"unit": unit, "train_hours": train_h, "eval_hours": float(eval_s) * eval_devices / 3600,
             **planned_hours}
