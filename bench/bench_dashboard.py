@@ -59,14 +59,15 @@ def stores(out: Path) -> tuple[list[str], list[str]]:
 def measure(uris: list[str], port: int, seconds: float) -> dict[str, float]:
     from playwright.sync_api import sync_playwright
 
-    t0 = time.time()
-    proc = subprocess.Popen([sys.executable, "-m", "cliffsweep.cli", "dashboard", *uris, "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    server = psutil.Process(proc.pid)
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    with sync_playwright() as pw:
+        # the browser is open before the command starts, as a user's is
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        t0 = time.time()
+        proc = subprocess.Popen([sys.executable, "-m", "cliffsweep.cli", "dashboard", *uris, "--port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        server = psutil.Process(proc.pid)
+        try:
             while True:
                 try:
                     page.goto(f"http://127.0.0.1:{port}/")
@@ -85,10 +86,10 @@ def measure(uris: list[str], port: int, seconds: float) -> dict[str, float]:
             time.sleep(seconds)
             idle = (sum(server.cpu_times()[:2]) - cpu0) / ((time.time() - w0) / 2.0)  # per 2-s refresh
             changed, boot = one_changed_trial(uris[2], server, port)
+        finally:
+            proc.terminate()
+            proc.wait()
             browser.close()
-    finally:
-        proc.terminate()
-        proc.wait()
     return {"grid shown s": grid, "regimes shown s": first, "confidence s": confident, "refresh CPU s (unchanged)": idle,
             "refresh CPU s (one trial landed)": changed, "then its bootstrap pass CPU s": boot}
 

@@ -41,7 +41,8 @@ class Dashboard:
         self.caches: dict[str, TableCache] = {}
         self.lock = threading.Lock()
         self.version = 0
-        self.snapshot: bytes = json.dumps(self._empty("starting: the stores are being read")).encode()
+        # "partial": the page asks again within a moment, not at its usual pace
+        self.snapshot: bytes = json.dumps({**self._empty("starting: the stores are being read"), "partial": True}).encode()
         self._unconfident = False  # regimes published without their bootstrap's confidence
         self._frontiers_shown = False
         self._by_model: dict[str, tuple] = {}  # frontier.regimes_by_model's cache
@@ -136,7 +137,7 @@ class Dashboard:
         out["sweep"] = runs[0] if len(runs) == 1 else views.merge_sweeps(runs)
         out.update(frontier_views(tables, specs, read["uris"], samples, n_boot, self.reading, self._by_model)
                    if frontiers
-                   else {"models": [], "said": "reading the frontiers ..."})
+                   else {"models": [], "said": "reading the frontiers ...", "partial": True})
         out["missing"] = views.missing_parts(merged, live, samples)
         return out
 
