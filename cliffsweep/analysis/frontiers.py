@@ -185,7 +185,6 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     if ((pts["series"] == "base") & (pts["lr"] != 0)).any():
         raise ValueError("base rows (series 'base') must have lr == 0")
     pts["label"] = series_labels(pts)
-    pts["_pos"] = np.arange(len(pts))
     reps = replicates if replicates is not None else (
         replicate_accuracies(pts, samples, learn_task, retain_task, n_boot, seed) if n_boot > 0 else None)
     columns = {c: pts[c].to_numpy(float) for c in ("lr", "L", "R")}

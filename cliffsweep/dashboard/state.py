@@ -73,10 +73,11 @@ class Dashboard:
         bootstrap (seconds of CPU on a paper-sized store) runs once the stores are quiet for a
         turn, or every CONFIDENCE_EVERY_S while they keep changing."""
         tables, changed = self._read()
-        if changed and not self._frontiers_shown:  # the grid and counts before the first frontiers
-            self._publish(self._views(tables, n_boot=0, frontiers=False))
         if changed:
-            self._publish(self._views(tables, n_boot=0))  # the regimes first, at once
+            grid = self._grid_views(tables, n_boot=0)
+            if not self._frontiers_shown:  # the grid and counts before the first frontiers
+                self._publish(grid)
+            self._publish(self._views(tables, n_boot=0, grid=grid))  # the regimes first, at once
             self._frontiers_shown = True
             self._unconfident = self.reading.n_boot > 0
         if self._price(tables["uris"], tables["specs"]) and not self._unconfident:
@@ -118,10 +119,9 @@ class Dashboard:
         return self._spec_of[store.uri]
 
     # --- the views -----------------------------------------------------------------------------
-    def _views(self, read: dict, n_boot: int, samples: list[pd.DataFrame] | None = None,
-               frontiers: bool = True) -> dict:
-        from cliffsweep.dashboard.frontier import frontier_views
-
+    def _grid_views(self, read: dict, n_boot: int, samples: list[pd.DataFrame] | None = None) -> dict:
+        """Everything but the frontiers: the stores, the sweep (grid, counts, cost), what is missing.
+        Published alone once, before the first frontiers ("partial": the page asks again soon)."""
         tables, live, specs = read["tables"], read["live"], read["specs"]
         merged = {t: pd.concat(frames, ignore_index=True) if frames else None for t, frames in tables.items()}
         stores = [{"uri": u, "state": "missing"} for u in self.uris if u not in self.caches]
@@ -135,11 +135,19 @@ class Dashboard:
         runs = [views.sweep_view(tr, ev, er, lv, sp, self._planned_hours(u, sp), now)
                 for u, tr, ev, er, lv, sp in zip(read["uris"], tables["trials"], tables["evals"], tables["errors"], live, specs)]
         out["sweep"] = runs[0] if len(runs) == 1 else views.merge_sweeps(runs)
-        out.update(frontier_views(tables, specs, read["uris"], samples, n_boot, self.reading, self._by_model)
-                   if frontiers
-                   else {"models": [], "said": "reading the frontiers ...", "partial": True})
         out["missing"] = views.missing_parts(merged, live, samples)
-        return out
+        return {**out, "models": [], "said": "reading the frontiers ...", "partial": True}
+
+    def _views(self, read: dict, n_boot: int, samples: list[pd.DataFrame] | None = None,
+               grid: dict | None = None) -> dict:
+        """The whole snapshot: `grid` (_grid_views of the same read, if already built) and the frontiers."""
+        from cliffsweep.dashboard.frontier import frontier_views
+
+        grid = grid if grid is not None else self._grid_views(read, n_boot, samples)
+        if not read["uris"]:
+            return grid
+        return {**grid, **frontier_views(read["tables"], read["specs"], read["uris"], samples, n_boot, self.reading,
+                                         self._by_model), "partial": False}
 
     def _planned_hours(self, uri: str, spec: dict) -> dict:
         return self._planned.get(uri, {"planned_hours": None, "planned_said": "being priced"})
