@@ -52,6 +52,8 @@ def stores(out: Path) -> tuple[list[str], list[str]]:
         shutil.copytree(raw, packed)
         for name in ("paper", "paper_fsdp", "paper_lora"):
             Store(str(packed / name)).compact()
+    for left in out.glob("*/*/*/bench-*.parquet"):  # a trial an interrupted run added (one_changed_trial)
+        left.unlink()
     names = ("paper", "paper_fsdp", "paper_lora")
     return [str(raw / n) for n in names], [str(packed / n) for n in names]
 
@@ -132,14 +134,18 @@ def one_changed_trial(uri: str, server: psutil.Process, port: int) -> tuple[floa
         pq.write_table(rows, str(Path(uri) / table / f"{new_id}.parquet"))
     changed = None
     deadline = time.time() + 600
-    while time.time() < deadline:
-        etag, snap = poll(etag)
-        if snap is not None and changed is None and snap.get("confidence") == "pending":
-            changed = sum(server.cpu_times()[:2]) - cpu0
-        if snap is not None and changed is not None and snap.get("confidence") == "bootstrap":
-            return changed, sum(server.cpu_times()[:2]) - cpu0 - changed
-        time.sleep(0.1)
-    raise TimeoutError("the dashboard did not publish the changed store")
+    try:
+        while time.time() < deadline:
+            etag, snap = poll(etag)
+            if snap is not None and changed is None and snap.get("confidence") == "pending":
+                changed = sum(server.cpu_times()[:2]) - cpu0
+            if snap is not None and changed is not None and snap.get("confidence") == "bootstrap":
+                return changed, sum(server.cpu_times()[:2]) - cpu0 - changed
+            time.sleep(0.1)
+        raise TimeoutError("the dashboard did not publish the changed store")
+    finally:  # the next run measures the same stores
+        for table in ("evals", "trials"):
+            (Path(uri) / table / f"{new_id}.parquet").unlink(missing_ok=True)
 
 
 def main() -> int:
