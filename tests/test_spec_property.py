@@ -4,10 +4,12 @@ field), and exits 2. Hypothesis picks which fields to break and how; 200 example
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gzip
 import io
 import math
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -110,6 +112,8 @@ def _small_copy() -> Path:
 
 
 DATA = _small_copy()
+# Strategies below name the path at import, so the copy lives for the process and goes with it.
+atexit.register(shutil.rmtree, DATA, ignore_errors=True)
 
 gsm8k = st.fixed_dictionaries(
     {"path": st.just(str(DATA / "gsm8k")), "n_train": st.integers(20, 60), "n_eval": st.integers(5, 30)},
