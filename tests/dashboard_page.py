@@ -146,6 +146,7 @@ def check_finished(b: Browser, uri: str, regimes: dict[tuple[str, str], str], tr
         b.open(f"http://127.0.0.1:{port}/")
         b.page.wait_for_function("document.getElementById('frontier-said').textContent.includes('bootstrap')",
                                  timeout=300_000)
+        b.page.wait_for_function("document.body.dataset.drawn === '1'", timeout=60_000)  # every plot drawn
         shown = {(row.get_attribute("data-model"), row.get_attribute("data-label")):
                  row.locator(".regime").inner_text().split(" ")[0] for row in b.page.locator(".series-row").all()}
         assert shown == regimes, shown

@@ -40,6 +40,40 @@ def test_the_table_cache_reads_what_the_store_reads_through_compaction_and_rewri
     assert set(again["message"]) == {"first", "written again", "new"} and len(again) == 4
 
 
+def test_tables_kept_on_disk_spare_a_restart_the_files_it_read_and_never_hide_a_change(tmp_path):
+    """diskcache.py: a dashboard started again reads only what changed since. Proof that it did
+    not read the old files: their bytes are garbled (size and mtime kept) and it still answers."""
+    import os
+
+    from cliffsweep.dashboard import diskcache
+
+    store, disk = Store(str(tmp_path / "s")), tmp_path / "cache"
+    rows = lambda tid, v: [{"trial_id": tid, "step": 1, "kind": "k", "message": v}]  # noqa: E731
+    for i in range(diskcache.SAVE_AFTER_FILES + 20):
+        store.write("errors", f"u{i}", rows(f"t{i}", "first"))
+    first, _ = TableCache(store, disk).read("errors")  # read all, and kept: as many files as SAVE_AFTER_FILES
+    files = sorted((tmp_path / "s" / "errors").glob("u*.parquet"))
+    originals = {f: (f.read_bytes(), f.stat()) for f in files}
+    for f, (data, st) in originals.items():
+        f.write_bytes(bytes(len(data)))
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    again, changed = TableCache(store, disk).read("errors")  # a restart
+    assert changed and _sorted(again).equals(_sorted(first))
+    for f, (data, st) in originals.items():
+        f.write_bytes(data)
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    restarted = TableCache(store, disk)
+    store.write("errors", "u5", rows("t5", "written again"))
+    store.write("errors", "u999", rows("t999", "new"))
+    later, changed = restarted.read("errors")
+    assert changed and _sorted(later).equals(_sorted(store.read("errors")))
+    assert set(later["message"]) == {"first", "written again", "new"}
+    kept = next(disk.glob("*.arrow"))
+    kept.write_bytes(kept.read_bytes()[:100])  # a damaged cache file is dropped, not trusted
+    fresh, _ = TableCache(store, disk).read("errors")
+    assert _sorted(fresh).equals(_sorted(store.read("errors")))
+
+
 def test_the_views_say_what_analyze_says_and_name_what_an_older_store_lacks(tmp_path):
     from cliffsweep.analysis.run import analyze_store
 

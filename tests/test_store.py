@@ -125,3 +125,32 @@ def test_status_on_a_path_without_a_store_says_so_exits_non_zero_and_creates_not
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"no cliffsweep store at {missing}" in err, err
     assert not (tmp_path / "no").exists()
+
+
+def test_many_files_read_as_pyarrow_dataset_reads_them_with_old_and_extra_columns(tmp_path):
+    """parquetfiles.read_files's invariant: the rows, order and types `pyarrow.dataset` gives with
+    the table's schema, for files written by an older version (a column missing) or with a column
+    the schema dropped; tagged per file; the same through the remote path's fetch pool."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    from cliffsweep.storage.parquetfiles import read_files
+    from cliffsweep.storage.store import SCHEMAS
+
+    schema = SCHEMAS["evals"]
+    full = pd.DataFrame({"trial_id": ["a", "a"], "step": [1, 2], "task": ["t", "t"], "metric": ["accuracy"] * 2,
+                         "value": [0.5, 0.25], "lr": [1e-4, 1e-4], "epochs": [1, 1]})
+    pq.write_table(pa.Table.from_pandas(full), tmp_path / "a.parquet")
+    pq.write_table(pa.Table.from_pandas(full.drop(columns=["lr"]).assign(trial_id="b")), tmp_path / "b.parquet")
+    pq.write_table(pa.Table.from_pandas(full.assign(trial_id="c", gone=[1, 2]).astype({"step": "int32"})),
+                   tmp_path / "c.parquet")
+    paths = [str(tmp_path / f"{n}.parquet") for n in "abc"]
+    want = ds.dataset(paths, schema=schema, format="parquet").to_table()
+    local = read_files(pafs.LocalFileSystem(), paths, schema)
+    assert local.equals(want) and local["lr"].null_count == 2 and local.schema.names == schema.names
+    remote = read_files(pafs.SubTreeFileSystem("/", pafs.LocalFileSystem()), [p.lstrip("/") for p in paths], schema,
+                        tag="file", labels=["A", "B", "C"])  # not a LocalFileSystem: the fetch pool
+    assert remote.drop_columns(["file"]).equals(want)
+    assert remote["file"].to_pylist() == ["A", "A", "B", "B", "C", "C"]
+    assert read_files(pafs.LocalFileSystem(), [], schema, tag="file").schema.names[-1] == "file"

@@ -13,10 +13,11 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
-from cliffsweep.dashboard import views
+from cliffsweep.dashboard import diskcache, views
 from cliffsweep.dashboard.tables import TableCache
 from cliffsweep.orchestrator.policies import LIVE_FILE  # the driver's last word, in the store
 from cliffsweep.storage.store import Store, is_store
@@ -34,8 +35,10 @@ class Reading:
 
 
 class Dashboard:
-    def __init__(self, uris: list[str], reading: Reading = Reading(), every_s: float = 2.0):
+    def __init__(self, uris: list[str], reading: Reading = Reading(), every_s: float = 2.0,
+                 cache_root: Path | None = diskcache.CACHE_DIR):
         self.uris = list(uris)
+        self.cache_root = cache_root  # where each store's tables are kept between runs (diskcache.py)
         self.reading = reading
         self.every_s = every_s
         self.caches: dict[str, TableCache] = {}
@@ -93,7 +96,9 @@ class Dashboard:
     def _present(self) -> list[TableCache]:
         for uri in self.uris:
             if uri not in self.caches and is_store(uri):
-                self.caches[uri] = TableCache(Store(uri))
+                store = Store(uri)
+                disk = diskcache.folder(store.uri, self.cache_root) if self.cache_root is not None else None
+                self.caches[uri] = TableCache(store, disk)
         return [self.caches[u] for u in self.uris if u in self.caches]
 
     def _read(self) -> tuple[dict, bool]:

@@ -10,13 +10,15 @@ but reads a file's bytes only once per (path, size, mtime). It never writes to t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from cliffsweep.dashboard import diskcache
+from cliffsweep.storage.parquetfiles import read_files
 from cliffsweep.storage.store import MANIFEST, SCHEMAS, UNIT, Store, unit_files
 
 _FILE = "__file"
@@ -31,8 +33,10 @@ def listing(store: Store, table: str) -> dict[str, tuple[int, int]]:
 class TableCache:
     """One store's tables as last read, and the listing each was read at."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, disk: Path | None = None):
         self.store = store
+        self.disk = disk  # this store's diskcache.folder, or None: nothing kept between runs
+        self._unsaved: dict[str, int] = {}  # table -> files read since its cache file was written
         self._rows: dict[str, pa.Table] = {}  # table -> rows of every file read, tagged with its path
         self._seen: dict[str, dict[str, tuple[int, int]]] = {}  # table -> the files behind _rows
         self._listed: dict[str, dict[str, tuple[int, int]]] = {}  # table -> its folder's last listing
@@ -49,6 +53,11 @@ class TableCache:
         compacted = f"{self.store.root}/{table}/{manifest['file']}" if manifest else None
         units = unit_files(list(files))  # as Store.read picks them
         wanted = set(units.values()) | ({compacted} if compacted else set())
+        disk = self.disk is not None and table in diskcache.TABLES
+        if disk and table not in self._rows:
+            kept = diskcache.load(self.disk / f"{table}.arrow", self.store.uri, self._tagged(table))
+            if kept is not None:
+                self._rows[table], self._seen[table] = kept
         old = self._seen.get(table, {})
         keep = {p for p in wanted if p in old and old[p] == files[p]}
         rows = self._rows.get(table)
@@ -60,19 +69,23 @@ class TableCache:
         fresh_units = [p for p in fresh if p != compacted]
         if fresh_units:
             parts.append(self._with_unit(self._load(fresh_units, SCHEMAS[table])))
-        full = pa.concat_tables(parts) if parts else schema.append(pa.field(_FILE, pa.string())).empty_table()
+        full = pa.concat_tables(parts) if parts else self._tagged(table).empty_table()
         self._rows[table], self._seen[table] = full, {p: files[p] for p in wanted}
+        self._unsaved[table] = self._unsaved.get(table, 0) + len(fresh)
+        if disk and self._unsaved[table] >= diskcache.SAVE_AFTER_FILES:
+            diskcache.save(self.disk / f"{table}.arrow", self.store.uri, full, self._seen[table])
+            self._unsaved[table] = 0
         self._frames[table] = _visible(full, compacted, set(units), table)
         return self._frames[table], True
 
+    @staticmethod
+    def _tagged(table: str) -> pa.Schema:
+        """The schema of the rows kept: the table's, its unit and each row's file."""
+        return SCHEMAS[table].append(pa.field(UNIT, pa.string())).append(pa.field(_FILE, pa.string()))
+
     def _load(self, paths: list[str], schema: pa.Schema) -> pa.Table:
-        """Rows of `paths`, each tagged with its file (dataset's __filename; many files at once:
-        on object storage, latency-bound)."""
-        dataset = ds.dataset(paths, schema=schema, filesystem=self.store.fs, format="parquet")
-        out = schema.append(pa.field(_FILE, pa.string()))
-        batches = [pa.RecordBatch.from_arrays([*tagged.record_batch.columns, pa.array([tagged.fragment.path] * tagged.record_batch.num_rows, pa.string())], schema=out)
-                   for tagged in dataset.scanner().scan_batches()]
-        return pa.Table.from_batches(batches, schema=out)
+        """Rows of `paths`, each tagged with its file."""
+        return read_files(self.store.fs, paths, schema, tag=_FILE)
 
     @staticmethod
     def _with_unit(rows: pa.Table) -> pa.Table:

@@ -18,9 +18,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+from cliffsweep.storage.parquetfiles import read_files
 
 TABLES = ("trials", "checkpoints", "evals", "samples", "errors", "steps", "tracking")
 
@@ -220,8 +221,8 @@ class Store:
         return pa.concat_tables(parts).to_pandas()
 
     def _read_files(self, files: list[str], schema: pa.Schema) -> pa.Table:
-        """Many small files in parallel (one request each: on object storage, latency-bound)."""
-        return ds.dataset(sorted(files), schema=schema, filesystem=self.fs, format="parquet").to_table()
+        """Many small files (parquetfiles.py: fetched in parallel from object storage)."""
+        return read_files(self.fs, sorted(files), schema)
 
     def _listing(self, table: str) -> tuple[dict[str, str], str | None, dict | None]:
         """(unit key -> file path, compacted file path, its manifest) of `table`."""
@@ -275,13 +276,9 @@ class Store:
 
     def _units_with_keys(self, units: dict[str, str], schema: pa.Schema) -> pa.Table:
         """The unit files' rows, each tagged with its unit key."""
-        dataset = ds.dataset(sorted(units.values()), schema=schema, filesystem=self.fs, format="parquet")
         by_path = {v: k for k, v in units.items()}
-        tables = []
-        for fragment in dataset.get_fragments():
-            t = fragment.to_table(schema=schema)
-            tables.append(t.append_column(UNIT, pa.array([by_path[fragment.path]] * len(t), pa.string())))
-        return pa.concat_tables(tables) if tables else schema.append(pa.field(UNIT, pa.string())).empty_table()
+        paths = sorted(units.values())
+        return read_files(self.fs, paths, schema, tag=UNIT, labels=[by_path[p] for p in paths])
 
     def has(self, table: str, key: str) -> bool:
         """Whether write unit `key` of `table` holds rows (a unit file, or folded by compaction)."""
