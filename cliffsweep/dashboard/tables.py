@@ -69,7 +69,7 @@ class TableCache:
         fresh_units = [p for p in fresh if p != compacted]
         if fresh_units:
             parts.append(self._with_unit(self._load(fresh_units, SCHEMAS[table])))
-        full = pa.concat_tables(parts) if parts else self._tagged(table).empty_table()
+        full = pa.concat_tables(parts).combine_chunks() if parts else self._tagged(table).empty_table()
         self._rows[table], self._seen[table] = full, {p: files[p] for p in wanted}
         self._unsaved[table] = self._unsaved.get(table, 0) + len(fresh)
         if disk and self._unsaved[table] >= diskcache.SAVE_AFTER_FILES:

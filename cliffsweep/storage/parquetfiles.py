@@ -42,7 +42,7 @@ def read_files(fs: pafs.FileSystem, paths: list[str], schema: pa.Schema, tag: st
         if tag:
             table = table.append_column(tag, pa.array([label] * len(table), pa.string()))
         tables.append(table)
-    return pa.concat_tables(tables)
+    return pa.concat_tables(tables).combine_chunks()  # one chunk, not one per file: later filters and to_pandas are per chunk
 
 
 def _fetch(fs: pafs.FileSystem, path: str) -> pa.Buffer:

@@ -2,7 +2,7 @@
 // draws the sweep, the frontiers per model and, on a click, one trial. Plotly is served locally.
 "use strict";
 const REFRESH_MS = 3000;
-const FIRST_MS = 300;  // while the server's snapshot is partial (starting, or the grid before the frontiers)
+const FIRST_MS = 100;  // while the server's snapshot is partial (starting, or the grid before the frontiers)
 const STATUSES = ["pending", "running", "trained", "done", "diverged", "failed"];
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"];
 let snap = null, etag = null, openTrialId = null;
