@@ -29,6 +29,7 @@ def plotly_js() -> Path:
 
 def build_app(board: Dashboard, token: str | None = None):
     from starlette.applications import Starlette
+    from starlette.background import BackgroundTask
     from starlette.middleware import Middleware
     from starlette.middleware.base import BaseHTTPMiddleware
     from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
@@ -49,7 +50,8 @@ def build_app(board: Dashboard, token: str | None = None):
         etag = f'"{version}"'
         if request.headers.get("if-none-match") == etag:
             return Response(status_code=304, headers={"ETag": etag})
-        return Response(data, media_type="application/json", headers={"ETag": etag, "Cache-Control": "no-cache"})
+        return Response(data, media_type="application/json", headers={"ETag": etag, "Cache-Control": "no-cache"},
+                        background=BackgroundTask(board.delivered, version))
 
     async def trial(request):
         from starlette.concurrency import run_in_threadpool

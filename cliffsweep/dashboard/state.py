@@ -24,6 +24,7 @@ from cliffsweep.storage.store import Store, is_store
 
 TABLES = ("trials", "evals", "errors", "steps", "checkpoints")
 CONFIDENCE_EVERY_S = 30.0
+FIRST_FETCH_WAIT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class Dashboard:
         self._planned: dict[str, dict] = {}
         self._spec_of: dict[str, dict] = {}
         self._stop = threading.Event()
+        self._awaited = 2**62  # the first full snapshot's version, once published (_let_it_be_fetched)
+        self._delivered = threading.Event()
 
     # --- the background thread ---------------------------------------------------------------
     def start(self) -> None:
@@ -81,6 +84,8 @@ class Dashboard:
             if not self._frontiers_shown:  # the grid and counts before the first frontiers
                 self._publish(grid)
             self._publish(self._views(tables, n_boot=0, grid=grid))  # the regimes first, at once
+            if not self._frontiers_shown:
+                self._let_it_be_fetched()
             self._frontiers_shown = True
             self._unconfident = self.reading.n_boot > 0
         if self._price(tables["uris"], tables["specs"]) and not self._unconfident:
@@ -180,10 +185,23 @@ class Dashboard:
             self.version += 1
             self.snapshot = data
 
+    def _let_it_be_fetched(self) -> None:
+        """Wait (FIRST_FETCH_WAIT_S at most) until a page has been sent the first snapshot with the
+        frontiers, before the seconds of pricing and bootstrap that follow: they would hold the
+        GIL the server thread needs to send it (2.8 MB on the paper-sized stores)."""
+        with self.lock:
+            self._awaited = self.version
+        self._delivered.wait(FIRST_FETCH_WAIT_S)
+
     # --- what a request gets -----------------------------------------------------------------
     def current(self) -> tuple[int, bytes]:
         with self.lock:
             return self.version, self.snapshot
+
+    def delivered(self, version: int) -> None:
+        """A page has been sent snapshot `version` (app.py calls it once the response is out)."""
+        if version >= self._awaited:
+            self._delivered.set()
 
     def trial(self, tid: str) -> dict | None:
         """One trial's view from the cached tables (its samples read now if never read)."""
