@@ -2,11 +2,10 @@
 table (storage/store.py) costs to read, and the bulk of `analyze`'s and the dashboard's reading
 of a running sweep.
 
-Why not `pyarrow.dataset`: on a local disk its scan costs about 1.1 ms of CPU per file, where
-reading the file's bytes and parsing them from memory costs 0.3 ms (2,205 trials' evals, trials
-and samples: 7 s against 2 s; docs/benchmarks.md, the dashboard's third round). On object
-storage each file is a request, so the bytes are fetched by a thread pool there; parsing stays
-serial (it holds the GIL for most of a small file's cost).
+Why not `pyarrow.dataset`: on a local disk its scan costs 2-2.5x the CPU of reading each file's
+bytes and parsing them from memory (bench/bench_parquetfiles.py: 1,326 evals files, 1.17 s
+against 0.47 s). On object storage each file is a request, so the bytes are fetched by a thread
+pool there; parsing stays serial (for a small file, most of it holds the GIL).
 
 Invariant: `read_files(fs, paths, schema)` returns what `ds.dataset(paths, schema=schema).to_table()`
 returns: every file's rows in `paths` order, each file's columns conformed to `schema` (a column
