@@ -4,7 +4,8 @@ slows the sweep").
 
 Invariant: `TableCache.read(table)` returns exactly the rows `Store.read(table)` would (the unit
 files, plus the compacted file's rows whose unit was not written again since: storage/store.py),
-but reads a file's bytes only once per (path, size, mtime). It never writes to the store.
+but reads a file's bytes only once per (path, size, mtime), in this process or, through
+diskcache.py, in the run before. It never writes to the store.
 """
 
 from __future__ import annotations
