@@ -104,6 +104,11 @@ def test_cluster_roles_pin_work_to_node_types():
     assert role_resources(True, "driver") == {"cliffsweep_driver": 1.0}
     assert role_resources(True, "trainer", 1.0) == {"cliffsweep_trainer": 1.0}
     assert role_resources(True, "evaluator", 0.5) == {"cliffsweep_evaluator": 0.5}  # shares a GPU when asked
+    from cliffsweep.orchestrator.policies import trial_driver_resources
+
+    # a trial's coordinator lives on the head, with or without roles: it must not die with a worker node
+    assert trial_driver_resources(True) == {"CPU": 0.01, "cliffsweep_driver": 1.0}
+    assert trial_driver_resources(False) == {"CPU": 0, "node:__internal_head__": 0.001}
     assert role_resources(True, "trainer", 0.0) == {"cliffsweep_trainer": 1.0}  # CPU workers: one slot each
     # an autoscaling cluster at start: the head alone, 8 CPUs, 16 driver slots
     assert cluster_concurrency({"CPU": 8, "cliffsweep_driver": 16}, True, default=1) == 16

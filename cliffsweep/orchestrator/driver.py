@@ -30,7 +30,7 @@ import time
 
 import yaml
 
-from cliffsweep.orchestrator.policies import Phase, role_resources, sweep_concurrency
+from cliffsweep.orchestrator.policies import Phase, sweep_concurrency, trial_driver_resources
 from cliffsweep.orchestrator.jobqueue import JobQueue, sweep_searcher
 from cliffsweep.orchestrator.refiner import max_refine_trials
 from cliffsweep.sweep.spec import SweepSpec
@@ -167,7 +167,7 @@ def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int) -> 
         logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)
     pin_train_coordinator()
     tune.Tuner(
-        tune.with_resources(trial_fn(), {"CPU": 0.01, **role_resources(r.cluster_roles, "driver")}),
+        tune.with_resources(trial_fn(), trial_driver_resources(r.cluster_roles)),
         tune_config=tune.TuneConfig(
             # an upper bound: the searcher says when it is finished (refiner.py)
             search_alg=sweep_searcher(queue), num_samples=len(queue.items) + n_todo + max_refine_trials(spec),

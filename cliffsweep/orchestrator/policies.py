@@ -74,6 +74,23 @@ def role_resources(cluster_roles: bool, role: str, gpus: float = 0.0) -> dict[st
     return {ROLE_RESOURCES[role]: 1.0 if role == "driver" else (gpus if gpus > 0 else 1.0)}
 
 
+# Ray's own resource of the head node (every Ray since 2.4 has it; amount 1.0).
+HEAD_NODE = "node:__internal_head__"
+
+
+def trial_driver_resources(cluster_roles: bool) -> dict[str, float]:
+    """What one Tune trial's actor (the coordinator of one Train job, 0.01 CPU) asks for: a
+    driver slot on the head with cluster roles, else a sliver of the head itself. A trial's
+    coordinator on a worker node dies with that node, and Tune retries it at once, before Ray
+    has noticed the node is gone: the retries can land on the dead node again and use up the
+    trial's `max_retries` in two seconds (the node-kill rehearsal in CI, 2026-11-28). The head
+    is the node a sweep cannot lose anyway (its driver and GCS live there). No CPU there: a
+    head often has none to give (KubeRay's advice; the rehearsal's head), and the coordinator
+    and its Train controller (which Ray Train places on the coordinator's node, num_cpus=0)
+    only wait on others."""
+    return {"CPU": 0.01, **role_resources(True, "driver")} if cluster_roles else {"CPU": 0, HEAD_NODE: 0.001}
+
+
 def cluster_concurrency(cluster_resources: dict[str, float], cluster_roles: bool, default: int) -> int:
     """With cluster roles, concurrent trials = the head's driver slots (an autoscaling cluster
     starts with no trainer nodes, so CPUs present at start would mean one trial at a time)."""

@@ -5,6 +5,7 @@ timestamp. TensorBoard has no artifacts: the analysis' files are copied into <di
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,6 +19,13 @@ class TensorboardTracker(Tracker):
     name = "tensorboard"
 
     def __init__(self, cfg, sweep: str):
+        # Loaded here, in the thread that builds the tracker (the driver's), not first in the
+        # tracking thread: there it raced the driver's own `import torch`, and under wandb's
+        # import hooks one of them saw a partly initialised torch.utils (ImportError, the driver
+        # exited: CI of 2026-11-28). Not installed: said at first use, as before.
+        with contextlib.suppress(ImportError):
+            import torch.utils.tensorboard  # noqa: F401
+
         super().__init__(cfg, sweep)
         self.root = os.path.abspath(cfg.dir.replace("{name}", sweep))
         self.writers: dict[str, object] = {}

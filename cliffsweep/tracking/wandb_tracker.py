@@ -10,6 +10,7 @@ Credentials: WANDB_API_KEY (or `wandb login`), as W&B reads them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from cliffsweep.tracking.base import RunDelta, Tracker, run_key
@@ -19,6 +20,12 @@ class WandbTracker(Tracker):
     name = "wandb"
 
     def __init__(self, cfg, sweep: str):
+        # Loaded in the thread that builds the tracker, before the tracking thread starts: wandb
+        # installs import hooks, and imports racing across threads under them can see a partly
+        # initialised module (tensorboard_tracker.py). Not installed: said at first use.
+        with contextlib.suppress(ImportError):
+            import wandb  # noqa: F401
+
         super().__init__(cfg, sweep)
         self.runs: dict[str, object] = {}
 
