@@ -9,7 +9,7 @@ let snap = null, etag = null, openTrialId = null;
 // Plotly (4.6 MB; about a second of the browser's CPU to run) is loaded once the first snapshot
 // is on the page, so the counts, the grid and the regimes do not wait for it (issue 41 part 4).
 let plotlyReady = null;
-const drawn = new Map();  // plot element -> the inputs it was drawn from: an unchanged model is not redrawn
+const drawn = new WeakMap();  // plot element (a removed model's goes with it) -> the inputs it was drawn from: an unchanged model is not redrawn
 let drawQueue = [];
 const filters = {model: "", method: "", epochs: ""};
 
