@@ -139,6 +139,9 @@ vllm_sweep() {  # limit: gpu_smoke.yaml served by vLLM on CUDA (issue 39 part 5;
         -e 's#"smollm2:135m-instruct", dtype: bfloat16#"toy:qwen2-tiny", dtype: float32#' \
         -e 's/kv_cache_mb: 2048/kv_cache_mb: 32/' -e 's/max_model_len: 1024/max_model_len: 256/' \
         -e 's/max_seq_len: 256/max_seq_len: 128/' cliffsweep/configs/gpu_smoke.yaml > "$spec"
+  elif [ -n "${GPU_SESSION_VLLM_LRS:-}" ]; then  # a short lease: fewer lrs, every method (full and LoRA reloads)
+    spec=$work/gpu_smoke_lrs.yaml
+    sed -e "s/^lrs: .*/lrs: [$GPU_SESSION_VLLM_LRS]/" cliffsweep/configs/gpu_smoke.yaml > "$spec"
   fi
   timeout -s INT "$1" $PY -m cliffsweep.cli run "$spec" --eval-backend vllm --store "$work/gpu-smoke-vllm"
   echo "== vllm: exit $?, $((SECONDS - t0)) s"
