@@ -125,3 +125,42 @@ def test_validate_refuses_an_over_packed_gpu_in_one_sentence(tmp_path):
     f.write_text(yaml.safe_dump(data))
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         assert main(["validate", str(f)]) == 0
+
+
+def _start_engine_in_turn(log: str) -> None:
+    """An engine start stood in for: inside the lock, 'enter', a pause, 'exit'."""
+    import os
+    import time
+
+    from cliffsweep.evals.backends.share import one_engine_start_per_gpu
+
+    with one_engine_start_per_gpu(True):
+        with open(log, "a") as f:
+            f.write(f"enter {os.getpid()}\n")
+        time.sleep(0.3)
+        with open(log, "a") as f:
+            f.write(f"exit {os.getpid()}\n")
+
+
+def test_engines_sharing_a_gpu_start_one_at_a_time(tmp_path, monkeypatch):
+    """vLLM sizes its KV cache from the GPU's free memory around its profiling run; an engine
+    starting beside it meanwhile made one of two fail (docs/gpu.md, 2026-11-28). Three real
+    processes take the per-GPU lock: their starts never overlap."""
+    import multiprocessing
+    import os
+    import tempfile
+
+    gpus = f"test{os.getpid()}"  # a lock file of this test's own
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpus)
+    log = tmp_path / "starts.log"
+    procs = [multiprocessing.get_context("fork").Process(target=_start_engine_in_turn, args=(str(log),))
+             for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    lines = [line.split() for line in log.read_text().splitlines()]
+    assert [w for w, _ in lines] == ["enter", "exit"] * 3
+    assert all(lines[i][1] == lines[i + 1][1] for i in range(0, 6, 2))  # each exit its own enter's
+    Path(tempfile.gettempdir(), f"cliffsweep-engine-start-gpu-{gpus}.lock").unlink()

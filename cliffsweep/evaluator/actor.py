@@ -38,16 +38,30 @@ class Evaluator:
         self.options = capped_options(backend, backend_options, gpu_share)  # a budget, not a label
         self.shared, self.gpu_share = device_fraction(gpu_share) is not None, gpu_share
         t0 = time.time()
+        self.engine_starts = 0
         self.backend = self._start_engine()
         self.engine_seconds = time.time() - t0
+        # True from a load's start until it succeeds: after one that raised, what the engine
+        # serves (or whether it lives) is unknown, and the next request starts a fresh one.
+        self.suspect = False
         self.tasks = [(role, build_task(name, params)) for role, name, params in tasks]
         self.system = system  # recipe.system_prompt
         self.store = Store(store_uri)
 
     def _start_engine(self):
         from cliffsweep.evals.backends import build_backend
+        from cliffsweep.evals.backends.share import one_engine_start_per_gpu
 
-        return build_backend(self.backend_name, self.folder, dtype=self.dtype, **self.options)
+        self.engine_starts += 1
+        # vLLM sizes its KV cache from the GPU's free memory before and after its own profiling
+        # run: another engine starting on the same GPU meanwhile is counted as this one's, and
+        # one of them fails (docs/gpu.md, 2026-11-28). Engines sharing a GPU start in turn.
+        with one_engine_start_per_gpu(self.backend_name == "vllm" and self.shared):
+            return build_backend(self.backend_name, self.folder, dtype=self.dtype, **self.options)
+
+    def _restart_engine(self) -> None:
+        self.backend.close()
+        self.backend = self._start_engine()
 
     def ready(self) -> float:
         return self.engine_seconds
@@ -68,6 +82,7 @@ class Evaluator:
                 out[f"{role}:{task.label}"] = res.accuracy
             return out
         except Exception as e:
+            self.suspect = True  # an engine that raised may be dead (vLLM's EngineDeadError)
             if type(e).__name__ != "OutOfMemoryError":  # torch's CUDA OOM, without importing torch here
                 raise
             from cliffsweep.evals.backends.share import device_total_gb
@@ -82,16 +97,26 @@ class Evaluator:
                 release_cached()
 
     def _load(self, path: str | None, kind: str) -> None:
-        from cliffsweep.evals.backends import CheckpointRef, StaleWeightsError
+        """Serve the checkpoint; a load that raises is tried once more on a fresh engine.
+
+        Why a fresh one: the known failures leave the engine in an unknown state. A reload can
+        silently keep old weights (the canary's StaleWeightsError), or raise halfway through a
+        layerwise reload and leave layers on the meta device, after which the engine dies at its
+        next request (vLLM 0.25 on an H200, docs/gpu.md): kept, it failed every later evaluation.
+        The second failure is the request's error (recorded by the driver), and the engine is
+        replaced again before the next request."""
+        from cliffsweep.evals.backends import CheckpointRef
 
         ref = CheckpointRef(path=path, kind=kind)
+        if self.suspect:
+            self._restart_engine()
+        self.suspect = True
         try:
             self.backend.load(ref)
-        except StaleWeightsError:
-            # Known vLLM failure mode: restart the engine once, then trust the canary.
-            self.backend.close()
-            self.backend = self._start_engine()
+        except Exception:  # noqa: BLE001 - retried once on a fresh engine, then raised
+            self._restart_engine()
             self.backend.load(ref)
+        self.suspect = False
 
     def close(self) -> None:
         self.backend.close()

@@ -15,7 +15,7 @@ import time
 import torch
 
 from cliffsweep.evals.backends.base import CheckpointRef, continuation_ids, prompt_ids, render_chat
-from cliffsweep.evals.canary import TOLERANCE, Canary, canary_ids, check_canary, model_logprobs, read_canary
+from cliffsweep.evals.canary import RELATIVE, TOLERANCE, Canary, canary_ids, check_canary, model_logprobs, read_canary
 from cliffsweep.evals.tasks.base import Prompt, Sampling
 # The scoring pass's bounds, where the planner reads them too: tokens per forward (a 2,048-token
 # prompt goes with 7 others, short ones 100 at a time), positions per LM-head pass.
@@ -116,7 +116,7 @@ class HFBackend:
         else:
             expected = read_canary(ckpt.path)
             check_canary(expected, model_logprobs(self.model, expected.token_ids), self.canary_tolerance,
-                         f"hf backend, {ckpt.kind} checkpoint {ckpt.path}", previous)
+                         f"hf backend, {ckpt.kind} checkpoint {ckpt.path}", previous, RELATIVE[self.dtype])
             self._canary = expected
         self.current = ckpt
         self.last_load_seconds = time.perf_counter() - start

@@ -4,11 +4,18 @@ hf: the model lives in the evaluator's own process, so the process caps its cach
 (torch.cuda.set_per_process_memory_fraction) and empties its cache after each evaluation, so
 that what one checkpoint's peak took goes back to the processes beside it. vLLM: the engine may
 run in processes of its own, and it sizes its KV cache from `gpu_memory_utilization` (what the
-cap leaves after the weights), so the cap goes there, in place of a fixed KV-cache size.
+cap leaves after the weights), so the cap goes there, in place of a fixed KV-cache size; and
+vLLM engines sharing a GPU start one at a time (`one_engine_start_per_gpu`), since each reads
+the GPU's free memory to size its KV cache.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from cliffsweep.sweep.gpushare import GpuShare
@@ -48,3 +55,23 @@ def release_cached() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+@contextmanager
+def one_engine_start_per_gpu(needed: bool) -> Iterator[None]:
+    """While the block runs, no other process of this machine inside the same block for the same
+    GPUs (CUDA_VISIBLE_DEVICES, which Ray sets to the physical ones) runs it: an exclusive
+    `flock` on a file per GPU set in the temporary folder, released when the block ends or the
+    process dies. `needed` False: no lock."""
+    if not needed:
+        yield
+        return
+    import fcntl
+
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "-") or "none"
+    with open(Path(tempfile.gettempdir()) / f"cliffsweep-engine-start-gpu-{gpus}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -16,7 +16,7 @@ import itertools
 import time
 
 from cliffsweep.evals.backends.base import CheckpointRef, continuation_ids, prompt_ids
-from cliffsweep.evals.canary import TOLERANCE, Canary, canary_ids, check_canary, read_canary
+from cliffsweep.evals.canary import RELATIVE, TOLERANCE, Canary, canary_ids, check_canary, read_canary
 from cliffsweep.evals.tasks.base import Prompt, Sampling
 
 
@@ -34,10 +34,51 @@ class ReloadExtension:
         kept computing logits with the *old* output layer while the (shared) embedding was
         new: the canary caught it (mean |d logp| 0.06 when only the embedding changed).
         Re-running the LM head's processing rebuilds the kernel; on GPU it is a no-op."""
+        lora_layers_load_their_base()
         self.reload_weights(weights_path=weights_path, is_checkpoint_format=True)
         model = self.model_runner.get_model()
         if self.model_runner.model_config.hf_config.get_text_config().tie_word_embeddings:
             model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
+
+
+def lora_layers_load_their_base() -> None:
+    """Give vLLM's LoRA layer wrappers a `load_weights` that loads into the layer they wrap, as
+    vLLM 0.32 does; a no-op where they have one.
+
+    Why: an engine started with enable_lora wraps the model's layers (`embed_tokens` becomes
+    `VocabParallelEmbeddingWithLoRA`, its weight `embed_tokens.base_layer.weight`). vLLM 0.25,
+    the last release for torch 2.11 and the one the GPU lease ran (docs/gpu.md, 2026-11-28),
+    reloads full checkpoints through the model's weight loader, which then finds no
+    `embed_tokens.weight` and raises halfway through a layerwise reload, leaving the model's
+    layers on the meta device: that evaluation failed and the engine died at its next request.
+    0.32 gave the wrappers this method (vllm/lora/layers/base.py); the body is the same."""
+    from vllm.lora.layers import BaseLayerWithLoRA
+
+    if "load_weights" in vars(BaseLayerWithLoRA):
+        return
+
+    def load_weights(self, weights):
+        base_load_weights = getattr(self.base_layer, "load_weights", None)
+        if callable(base_load_weights):
+            return base_load_weights(weights)
+        from vllm.model_executor.models.utils import AutoWeightsLoader
+
+        return AutoWeightsLoader(self.base_layer).load_weights(weights)
+
+    BaseLayerWithLoRA.load_weights = load_weights
+
+
+def sample_without_flashinfer_if_absent() -> None:
+    """Where FlashInfer is not installed, vLLM samples with its own kernels
+    (VLLM_USE_FLASHINFER_SAMPLER=0, which the engine's processes inherit); a user's own setting
+    is kept. Why: vLLM 0.25's GPU sampler imports FlashInfer whenever the platform is CUDA, so
+    an install without it (vLLM lists it as a need; the GPU lease carried vLLM without it) failed
+    every engine start with `No module named 'flashinfer'` (docs/gpu.md, 2026-11-28)."""
+    import importlib.util
+    import os
+
+    if "VLLM_USE_FLASHINFER_SAMPLER" not in os.environ and importlib.util.find_spec("flashinfer") is None:
+        os.environ["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
 
 
 def has_logprob_token_ids() -> bool:
@@ -72,6 +113,7 @@ class VLLMBackend:
         self.enable_lora = enable_lora
         self.canary_tolerance = TOLERANCE[dtype] if canary_tolerance is None else canary_tolerance
         start = time.perf_counter()
+        sample_without_flashinfer_if_absent()
         # A GPU evaluator's cap (evals/backends/share.py): vLLM sizes its KV cache from what the
         # cap leaves after the weights; a fixed KV size would override it.
         kv = {} if "gpu_memory_utilization" in engine_args else {"kv_cache_memory_bytes": kv_cache_mb * 2**20}
@@ -112,7 +154,8 @@ class VLLMBackend:
             self._reload(ckpt.path if ckpt.path is not None else self.base_path)
         expected = self._base_canary if ckpt.path is None else read_canary(ckpt.path)
         check_canary(expected, self.served_logprobs(expected.token_ids), self.canary_tolerance,
-                     f"vllm backend, {ckpt.kind} checkpoint {ckpt.path or self.base_path}", self._canary)
+                     f"vllm backend, {ckpt.kind} checkpoint {ckpt.path or self.base_path}", self._canary,
+                     RELATIVE[self.dtype])
         self._canary = expected
         self.current = ckpt
         self.last_load_seconds = time.perf_counter() - start

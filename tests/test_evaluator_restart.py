@@ -1,0 +1,63 @@
+"""The evaluator actor's body (evaluator/actor.py) after a load that raised: the load is tried
+once more on a fresh engine, and after a second failure the next request gets a fresh engine
+too. On an H200 (docs/gpu.md, 2026-11-28) a vLLM reload that raised halfway left the engine's
+layers on the meta device; the evaluator kept that engine, and every later evaluation on it
+failed. Real parts: the hf backend on a random toy model, a real store."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from cliffsweep.evals.canary import write_canary
+from cliffsweep.evaluator.actor import Evaluator
+from cliffsweep.evaluator.request import EvalRequest
+from cliffsweep.storage.store import Store
+from cliffsweep.sweep.gpushare import GpuShare
+
+
+def _checkpoint(base: str, out: str) -> str:
+    """A full checkpoint of `base` with changed weights, saved with its canary."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(base)
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(1)
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.1 * p.abs().mean())
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    write_canary(model, tok, out)
+    return out
+
+
+def _request(path: str, step: int) -> dict:
+    return EvalRequest(trial_id="t", model="toy", method="sft", series="sft", optimizer="adamw", lr=1e-3,
+                       epochs=1, seed=0, step=step, epoch=1.0, checkpoint=path).to_dict()
+
+
+def test_a_load_that_raised_is_retried_on_a_fresh_engine_and_the_engine_is_not_kept(tmp_path):
+    from cliffsweep.toy.models import random_model
+
+    base = random_model("qwen2-tiny", str(tmp_path / "base"), seed=0)
+    good = _checkpoint(base, str(tmp_path / "good"))
+    broken = str(tmp_path / "broken")  # its weights file unreadable: every load of it raises
+    shutil.copytree(good, broken)
+    (tmp_path / "broken" / "model.safetensors").write_bytes(b"not a safetensors file")
+    store = str(tmp_path / "store")
+    ev = Evaluator(base, "float32", "hf", {}, [("learn", "toy_facts", {"n_eval": 4})], store, "",
+                   GpuShare(0, None, "evaluator", "eval.gpus_per_evaluator"))
+    assert ev.engine_starts == 1
+
+    with pytest.raises(Exception, match="(?i)safetensors|header"):
+        ev.evaluate(_request(broken, 1))
+    assert ev.engine_starts == 2  # tried once more, on a fresh engine
+
+    assert len(ev.evaluate(_request(good, 2))) == 1
+    assert ev.engine_starts == 3  # the engine the failure left was replaced before this request
+    ev.evaluate(_request(good, 3))
+    assert ev.engine_starts == 3  # after a good load the engine is kept
+    assert sorted(Store(store).read("evals")["step"].unique()) == [2, 3]  # nothing of the failed one
