@@ -2,7 +2,7 @@
 once more on a fresh engine, and after a second failure the next request gets a fresh engine
 too. On an H200 (docs/gpu.md, 2026-11-28) a vLLM reload that raised halfway left the engine's
 layers on the meta device; the evaluator kept that engine, and every later evaluation on it
-failed. Real parts: the hf backend on a random toy model, a real store."""
+failed. Real parts: the hf backend and a vLLM engine on a random toy model, a real store."""
 
 from __future__ import annotations
 
@@ -39,7 +39,10 @@ def _request(path: str, step: int) -> dict:
                        epochs=1, seed=0, step=step, epoch=1.0, checkpoint=path).to_dict()
 
 
-def test_a_load_that_raised_is_retried_on_a_fresh_engine_and_the_engine_is_not_kept(tmp_path):
+@pytest.mark.parametrize("backend", ["hf", pytest.param("vllm", marks=pytest.mark.vllm)])
+def test_a_load_that_raised_is_retried_on_a_fresh_engine_and_the_engine_is_not_kept(tmp_path, backend):
+    """vllm: the old engine's core process is shut down before the fresh one starts (close), and
+    the fresh one serves the good checkpoint, which its canary proves."""
     from cliffsweep.toy.models import random_model
 
     base = random_model("qwen2-tiny", str(tmp_path / "base"), seed=0)
@@ -48,7 +51,8 @@ def test_a_load_that_raised_is_retried_on_a_fresh_engine_and_the_engine_is_not_k
     shutil.copytree(good, broken)
     (tmp_path / "broken" / "model.safetensors").write_bytes(b"not a safetensors file")
     store = str(tmp_path / "store")
-    ev = Evaluator(base, "float32", "hf", {}, [("learn", "toy_facts", {"n_eval": 4})], store, "",
+    options = {"kv_cache_mb": 32, "max_model_len": 256, "enable_lora": False, "enforce_eager": True} if backend == "vllm" else {}
+    ev = Evaluator(base, "float32", backend, options, [("learn", "toy_facts", {"n_eval": 4})], store, "",
                    GpuShare(0, None, "evaluator", "eval.gpus_per_evaluator"))
     assert ev.engine_starts == 1
 
@@ -61,3 +65,4 @@ def test_a_load_that_raised_is_retried_on_a_fresh_engine_and_the_engine_is_not_k
     ev.evaluate(_request(good, 3))
     assert ev.engine_starts == 3  # after a good load the engine is kept
     assert sorted(Store(store).read("evals")["step"].unique()) == [2, 3]  # nothing of the failed one
+    ev.close()

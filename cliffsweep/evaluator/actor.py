@@ -41,8 +41,8 @@ class Evaluator:
         self.engine_starts = 0
         self.backend = self._start_engine()
         self.engine_seconds = time.time() - t0
-        # True from a load's start until it succeeds: after one that raised, what the engine
-        # serves (or whether it lives) is unknown, and the next request starts a fresh one.
+        # True from a load's start until it succeeds, and after an evaluation that raised: what
+        # the engine serves (or whether it lives) is unknown, and the next request starts a fresh one.
         self.suspect = False
         self.tasks = [(role, build_task(name, params)) for role, name, params in tasks]
         self.system = system  # recipe.system_prompt
@@ -113,9 +113,12 @@ class Evaluator:
         self.suspect = True
         try:
             self.backend.load(ref)
+            self.suspect = False
+            return
         except Exception:  # noqa: BLE001 - retried once on a fresh engine, then raised
-            self._restart_engine()
-            self.backend.load(ref)
+            pass  # restarted below: the traceback, which holds the old engine, is gone by then
+        self._restart_engine()
+        self.backend.load(ref)
         self.suspect = False
 
     def close(self) -> None:

@@ -272,5 +272,10 @@ class VLLMBackend:
         return scored
 
     def close(self) -> None:
-        # Dropping the engine ends its core process.
+        """The engine's core process ends now, not when the last reference to the engine goes (a
+        traceback can hold one): a fresh engine started next on the same GPU (evaluator/actor.py)
+        must find this one's memory free."""
+        core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
         self.llm = None
