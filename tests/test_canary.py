@@ -28,7 +28,8 @@ NOISY = [x + (0.079 if i % 2 else -0.079) for i, x in enumerate(EXPECTED.logprob
 
 
 def test_bf16_kernel_noise_passes_when_the_checkpoint_moved_far():
-    assert check_canary(EXPECTED, NOISY, TOLERANCE["bfloat16"], "x", PREVIOUS, RELATIVE["bfloat16"]) == pytest.approx(0.079)
+    dist = check_canary(EXPECTED, NOISY, TOLERANCE["bfloat16"], "x", PREVIOUS, RELATIVE["bfloat16"])
+    assert dist == pytest.approx(0.079)
     with pytest.raises(StaleWeightsError, match="0.079 > 0.05"):  # the rule before: a fixed tolerance
         check_canary(EXPECTED, NOISY, TOLERANCE["bfloat16"], "x", PREVIOUS)
     with pytest.raises(StaleWeightsError):  # nothing to judge the step by: the fixed tolerance

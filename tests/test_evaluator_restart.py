@@ -9,29 +9,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
-import torch
 
-from cliffsweep.evals.canary import write_canary
 from cliffsweep.evaluator.actor import Evaluator
 from cliffsweep.evaluator.request import EvalRequest
 from cliffsweep.storage.store import Store
 from cliffsweep.sweep.gpushare import GpuShare
-
-
-def _checkpoint(base: str, out: str) -> str:
-    """A full checkpoint of `base` with changed weights, saved with its canary."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    tok = AutoTokenizer.from_pretrained(base)
-    with torch.no_grad():
-        gen = torch.Generator().manual_seed(1)
-        for p in model.parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 0.1 * p.abs().mean())
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    write_canary(model, tok, out)
-    return out
 
 
 def _request(path: str, step: int) -> dict:
@@ -43,15 +25,20 @@ def _request(path: str, step: int) -> dict:
 def test_a_load_that_raised_is_retried_on_a_fresh_engine_and_the_engine_is_not_kept(tmp_path, backend):
     """vllm: the old engine's core process is shut down before the fresh one starts (close), and
     the fresh one serves the good checkpoint, which its canary proves."""
+    from test_evals_backends import (
+        _perturbed,  # a full checkpoint with changed weights and its canary
+    )
+
     from cliffsweep.toy.models import random_model
 
     base = random_model("qwen2-tiny", str(tmp_path / "base"), seed=0)
-    good = _checkpoint(base, str(tmp_path / "good"))
+    good = _perturbed(base, str(tmp_path / "good"), seed=1, scale=0.1)
     broken = str(tmp_path / "broken")  # its weights file unreadable: every load of it raises
     shutil.copytree(good, broken)
     (tmp_path / "broken" / "model.safetensors").write_bytes(b"not a safetensors file")
     store = str(tmp_path / "store")
-    options = {"kv_cache_mb": 32, "max_model_len": 256, "enable_lora": False, "enforce_eager": True} if backend == "vllm" else {}
+    options = {"kv_cache_mb": 32, "max_model_len": 256, "enable_lora": False, "enforce_eager": True} \
+        if backend == "vllm" else {}
     ev = Evaluator(base, "float32", backend, options, [("learn", "toy_facts", {"n_eval": 4})], store, "",
                    GpuShare(0, None, "evaluator", "eval.gpus_per_evaluator"))
     assert ev.engine_starts == 1
