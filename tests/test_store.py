@@ -154,3 +154,40 @@ def test_many_files_read_as_pyarrow_dataset_reads_them_with_old_and_extra_column
     assert remote.drop_columns(["file"]).equals(want)
     assert remote["file"].to_pylist() == ["A", "A", "B", "B", "C", "C"]
     assert read_files(pafs.LocalFileSystem(), [], schema, tag="file").schema.names[-1] == "file"
+
+
+def test_a_read_that_listed_files_a_compaction_then_deleted_starts_over(tmp_path, monkeypatch):
+    """A run compacts its store as it finishes, while `status` or the dashboard may be reading
+    (CI: `status` failed with FileNotFoundError at the end of the README's sweep). Here a real
+    compaction runs between a reader's listing and its reading, every time: `Store.read` and the
+    dashboard's `TableCache.read` start over from a new listing and return every row."""
+    import cliffsweep.dashboard.tables as tables
+    import cliffsweep.storage.store as storage
+
+    store = Store(str(tmp_path / "s"))
+    for i in range(4):
+        store.write("trials", f"t{i}", [{"trial_id": f"t{i}", "status": "running", "lr": 0.1}])
+    expected = store.read("trials").sort_values("trial_id").reset_index(drop=True)
+
+    def compacting_first(module):
+        real = module.read_files
+        fired = []
+
+        def read_files(fs, paths, schema, *args, **kwargs):
+            if not fired:  # the files were listed; a compaction folds and deletes them now
+                fired.append(None)
+                fired[0] = Store(store.uri).compact(("trials",))
+            return real(fs, paths, schema, *args, **kwargs)
+        monkeypatch.setattr(module, "read_files", read_files)
+        return fired
+
+    fired = compacting_first(storage)
+    got = Store(store.uri).read("trials").sort_values("trial_id").reset_index(drop=True)
+    assert fired == [{"trials": 4}] and got.equals(expected)
+
+    for i in range(4):  # unit files again, over the compacted rows
+        store.write("trials", f"t{i}", [{"trial_id": f"t{i}", "status": "done", "lr": 0.1}])
+    fired = compacting_first(tables)
+    frame, changed = tables.TableCache(Store(store.uri)).read("trials")
+    assert fired == [{"trials": 4}] and changed
+    assert list(frame.sort_values("trial_id")["status"]) == ["done"] * 4

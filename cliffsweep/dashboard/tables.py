@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 
 from cliffsweep.dashboard import diskcache
 from cliffsweep.storage.parquetfiles import read_files
-from cliffsweep.storage.store import MANIFEST, SCHEMAS, UNIT, Store, unit_files
+from cliffsweep.storage.store import MANIFEST, SCHEMAS, UNIT, Store, relisted, unit_files
 
 _FILE = "__file"
 
@@ -45,10 +45,12 @@ class TableCache:
 
     def read(self, table: str) -> tuple[pd.DataFrame, bool]:
         """(`table`'s rows, whether they changed since the last call)."""
+        return relisted(lambda: self._read(table))
+
+    def _read(self, table: str) -> tuple[pd.DataFrame, bool]:
         files = listing(self.store, table)
         if table in self._frames and files == self._listed.get(table):
             return self._frames[table], False
-        self._listed[table] = files
         manifest_path = f"{self.store.root}/{table}/{MANIFEST}"
         manifest = json.loads(self.store.read_bytes(f"{table}/{MANIFEST}")) if manifest_path in files else None
         compacted = f"{self.store.root}/{table}/{manifest['file']}" if manifest else None
@@ -77,6 +79,7 @@ class TableCache:
             diskcache.save(self.disk / f"{table}.arrow", self.store.uri, full, self._seen[table])
             self._unsaved[table] = 0
         self._frames[table] = _visible(full, compacted, set(units), table)
+        self._listed[table] = files  # last: a read that failed halfway is done again next time
         return self._frames[table], True
 
     @staticmethod

@@ -33,10 +33,11 @@ def processes_of(temp_dir: str) -> list:
 def stop_processes(temp_dir: str, timeout_s: float = 10) -> list:
     """Terminate, then kill, the processes of the Ray under `temp_dir`; returns any still alive
     (none expected) and removes the dir when none is. Repeated because a raylet may start a
-    worker while the first pass runs."""
+    worker while the first pass runs, and on a loaded machine a killed process can take seconds
+    to go (CI once saw a head's dashboard processes outlive three passes)."""
     import psutil
 
-    for _ in range(3):
+    for _ in range(5):
         procs = processes_of(temp_dir)
         if not procs:
             break
@@ -51,7 +52,7 @@ def stop_processes(temp_dir: str, timeout_s: float = 10) -> list:
                 p.kill()
             except psutil.NoSuchProcess:
                 pass
-        psutil.wait_procs(alive, timeout=5)
+        psutil.wait_procs(alive, timeout=10)
         time.sleep(0.5)
     left = [p for p in processes_of(temp_dir) if p.is_running()]
     if not left:

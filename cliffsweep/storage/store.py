@@ -138,6 +138,23 @@ def retrying(what: str, uri: str, fn, delays=RETRY_DELAYS):
             time.sleep(delay)
 
 
+RELIST_TRIES = 5  # a read that found a file it listed gone starts over this many times at most
+
+
+def relisted(fn):
+    """`fn()`, a read that lists a table's files and then reads them, started over from a new
+    listing while a file it listed is gone. A compaction running meanwhile (a run compacts its
+    store as it finishes, while `status`, `analyze` or the dashboard may be reading) deletes the
+    unit files it folded only after publishing the file that holds their rows, so the next
+    listing finds them there (CI once saw `status` fail so, at the end of the README's sweep)."""
+    for attempt in range(RELIST_TRIES):
+        try:
+            return fn()
+        except FileNotFoundError:
+            if attempt == RELIST_TRIES - 1:
+                raise
+
+
 # The errors table keeps at most this many characters of a message: its head (where it
 # happened) and always its tail (the exception type and message are the last lines).
 MESSAGE_LIMIT = 8000
@@ -203,7 +220,7 @@ class Store:
     # --- reading ----------------------------------------------------------------------------
     def read(self, table: str) -> pd.DataFrame:
         """All rows of `table` (empty frame with the right columns if none yet)."""
-        return self._retry(f"read table {table}", lambda: self._read(table))
+        return relisted(lambda: self._retry(f"read table {table}", lambda: self._read(table)))
 
     def _read(self, table: str) -> pd.DataFrame:
         units, compacted, manifest = self._listing(table)
