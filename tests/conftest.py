@@ -53,8 +53,7 @@ HEAVY_FIRST = {
     "test_faults.py": 780, "test_toy_regimes.py": 600, "test_rehearsal.py": 360, "test_sweep_failures.py": 346,
     "test_realmodel_sweep.py": 340, "test_refine_sweep.py": 156, "test_fastpath.py": 152, "test_multinode.py": 145,
     "test_analysis_e2e.py": 139, "test_full_disk.py": 127, "test_tracking_sweep.py": 117, "test_sweep_e2e.py": 106,
-    "test_evaluator_restart.py": 97, "test_lmeval.py": 97, "test_sweep_ddp.py": 90, "test_object_storage.py": 66,
-    "test_submit.py": 65,
+    "test_lmeval.py": 97, "test_sweep_ddp.py": 90, "test_object_storage.py": 66, "test_submit.py": 65,
     "test_evaltracker.py": 62, "test_microbatch_loop.py": 60, "test_plan.py": 57, "test_dataset_task.py": 55,
     "test_fsdp.py": 38, "test_spec_property.py": 27,
 }
