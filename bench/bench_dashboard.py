@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -74,12 +75,15 @@ def measure(uris: list[str], port: int, seconds: float, cache: Path) -> dict[str
                                 env={**os.environ, "CLIFFSWEEP_DASHBOARD_CACHE": str(cache)})
         server = psutil.Process(proc.pid)
         try:
+            # the page is opened once the port answers, as a user opens the address the command
+            # prints: a navigation retried every 50 ms would cost Chromium's CPU an error page each
             while True:
                 try:
-                    page.goto(f"http://127.0.0.1:{port}/")
+                    socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
                     break
-                except Exception:
-                    time.sleep(0.05)
+                except OSError:
+                    time.sleep(0.01)
+            page.goto(f"http://127.0.0.1:{port}/")
             page.wait_for_selector("#grid td.cell", timeout=300_000)
             page.wait_for_selector(".series-row .regime", timeout=300_000)
             page.wait_for_function("document.body.dataset.drawn === '1'", timeout=300_000)

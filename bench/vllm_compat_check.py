@@ -1,4 +1,4 @@
-"""vLLM 0.25 (the last release for torch 2.11, the GPU leases' torch) serving checkpoints through
+r"""vLLM 0.25 (the last release for torch 2.11, the GPU leases' torch) serving checkpoints through
 cliffsweep's VLLMBackend on a CPU: a full checkpoint reloaded in place with LoRA enabled, an
 adapter, the base, the full checkpoint again, each checked by its canary at fp32 tolerance; and,
 with `--as-on-the-h200`, vLLM alone with the reload extension as it was before

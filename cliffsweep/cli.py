@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import subprocess
 import sys
 
 from cliffsweep.storage.health import StoreDamaged
@@ -140,6 +141,10 @@ def cmd_run(args) -> int:
     finally:
         if board is not None:
             board.terminate()
+            try:  # its reader processes closed before the sweep's last lines, not after them
+                board.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                board.kill()
             print(f"dashboard stopped with the sweep; to look on: cliffsweep dashboard {spec.store_uri}", flush=True)
     print("\nFinal learn / first retain task's score per lr (accuracy; a loss task's loss, lower is better; "
           "last checkpoint; lr 0 = base model):")

@@ -167,6 +167,45 @@ def test_a_port_in_use_is_one_sentence_and_exit_2(tmp_path):
     assert "http://" not in out.stdout  # no address printed for a page that is not served
 
 
+def test_a_stopped_dashboard_leaves_nothing_behind_and_its_port_is_free_at_once(tmp_path):
+    """SIGTERM (how `run --dashboard` and a service manager stop it): exit 143, its reader
+    processes gone, no warning of leaked locks; started again at once on the same port, it serves,
+    though the connections its last run closed still wait out TIME_WAIT there."""
+    import http.client
+    import time
+
+    import psutil
+
+    from cliffsweep.dashboard.cli import free_port
+
+    store = write_synthetic_store(str(tmp_path / "s"), SyntheticSweep(series=(("sft", "sft"),), epochs=(1,)))
+    port = free_port()
+
+    def start() -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", "cliffsweep.cli", "dashboard", store.uri, "--port", str(port),
+                                 "--n-boot", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert f"http://127.0.0.1:{port}/" in proc.stdout.readline()
+        return proc
+
+    first = start()
+    for _ in range(200):  # the address is printed as the port is bound; uvicorn listens a moment later
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", "/api/snapshot")
+            assert conn.getresponse().status == 200  # a kept-alive connection the server closes first
+            break
+        except ConnectionRefusedError:
+            time.sleep(0.05)
+    readers = psutil.Process(first.pid).children(recursive=True)
+    assert readers, "the dashboard started no reader processes"
+    first.terminate()
+    assert first.wait(timeout=60) == 143
+    assert "leaked" not in first.stderr.read() and not psutil.wait_procs(readers, timeout=10)[1]
+    again = start()
+    again.terminate()
+    assert again.wait(timeout=60) == 143 and "Traceback" not in again.stderr.read()
+
+
 def test_regimes_model_by_model_equal_one_pass_and_only_a_changed_model_is_recomputed(tmp_path):
     """The first pass's per-model cache (dashboard/frontier.regimes_by_model) against
     `frontiers` over every model at once; after one model's points change, the other model's

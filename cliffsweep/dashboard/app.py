@@ -89,6 +89,9 @@ def serve(uris: list[str], host: str, port: int, token: str | None, board: Dashb
     import uvicorn
 
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    # as uvicorn's own sockets: a dashboard started again at once is not refused for the minute
+    # its last run's closed connections wait out (TIME_WAIT); a port another server listens on still is
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     if not is_loopback(host) and not token:
         token = secrets.token_urlsafe(18)

@@ -5,6 +5,7 @@ takes the driver's time."""
 from __future__ import annotations
 
 import argparse
+import signal
 import socket
 import subprocess
 import sys
@@ -34,8 +35,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from cliffsweep.dashboard.app import serve
-    from cliffsweep.dashboard.state import Dashboard, Reading
+    from cliffsweep.storage.parquetfiles import reader_pool
     from cliffsweep.storage.store import is_store
 
     missing = [u for u in args.store if not is_store(u)]
@@ -43,14 +43,28 @@ def run(args) -> int:
         print(f"error: no cliffsweep store at {', '.join(missing)} (no spec.json there; `cliffsweep run` writes one "
               "when a sweep starts; --wait serves the page until it appears)", file=sys.stderr)
         return 2
+    readers = reader_pool()  # first: its processes start while the server's modules are imported
+    from cliffsweep.dashboard.app import serve
+    from cliffsweep.dashboard.state import Dashboard, Reading
+
+    board = Dashboard(args.store, Reading(n_boot=args.n_boot), readers=readers)
+    # uvicorn shuts down on SIGTERM, then raises it again: this handler makes that an exit that
+    # runs the `finally` below (the reader processes closed, not left to warn of leaked locks)
+    signal.signal(signal.SIGTERM, _exit_143)
     try:
-        serve(args.store, args.host, args.port, args.token, Dashboard(args.store, Reading(n_boot=args.n_boot)))
+        serve(args.store, args.host, args.port, args.token, board)
     except OSError as e:  # the port taken, most often
         print(f"error: cannot serve on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         pass
+    finally:
+        board.stop()
     return 0
+
+
+def _exit_143(signum, frame) -> None:
+    raise SystemExit(128 + signal.SIGTERM)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -20,6 +20,7 @@ import pandas as pd
 from cliffsweep.dashboard import diskcache, views
 from cliffsweep.dashboard.tables import TableCache
 from cliffsweep.orchestrator.policies import LIVE_FILE  # the driver's last word, in the store
+from cliffsweep.storage.parquetfiles import ReaderPool
 from cliffsweep.storage.store import Store, is_store
 
 TABLES = ("trials", "evals", "errors", "steps", "checkpoints")
@@ -37,8 +38,9 @@ class Reading:
 
 class Dashboard:
     def __init__(self, uris: list[str], reading: Reading = Reading(), every_s: float = 2.0,
-                 cache_root: Path | None = diskcache.CACHE_DIR):
+                 cache_root: Path | None = diskcache.CACHE_DIR, readers: ReaderPool | None = None):
         self.uris = list(uris)
+        self.readers = readers  # processes for a read of thousands of files (a running sweep's first read)
         self.cache_root = cache_root  # where each store's tables are kept between runs (diskcache.py)
         self.reading = reading
         self.every_s = every_s
@@ -65,6 +67,8 @@ class Dashboard:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.readers is not None:
+            self.readers.close()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -103,7 +107,7 @@ class Dashboard:
             if uri not in self.caches and is_store(uri):
                 store = Store(uri)
                 disk = diskcache.folder(store.uri, self.cache_root) if self.cache_root is not None else None
-                self.caches[uri] = TableCache(store, disk)
+                self.caches[uri] = TableCache(store, disk, self.readers)
         return [self.caches[u] for u in self.uris if u in self.caches]
 
     def _read(self) -> tuple[dict, bool]:

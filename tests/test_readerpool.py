@@ -1,0 +1,123 @@
+"""parquetfiles.reader_pool: processes that share the parsing of many small Parquet files (the
+dashboard's first read of a running sweep). What defines it: the rows are exactly those of a read
+without it, in order, the reader processes did part of the parsing, a pool whose processes died
+leaves the read to the caller, and its processes never outlive the process that made them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pandas as pd
+import psutil
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from cliffsweep.storage import parquetfiles
+from cliffsweep.storage.parquetfiles import SLICE_FILES, read_files, reader_pool
+from cliffsweep.storage.store import SCHEMAS
+
+
+def _files(folder, n: int) -> list[str]:
+    """n one-trial evals files; every third written by an older version (no `lr` column)."""
+    folder.mkdir()
+    paths = []
+    for i in range(n):
+        rows = pd.DataFrame({"trial_id": [f"t{i:04d}"] * 2, "step": [1, 2], "task": ["t", "t"],
+                             "metric": ["accuracy"] * 2, "value": [i / n, i / n / 2], "lr": [1e-4, 1e-4]})
+        table = pa.Table.from_pandas(rows.drop(columns=["lr"]) if i % 3 == 0 else rows, preserve_index=False)
+        paths.append(str(folder / f"t{i:04d}.parquet"))
+        pq.write_table(table, paths[-1])
+    return paths
+
+
+def _readers_cpu() -> float:
+    """CPU seconds of this process's descendants (the forkserver's children are the readers)."""
+    total = 0.0
+    for p in psutil.Process().children(recursive=True):
+        try:
+            total += sum(p.cpu_times()[:2])
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def test_a_pool_reads_what_this_process_reads_and_shares_the_parsing(tmp_path):
+    paths = _files(tmp_path / "evals", 8 * SLICE_FILES)
+    labels = [f"L{i}" for i in range(len(paths))]
+    fs, schema = pafs.LocalFileSystem(), SCHEMAS["evals"]
+    want = read_files(fs, paths, schema, tag="file", labels=labels)
+    pool = reader_pool(2)
+    try:
+        list(pool.executor.map(int, range(4)))  # its processes up: the read below can share
+        before = _readers_cpu()
+        for _ in range(2):
+            got = read_files(fs, paths, schema, tag="file", labels=labels, pool=pool)
+            assert got.equals(want)  # rows, order, types, nulls of the older files, each row's label
+        assert _readers_cpu() - before > 0.05, "the reader processes parsed nothing"
+        assert read_files(fs, paths[:SLICE_FILES], schema, pool=pool).equals(
+            read_files(fs, paths[:SLICE_FILES], schema))  # too few to send: read here
+
+        server = [p for p in psutil.Process().children() if "forkserver" in " ".join(p.cmdline())]
+        for p in server[0].children():  # the readers die (out of memory, killed)
+            p.kill()
+        time.sleep(0.5)
+        assert read_files(fs, paths, schema, tag="file", labels=labels, pool=pool).equals(want)
+    finally:
+        pool.close()
+
+
+def test_a_damaged_file_fails_the_read_as_it_would_without_a_pool(tmp_path):
+    paths = _files(tmp_path / "evals", 4 * SLICE_FILES)
+    with open(paths[5], "r+b") as f:  # a slice the reader processes take (they start from the first)
+        f.write(b"garbage!")
+    pool = reader_pool(1)
+    try:
+        list(pool.executor.map(int, range(2)))
+        raised = []
+        for use in (None, pool):
+            try:
+                read_files(pafs.LocalFileSystem(), paths, SCHEMAS["evals"], pool=use)
+            except (OSError, pa.ArrowException) as e:
+                raised.append((type(e), str(e)))
+        assert len(raised) == 2 and raised[0] == raised[1], raised
+    finally:
+        pool.close()
+
+
+def test_the_readers_exit_with_a_process_killed_with_sigkill(tmp_path):
+    code = textwrap.dedent("""
+        import os, sys, time
+        from cliffsweep.storage.parquetfiles import reader_pool
+        if __name__ == "__main__":
+            pool = reader_pool(2)
+            list(pool.executor.map(int, range(4)))
+            print(os.getpid(), flush=True)
+            time.sleep(600)
+    """)
+    script = tmp_path / "owner.py"
+    script.write_text(code)
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        owner.stdout.readline()
+        readers = psutil.Process(owner.pid).children(recursive=True)
+        assert len(readers) >= 3  # the forkserver and its two readers (and the resource tracker)
+    finally:
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait()
+    gone, alive = psutil.wait_procs(readers, timeout=15)
+    assert not alive, [p.cmdline()[:4] for p in alive]
+
+
+def test_slices_cover_every_file_once_in_order():
+    """What _in_slices cuts: contiguous slices of SLICE_FILES or more, covering the paths once."""
+    for n in (2 * SLICE_FILES, 2 * SLICE_FILES + 1, 17 * SLICE_FILES - 3):
+        cuts = parquetfiles._cuts(n)
+        assert cuts[0][0] == 0 and cuts[-1][1] == n
+        assert all(b == c for (_, b), (c, _) in zip(cuts, cuts[1:]))
+        assert all(b - a >= SLICE_FILES for a, b in cuts)
