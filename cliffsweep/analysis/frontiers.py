@@ -64,10 +64,11 @@ def _bootstrap(lr: np.ndarray, L_reps: np.ndarray, R_reps: np.ndarray, th: Thres
             [max_safe_lr_arrays(lrs, Lc[:, b], Rc[:, b], th).max_safe_lr for b in range(B)])
 
 
-def _series_row(key: tuple, rows: pd.DataFrame, cls: np.ndarray, n_base: int, columns: dict[str, np.ndarray],
-                reps: tuple | None, th: Thresholds, min_confidence: float) -> dict:
-    """One series' row. `cls`: positions (into `columns`, the points' lr, L and R) of its model's
-    classified base points (the first `n_base`) and its own classified points."""
+def _series_row(key: tuple, first: dict, n_rows: int, n_refined: int, cls: np.ndarray, n_base: int,
+                columns: dict[str, np.ndarray], reps: tuple | None, th: Thresholds, min_confidence: float) -> dict:
+    """One series' row. `first`: its first point's method, optimizer and label; `n_rows` its
+    points, `n_refined` its _refined_lrs. `cls`: positions (into `columns`, the points' lr, L and
+    R) of its model's classified base points (the first `n_base`) and its own classified points."""
     model, series, epochs = key
     lr, L, R = (columns[c][cls] for c in ("lr", "L", "R"))
     curve = lr_curve_arrays(lr, L, R)
@@ -76,12 +77,11 @@ def _series_row(key: tuple, rows: pd.DataFrame, cls: np.ndarray, n_base: int, co
     out = {**point.as_dict(), **safe.as_dict()}
     for k in ("unresolved_lr_low", "unresolved_lr_high"):  # in the reason; next_lrs.py reads them
         out.pop(k)
-    first = rows.iloc[0]
     out.update(model=model, series=series, epochs=epochs, method=first["method"],
                optimizer=first["optimizer"], label=first["label"],
                regime_point_estimate=point.regime, n_lrs=int((curve[0] > 0).sum()),
-               n_refined_lrs=_n_refined_lrs(rows),
-               n_checkpoints=len(rows), base_L=float(L[:n_base].mean()) if n_base else np.nan,
+               n_refined_lrs=n_refined,
+               n_checkpoints=n_rows, base_L=float(L[:n_base].mean()) if n_base else np.nan,
                base_R=float(R[:n_base].mean()) if n_base else np.nan)
     reps_cls = None
     if reps is not None:
@@ -114,13 +114,14 @@ def _series_row(key: tuple, rows: pd.DataFrame, cls: np.ndarray, n_base: int, co
     return out
 
 
-def _n_refined_lrs(rows: pd.DataFrame) -> int:
-    """Classified lrs of a series that only refinement rounds (round > 0) brought."""
-    if "round" not in rows:
-        return 0
-    done = rows[rows["classified"]]
-    refined = set(done.loc[done["round"] > 0, "lr"]) - set(done.loc[done["round"] == 0, "lr"])
-    return len(refined)
+def _refined_lrs(pts: pd.DataFrame) -> dict[tuple, int]:
+    """Per series (SERIES_KEY): its classified lrs that only refinement rounds (round > 0)
+    brought, i.e. whose lowest round is above 0 (a row of unknown round counts for neither)."""
+    if "round" not in pts:
+        return {}
+    done = pts.loc[pts["classified"].to_numpy(bool) & (pts["series"] != "base").to_numpy(), [*SERIES_KEY, "lr", "round"]]
+    lowest = done.groupby([*SERIES_KEY, "lr"], sort=False)["round"].min()
+    return (lowest > 0).groupby(level=list(range(len(SERIES_KEY))), sort=False).sum().astype(int).to_dict()
 
 
 def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame, robust: float = 0.0) -> pd.DataFrame:
@@ -192,16 +193,18 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     bases = np.flatnonzero(is_base & classified)
     base_of = {m: bases[v] for m, v in pts.iloc[bases].groupby("model").indices.items()}
     trained = np.flatnonzero(~is_base)
-    # what _series_row reads of a series' rows, as plain numpy columns (the store's Arrow-backed
-    # text columns cost a take each per series)
-    meta = pd.DataFrame({c: pts[c].to_numpy(object if c in ("method", "optimizer", "label") else None)
-                         for c in ("method", "optimizer", "label", "classified", "round", "lr") if c in pts})
+    # what _series_row reads of a series' first row, as plain numpy columns (the store's
+    # Arrow-backed text columns cost a take each per series)
+    meta = {c: pts[c].to_numpy(object) for c in ("method", "optimizer", "label")}
+    refined = _refined_lrs(pts)
     rows = []
     for key, at in pts.iloc[trained].groupby(SERIES_KEY, sort=True).indices.items():
         pos = trained[at]
         base = base_of.get(key[0], bases[:0])
         cls = np.concatenate([base, pos[classified[pos]]])
-        rows.append(_series_row(key, meta.iloc[pos], cls, len(base), columns, reps, th, min_confidence))
+        first = {c: v[pos[0]] for c, v in meta.items()}
+        rows.append(_series_row(key, first, len(pos), refined.get(key, 0), cls, len(base), columns, reps, th,
+                                min_confidence))
     table = pd.DataFrame(rows)
     if table.empty:
         return pd.DataFrame(columns=FRONTIER_COLUMNS)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -117,16 +118,24 @@ class ReaderPool:
 
 
 def reader_pool(workers: int = min(7, max(1, (os.cpu_count() or 1) - 1))) -> ReaderPool:
-    """Processes for `read_files`, started now in the background: each is forked from a server
-    that imported pyarrow once (forkserver: no fork of the caller's threads), so the ~0.5 s of
-    their start overlaps the caller's own imports. They exit with the caller, even one killed
-    with SIGKILL (`_exit_with`), and never leave orphans polling a dead queue."""
+    """Processes for `read_files` (one fewer than the CPUs: the caller reads too, `_in_slices`).
+
+    On Linux, called while this process has one thread, they are forked from it at once: up in
+    milliseconds with what it imported (pyarrow, this module), where a forkserver's or spawned
+    process imports the package again (0.5-1 s of CPU on a 2-core machine that the first read
+    needs). With threads running, a fork could copy a lock another thread holds, so then (and
+    off Linux) they are forked from a forkserver that imported this module, started in the
+    background. Either way they exit with the caller, even one killed with SIGKILL (`_exit_with`)."""
     methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
+    forked = sys.platform == "linux" and threading.active_count() == 1
+    context = multiprocessing.get_context("fork" if forked else "forkserver" if "forkserver" in methods else "spawn")
+    if context.get_start_method() == "forkserver":
         context.set_forkserver_preload(["__main__", __name__])  # each reader a fork of a process that imported both
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),))
-    threading.Thread(target=_start, args=(pool, workers), name="reader-pool-start", daemon=True).start()
+    if forked:  # a fork pool starts all its processes at its first task, here, before any other thread
+        pool.submit(int)
+    else:
+        threading.Thread(target=_start, args=(pool, workers), name="reader-pool-start", daemon=True).start()
     return ReaderPool(pool, workers)
 
 
