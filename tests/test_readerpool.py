@@ -10,13 +10,14 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 
 import pandas as pd
 import psutil
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+import pytest
 
 from cliffsweep.storage import parquetfiles
 from cliffsweep.storage.parquetfiles import SLICE_FILES, read_files, reader_pool
@@ -36,37 +37,51 @@ def _files(folder, n: int) -> list[str]:
     return paths
 
 
-def _readers_cpu() -> float:
-    """CPU seconds of this process's descendants (the forkserver's children are the readers)."""
-    total = 0.0
-    for p in psutil.Process().children(recursive=True):
-        try:
-            total += sum(p.cpu_times()[:2])
-        except psutil.NoSuchProcess:
-            pass
-    return total
+def _readers(before: set[int]) -> list[psutil.Process]:
+    """This process's descendants started since `before`, but a forkserver (a child of this
+    process; its readers, forked from it, share its command line) and the resource tracker."""
+    helpers = [p.pid for p in psutil.Process().children() if any(
+        part in " ".join(p.cmdline()) for part in ("multiprocessing.forkserver", "resource_tracker"))]
+    return [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.pid not in helpers]
 
 
-def test_a_pool_reads_what_this_process_reads_and_shares_the_parsing(tmp_path):
+def _pool(method: str):
+    """reader_pool as the dashboard gets it (fork: one thread running), or with a thread running
+    (forkserver, as off Linux)."""
+    if method == "fork":
+        return reader_pool(2)
+    done = threading.Event()
+    threading.Thread(target=done.wait, daemon=True).start()
+    try:
+        return reader_pool(2)
+    finally:
+        done.set()
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_a_pool_reads_what_this_process_reads_and_shares_the_parsing(tmp_path, method):
     paths = _files(tmp_path / "evals", 8 * SLICE_FILES)
     labels = [f"L{i}" for i in range(len(paths))]
     fs, schema = pafs.LocalFileSystem(), SCHEMAS["evals"]
     want = read_files(fs, paths, schema, tag="file", labels=labels)
-    pool = reader_pool(2)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    pool = _pool(method)
     try:
+        assert pool.method == method
         list(pool.executor.map(int, range(4)))  # its processes up: the read below can share
-        before = _readers_cpu()
+        readers = _readers(before)
+        assert len(readers) == 2
+        cpu = sum(sum(p.cpu_times()[:2]) for p in readers)
         for _ in range(2):
             got = read_files(fs, paths, schema, tag="file", labels=labels, pool=pool)
             assert got.equals(want)  # rows, order, types, nulls of the older files, each row's label
-        assert _readers_cpu() - before > 0.05, "the reader processes parsed nothing"
+        assert sum(sum(p.cpu_times()[:2]) for p in readers) - cpu > 0.05, "the reader processes parsed nothing"
         assert read_files(fs, paths[:SLICE_FILES], schema, pool=pool).equals(
             read_files(fs, paths[:SLICE_FILES], schema))  # too few to send: read here
 
-        server = [p for p in psutil.Process().children() if "forkserver" in " ".join(p.cmdline())]
-        for p in server[0].children():  # the readers die (out of memory, killed)
+        for p in readers:  # the readers die (out of memory, killed)
             p.kill()
-        time.sleep(0.5)
+        psutil.wait_procs(readers, timeout=10)
         assert read_files(fs, paths, schema, tag="file", labels=labels, pool=pool).equals(want)
     finally:
         pool.close()
@@ -90,12 +105,16 @@ def test_a_damaged_file_fails_the_read_as_it_would_without_a_pool(tmp_path):
         pool.close()
 
 
-def test_the_readers_exit_with_a_process_killed_with_sigkill(tmp_path):
-    code = textwrap.dedent("""
-        import os, sys, time
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_the_readers_exit_with_a_process_killed_with_sigkill(tmp_path, method):
+    code = textwrap.dedent(f"""
+        import os, sys, threading, time
         from cliffsweep.storage.parquetfiles import reader_pool
         if __name__ == "__main__":
+            if {method!r} == "forkserver":
+                threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
             pool = reader_pool(2)
+            assert pool.method == {method!r}, pool.method
             list(pool.executor.map(int, range(4)))
             print(os.getpid(), flush=True)
             time.sleep(600)
@@ -104,9 +123,9 @@ def test_the_readers_exit_with_a_process_killed_with_sigkill(tmp_path):
     script.write_text(code)
     owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
-        owner.stdout.readline()
+        assert owner.stdout.readline().strip() == str(owner.pid)
         readers = psutil.Process(owner.pid).children(recursive=True)
-        assert len(readers) >= 3  # the forkserver and its two readers (and the resource tracker)
+        assert len(readers) >= 2  # two readers (and a forkserver and a resource tracker)
     finally:
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait()

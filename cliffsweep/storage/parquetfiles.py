@@ -109,9 +109,10 @@ def _cuts(n: int) -> list[tuple[int, int]]:
 
 @dataclass(frozen=True)
 class ReaderPool:
-    """`reader_pool`'s processes, and how many."""
+    """`reader_pool`'s processes, how many, and how they were started (fork, forkserver, spawn)."""
     executor: ProcessPoolExecutor
     workers: int
+    method: str
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
@@ -136,7 +137,7 @@ def reader_pool(workers: int = min(7, max(1, (os.cpu_count() or 1) - 1))) -> Rea
         pool.submit(int)
     else:
         threading.Thread(target=_start, args=(pool, workers), name="reader-pool-start", daemon=True).start()
-    return ReaderPool(pool, workers)
+    return ReaderPool(pool, workers, context.get_start_method())
 
 
 def _start(pool: ProcessPoolExecutor, workers: int) -> None:
