@@ -128,6 +128,10 @@ evals = store.read("evals")
 once = not evals.duplicated(["trial_id", "step", "task", "metric"]).any()
 print(f"== errors {len(errors)} (out of memory: {oom}); evaluated checkpoints "
       f"{evals.groupby(['trial_id', 'step']).ngroups}; every evaluation once: {once}")
+canary = evals.dropna(subset=["canary_distance"]).groupby(["trial_id", "step"])["canary_distance"].max()
+if len(canary):  # half precision's kernel noise, one value per loaded checkpoint (docs/store.md)
+    q = canary.quantile([0.5, 0.9, 1.0]).tolist()
+    print(f"== canary distance of {len(canary)} loads: median {q[0]:.3g}, 90th percentile {q[1]:.3g}, max {q[2]:.3g}")
 EOF
 }
 

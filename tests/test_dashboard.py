@@ -246,3 +246,22 @@ def test_the_cost_counts_evaluations_on_cpus_and_gpus():
     gpu = cost_view(trials, evals, {"resources": {"gpus_per_worker": 1, "workers_per_trial": 2},
                                     "eval": {"gpus_per_evaluator": 0.5}}, {})
     assert gpu["unit"] == "GPU" and gpu["train_hours"] == 2.0 and gpu["eval_hours"] == 0.1
+
+
+def test_a_trial_shows_each_checkpoint_s_canary_distance_where_its_store_kept_one(tmp_path):
+    """The canary distance each evaluation stores (evaluator/rows.py) is a column of the trial's
+    scores; a store written before it kept none shows none (older files read it as null)."""
+    from cliffsweep.dashboard.views import trial_view
+
+    store = write_synthetic_store(str(tmp_path / "s"), SyntheticSweep(series=(("sft", "sft"),), epochs=(1,)))
+    frames = {t: store.read(t) for t in ("trials", "evals", "errors", "steps", "samples", "checkpoints")}
+    tid = frames["trials"]["trial_id"].iloc[0]
+    older = trial_view(tid, *(frames[t] for t in ("trials", "evals", "errors", "steps", "samples", "checkpoints")))
+    assert older["scores"] and all("canary distance" not in s["values"] for s in older["scores"])
+    evals = frames["evals"]
+    steps = sorted(evals.loc[evals["trial_id"] == tid, "step"].unique())
+    evals.loc[(evals["trial_id"] == tid) & (evals["step"] == steps[-1]), "canary_distance"] = 0.079
+    view = trial_view(tid, frames["trials"], evals, frames["errors"], frames["steps"], frames["samples"],
+                      frames["checkpoints"])
+    shown = {s["step"]: s["values"].get("canary distance") for s in view["scores"]}
+    assert shown[steps[-1]] == 0.079 and all(shown[s] is None for s in steps[:-1])

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from cliffsweep.evals.backends import CANARY_FILE, CheckpointRef, StaleWeightsError, build_backend
-from cliffsweep.evals.canary import canary_distance, read_canary, write_canary
+from cliffsweep.evals.canary import canary_distance, model_logprobs, read_canary, write_canary
 from cliffsweep.evals.runner import evaluate_task
 from cliffsweep.evals.scoring import logprob_choice
 from cliffsweep.evals.tasks import build_task
@@ -146,13 +146,18 @@ def test_canary_noise_is_far_below_tolerance(vllm_backend, ckpts):
     """The tolerance must separate engine numerics (vLLM vs the HF canary, same weights) from
     a real checkpoint change."""
     a, b = read_canary(ckpts["a"]), read_canary(ckpts["b"])
-    vllm_backend.load(CheckpointRef(ckpts["a"]))
+    measured = vllm_backend.load(CheckpointRef(ckpts["a"]))  # what each evaluation of it stores
     noise = canary_distance(a.logprobs, vllm_backend.served_logprobs(a.token_ids))
+    assert measured == pytest.approx(noise, rel=1e-6, abs=1e-12)
     assert noise < vllm_backend.canary_tolerance / 100
     assert canary_distance(a.logprobs, b.logprobs) > 10 * vllm_backend.canary_tolerance
 
 
 def test_hf_backend_canary_catches_mismatched_weights(hf_backend, ckpts):
+    assert hf_backend.load(CheckpointRef(None)) is None  # the base: its log-probs become the reference
+    a = read_canary(ckpts["a"])
+    measured = hf_backend.load(CheckpointRef(ckpts["a"]))
+    assert measured == pytest.approx(canary_distance(a.logprobs, model_logprobs(hf_backend.model, a.token_ids)))
     with pytest.raises(StaleWeightsError):
         hf_backend.load(CheckpointRef(ckpts["mismatched"]))
     with pytest.raises(FileNotFoundError, match="no canary"):

@@ -54,5 +54,8 @@ def test_a_load_that_raised_is_retried_on_a_fresh_engine_and_the_engine_is_not_k
     assert ev.engine_starts == 3  # the engine the failure left was replaced before this request
     ev.evaluate(_request(good, 3))
     assert ev.engine_starts == 3  # after a good load the engine is kept
-    assert sorted(Store(store).read("evals")["step"].unique()) == [2, 3]  # nothing of the failed one
+    evals = Store(store).read("evals")
+    assert sorted(evals["step"].unique()) == [2, 3]  # nothing of the failed one
+    # each evaluation keeps the canary distance its load measured: fp32, the same weights
+    assert evals["canary_distance"].notna().all() and (evals["canary_distance"] < 1e-4).all()
     ev.close()

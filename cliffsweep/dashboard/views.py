@@ -209,6 +209,9 @@ def trial_view(tid: str, trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.D
                 pass
     mine = evals[evals["trial_id"] == tid]
     scores = mine.pivot_table(index="step", columns=["task", "metric"], values="value", aggfunc="last")
+    # the engine's canary check at each checkpoint's load (half precision's noise on a GPU)
+    canary = mine.dropna(subset=["canary_distance"]).groupby("step")["canary_distance"].max() \
+        if "canary_distance" in mine else pd.Series(dtype=float)
     gens = samples[(samples["trial_id"] == tid)]
     if len(gens):
         gens = gens[gens["step"] == gens["step"].max()].head(GENERATIONS_SHOWN)
@@ -218,7 +221,8 @@ def trial_view(tid: str, trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.D
         "curve": records(steps[steps["trial_id"] == tid].sort_values(["step", "attempt"]).drop_duplicates("step", keep="last"),
                          ["step", "loss", "lr", "grad_norm", "epoch"]),
         "checkpoints": records(checkpoints[checkpoints["trial_id"] == tid].sort_values("step"), ["step", "epoch", "kind", "reported_at"]),
-        "scores": [{"step": clean(step), "values": {f"{t} {m}": clean(v) for (t, m), v in row.items() if v == v}}
+        "scores": [{"step": clean(step), "values": {**{f"{t} {m}": clean(v) for (t, m), v in row.items() if v == v},
+                                                     **({"canary distance": clean(canary[step])} if step in canary.index else {})}}
                    for step, row in scores.iterrows()],
         "generations": records(gens, ["task", "example_id", "correct", "prediction", "reference", "score"]),
     }

@@ -74,11 +74,11 @@ class Evaluator:
         maybe_fail(f"eval:{r.trial_id}:{r.step}")
         path, tmp = local_copy(r.checkpoint) if r.checkpoint else (None, None)
         try:
-            self._load(path, r.kind)
+            canary = self._load(path, r.kind)
             out = {}
             for role, task in self.tasks:
                 res = evaluate_task(self.backend, task, self.system)
-                write_result(self.store, r, role, task.scorer_version, res)
+                write_result(self.store, r, role, task.scorer_version, res, canary)
                 out[f"{role}:{task.label}"] = res.accuracy
             return out
         except Exception as e:
@@ -96,8 +96,9 @@ class Evaluator:
 
                 release_cached()
 
-    def _load(self, path: str | None, kind: str) -> None:
-        """Serve the checkpoint; a load that raises is tried once more on a fresh engine.
+    def _load(self, path: str | None, kind: str) -> float | None:
+        """Serve the checkpoint (returns its canary's distance: Backend.load); a load that raises
+        is tried once more on a fresh engine.
 
         Why a fresh one: the known failures leave the engine in an unknown state. A reload can
         silently keep old weights (the canary's StaleWeightsError), or raise halfway through a
@@ -112,14 +113,15 @@ class Evaluator:
             self._restart_engine()
         self.suspect = True
         try:
-            self.backend.load(ref)
+            distance = self.backend.load(ref)
             self.suspect = False
-            return
+            return distance
         except Exception:  # noqa: BLE001 - retried once on a fresh engine, then raised
             pass  # restarted below: the traceback, which holds the old engine, is gone by then
         self._restart_engine()
-        self.backend.load(ref)
+        distance = self.backend.load(ref)
         self.suspect = False
+        return distance
 
     def close(self) -> None:
         self.backend.close()

@@ -14,12 +14,14 @@ from cliffsweep.storage.store import SAMPLED_SUFFIX, Store, eval_key
 TRIAL_FIELDS = ("trial_id", "model", "method", "series", "optimizer", "lr", "epochs", "seed", "step", "epoch")
 
 
-def eval_rows(r: EvalRequest, role: str, scorer_version: str, res, now: datetime) -> list[dict]:
-    """One row per metric of `res` (its headline metric, then its extras)."""
+def eval_rows(r: EvalRequest, role: str, scorer_version: str, res, now: datetime,
+              canary: float | None = None) -> list[dict]:
+    """One row per metric of `res` (its headline metric, then its extras); `canary`: the
+    distance the engine's canary check measured when it loaded the checkpoint (Backend.load)."""
     base = {k: getattr(r, k) for k in TRIAL_FIELDS}
     metrics = {res.metric: res.accuracy, **res.extra}
     return [dict(base, task=res.task, role=role, metric=m, value=float(v), n=res.n,
-                 scorer_version=scorer_version, evaluated_at=now, eval_seconds=res.seconds)
+                 scorer_version=scorer_version, evaluated_at=now, eval_seconds=res.seconds, canary_distance=canary)
             for m, v in metrics.items()]
 
 
@@ -37,8 +39,9 @@ def sample_rows(r: EvalRequest, res) -> list[dict]:
     return greedy + drawn
 
 
-def write_result(store: Store, r: EvalRequest, role: str, scorer_version: str, res) -> None:
+def write_result(store: Store, r: EvalRequest, role: str, scorer_version: str, res,
+                 canary: float | None = None) -> None:
     """One task's evaluation of one checkpoint into the store, samples first."""
     key = eval_key(r.trial_id, r.step, res.task)
     store.write("samples", key, sample_rows(r, res))
-    store.write("evals", key, eval_rows(r, role, scorer_version, res, datetime.now(timezone.utc)))
+    store.write("evals", key, eval_rows(r, role, scorer_version, res, datetime.now(timezone.utc), canary))

@@ -121,12 +121,14 @@ class ReaderPool:
 def reader_pool(workers: int = min(7, max(1, (os.cpu_count() or 1) - 1))) -> ReaderPool:
     """Processes for `read_files` (one fewer than the CPUs: the caller reads too, `_in_slices`).
 
-    On Linux, called while this process has one thread, they are forked from it at once: up in
-    milliseconds with what it imported (pyarrow, this module), where a forkserver's or spawned
-    process imports the package again (0.5-1 s of CPU on a 2-core machine that the first read
-    needs). With threads running, a fork could copy a lock another thread holds, so then (and
-    off Linux) they are forked from a forkserver that imported this module, started in the
-    background. Either way they exit with the caller, even one killed with SIGKILL (`_exit_with`)."""
+    On Linux, called while this process runs one Python thread, they are forked from it at once:
+    up in milliseconds with what it imported (pyarrow, this module), where a forkserver's or
+    spawned process imports the package again (0.5-1 s of CPU on a 2-core machine that the first
+    read needs). pyarrow's own native threads (jemalloc's, Arrow's pools) survive a fork, as every
+    fork-started multiprocessing pool relies on; another Python thread could hold a lock the child
+    copies, so with one running (and off Linux) they are forked from a forkserver that imported
+    this module, started in the background. Either way they exit with the caller, even one
+    killed with SIGKILL (`_exit_with`)."""
     methods = multiprocessing.get_all_start_methods()
     forked = sys.platform == "linux" and threading.active_count() == 1
     context = multiprocessing.get_context("fork" if forked else "forkserver" if "forkserver" in methods else "spawn")

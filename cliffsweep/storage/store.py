@@ -63,6 +63,10 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("task", pa.string()), ("role", pa.string()), ("metric", pa.string()), ("value", pa.float64()),
         ("n", pa.int64()), ("scorer_version", pa.string()), ("evaluated_at", pa.timestamp("us", tz="UTC")),
         ("eval_seconds", pa.float64()),
+        # the engine's canary check when it loaded the checkpoint: mean |served - recorded| log-prob
+        # (evals/canary.py; half precision's kernel noise, measured on every GPU sweep); null for
+        # the hf backend's base model (nothing to check against) and in older files
+        ("canary_distance", pa.float64()),
     ]),
     "samples": pa.schema([
         ("trial_id", pa.string()), ("step", pa.int64()), ("task", pa.string()),

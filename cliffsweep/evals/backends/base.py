@@ -31,8 +31,11 @@ class CheckpointRef:
 class Backend(Protocol):
     name: str
 
-    def load(self, ckpt: CheckpointRef) -> None:
-        """Serve `ckpt` from now on; raise StaleWeightsError if the canary disagrees."""
+    def load(self, ckpt: CheckpointRef) -> float | None:
+        """Serve `ckpt` from now on; raise StaleWeightsError if the canary disagrees. Returns the
+        canary's distance (evals/canary.py: mean |served - recorded| log-prob), stored with each
+        evaluation of `ckpt`; None where there was nothing to check against (the hf backend's
+        base model, whose served log-probs become the reference)."""
 
     def generate(self, prompts: list[Prompt], sampling: Sampling) -> list[str]:
         """Greedy completions of `prompts` (user messages or chat messages), each rendered

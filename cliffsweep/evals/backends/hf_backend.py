@@ -95,7 +95,7 @@ class HFBackend:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype))
         return model.to(self.device).eval()
 
-    def load(self, ckpt: CheckpointRef) -> None:
+    def load(self, ckpt: CheckpointRef) -> float | None:
         start = time.perf_counter()
         if ckpt.path is None:
             self.model = self._from_pretrained(self.base_path)
@@ -107,7 +107,7 @@ class HFBackend:
             self.model = PeftModel.from_pretrained(self._from_pretrained(self.base_path), ckpt.path).eval()
         else:
             raise ValueError(f"unknown checkpoint kind {ckpt.kind!r}")
-        previous = self._canary
+        previous, distance = self._canary, None
         if ckpt.path is None:
             # The base folder needs no canary file: HF loads from disk every time, so the
             # served log-probs simply become the reference.
@@ -115,11 +115,12 @@ class HFBackend:
             self._canary = Canary(ids, model_logprobs(self.model, ids))
         else:
             expected = read_canary(ckpt.path)
-            check_canary(expected, model_logprobs(self.model, expected.token_ids), self.canary_tolerance,
-                         f"hf backend, {ckpt.kind} checkpoint {ckpt.path}", previous, RELATIVE[self.dtype])
+            distance = check_canary(expected, model_logprobs(self.model, expected.token_ids), self.canary_tolerance,
+                                    f"hf backend, {ckpt.kind} checkpoint {ckpt.path}", previous, RELATIVE[self.dtype])
             self._canary = expected
         self.current = ckpt
         self.last_load_seconds = time.perf_counter() - start
+        return distance
 
     def generate(self, prompts: list[Prompt], sampling: Sampling) -> list[str]:
         return [row[0] for row in self._decode(prompts, sampling, sample=False)]

@@ -135,7 +135,7 @@ class VLLMBackend:
         self._canary = self._base_canary
 
     # --- loading --------------------------------------------------------------------------
-    def load(self, ckpt: CheckpointRef) -> None:
+    def load(self, ckpt: CheckpointRef) -> float | None:
         start = time.perf_counter()
         if ckpt.kind not in ("full", "lora"):
             raise ValueError(f"unknown checkpoint kind {ckpt.kind!r}")
@@ -153,12 +153,13 @@ class VLLMBackend:
             self._lora = None
             self._reload(ckpt.path if ckpt.path is not None else self.base_path)
         expected = self._base_canary if ckpt.path is None else read_canary(ckpt.path)
-        check_canary(expected, self.served_logprobs(expected.token_ids), self.canary_tolerance,
-                     f"vllm backend, {ckpt.kind} checkpoint {ckpt.path or self.base_path}", self._canary,
-                     RELATIVE[self.dtype])
+        distance = check_canary(expected, self.served_logprobs(expected.token_ids), self.canary_tolerance,
+                                f"vllm backend, {ckpt.kind} checkpoint {ckpt.path or self.base_path}", self._canary,
+                                RELATIVE[self.dtype])
         self._canary = expected
         self.current = ckpt
         self.last_load_seconds = time.perf_counter() - start
+        return distance
 
     def _reload(self, weights_path: str) -> None:
         self.llm.collective_rpc("cliffsweep_reload", kwargs={"weights_path": weights_path})
