@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
+from pathlib import Path
 
 import pandas as pd
 import psutil
@@ -37,54 +37,23 @@ def _files(folder, n: int) -> list[str]:
     return paths
 
 
-def _readers(before: set[int]) -> list[psutil.Process]:
-    """This process's descendants started since `before`, but a forkserver (a child of this
-    process; its readers, forked from it, share its command line) and the resource tracker."""
-    helpers = [p.pid for p in psutil.Process().children() if any(
-        part in " ".join(p.cmdline()) for part in ("multiprocessing.forkserver", "resource_tracker"))]
-    return [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.pid not in helpers]
+CHECK = Path(__file__).with_name("readerpool_check.py")
 
 
-def _pool(method: str):
-    """reader_pool as the dashboard gets it (fork: one thread running), or with a thread running
-    (forkserver, as off Linux)."""
-    if method == "fork":
-        return reader_pool(2)
-    done = threading.Event()
-    threading.Thread(target=done.wait, daemon=True).start()
-    try:
-        return reader_pool(2)
-    finally:
-        done.set()
+def _check(method: str, root: str, slice_files: int) -> None:
+    """tests/readerpool_check.py in a fresh Python: the pool made as a dashboard makes it, so the
+    way its readers start does not depend on the threads earlier tests left in this process."""
+    out = subprocess.run([sys.executable, str(CHECK), method, root, str(slice_files)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
 @pytest.mark.parametrize("method", ["fork", "forkserver"])
 def test_a_pool_reads_what_this_process_reads_and_shares_the_parsing(tmp_path, method):
-    paths = _files(tmp_path / "evals", 8 * SLICE_FILES)
-    labels = [f"L{i}" for i in range(len(paths))]
-    fs, schema = pafs.LocalFileSystem(), SCHEMAS["evals"]
-    want = read_files(fs, paths, schema, tag="file", labels=labels)
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    pool = _pool(method)
-    try:
-        assert pool.method == method
-        list(pool.executor.map(int, range(4)))  # its processes up: the read below can share
-        readers = _readers(before)
-        assert len(readers) == 2
-        cpu = sum(sum(p.cpu_times()[:2]) for p in readers)
-        for _ in range(2):
-            got = read_files(fs, paths, schema, tag="file", labels=labels, pool=pool)
-            assert got.equals(want)  # rows, order, types, nulls of the older files, each row's label
-        assert sum(sum(p.cpu_times()[:2]) for p in readers) - cpu > 0.05, "the reader processes parsed nothing"
-        assert read_files(fs, paths[:SLICE_FILES], schema, pool=pool).equals(
-            read_files(fs, paths[:SLICE_FILES], schema))  # too few to send: read here
-
-        for p in readers:  # the readers die (out of memory, killed)
-            p.kill()
-        psutil.wait_procs(readers, timeout=10)
-        assert read_files(fs, paths, schema, tag="file", labels=labels, pool=pool).equals(want)
-    finally:
-        pool.close()
+    """The same rows, order, types and labels as a read without it, the readers' share of the
+    parsing, too few files read here, and a pool whose readers died (readerpool_check.py)."""
+    _files(tmp_path / "evals", 8 * SLICE_FILES)
+    _check(method, str(tmp_path), SLICE_FILES)
 
 
 def test_a_damaged_file_fails_the_read_as_it_would_without_a_pool(tmp_path):
@@ -142,26 +111,17 @@ def test_slices_cover_every_file_once_in_order():
         assert all(b - a >= SLICE_FILES for a, b in cuts)
 
 
-def test_a_pool_reads_an_object_store_s_files_as_this_process_does(tmp_path, monkeypatch):
-    """A dashboard against a cluster's bucket: each reader gets the store's S3 filesystem (its
-    endpoint and credentials) pickled, and fetches its slices itself (a real S3 server, moto).
-    Slices of 4 files here: moto takes about 0.5 s per atomic write on a loaded machine."""
+def test_a_pool_reads_an_object_store_s_files_as_this_process_does(tmp_path):
+    """A dashboard against a cluster's bucket: each reader gets the store's S3 filesystem pickled
+    and fetches its slices itself, with the credentials of the environment it was started in (a
+    real S3 server, moto). Slices of 4 files: moto takes about 0.5 s per atomic write here."""
     from objectstore import s3_server
 
     from cliffsweep.storage.store import Store
 
-    monkeypatch.setattr(parquetfiles, "SLICE_FILES", 4)
     with s3_server(tmp_path, relay=False):
         store = Store("s3://sweeps/big")
         for i in range(24):
             store.write("evals", f"t{i:04d}", [{"trial_id": f"t{i:04d}", "step": 1, "task": "t", "metric": "accuracy",
                                                 "value": i / 100}])
-        paths = sorted(f"{store.root}/evals/t{i:04d}.parquet" for i in range(24))
-        want = read_files(store.fs, paths, SCHEMAS["evals"], tag="file")
-        pool = reader_pool(2)
-        try:
-            list(pool.executor.map(int, range(4)))  # up: the first slices go to the readers
-            assert read_files(store.fs, paths, SCHEMAS["evals"], tag="file", pool=pool).equals(want)
-            assert len(want) == 24
-        finally:
-            pool.close()
+        _check("fork", "s3://sweeps/big", 4)
