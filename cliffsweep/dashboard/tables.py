@@ -23,10 +23,10 @@ from cliffsweep.storage.parquetfiles import ReaderPool, read_files
 from cliffsweep.storage.store import MANIFEST, SCHEMAS, UNIT, Store, relisted, unit_files
 
 _FILE = "__file"
-# tables whose files hold a few rows each, so parsing them is the cost that reader processes share;
-# not samples (600 rows a file on the paper-sized stores: sending them back cost more than parsing
-# them here, 2.3 s against 1.6 s for one store)
-POOLED = ("trials", "evals", "errors", "steps", "checkpoints")
+# the first pass's tables, whose files hold a few rows each: parsing them is the cost that reader
+# processes share. Not samples (600 rows a file on the paper-sized stores: sending them back cost
+# more than parsing them here, 2.3 s against 1.6 s for one store)
+POOLED = diskcache.TABLES
 
 
 def listing(store: Store, table: str) -> dict[str, tuple[int, int]]:
