@@ -209,9 +209,9 @@ def trial_view(tid: str, trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.D
                 pass
     mine = evals[evals["trial_id"] == tid]
     scores = mine.pivot_table(index="step", columns=["task", "metric"], values="value", aggfunc="last")
-    # the engine's canary check at each checkpoint's load (half precision's noise on a GPU)
-    canary = mine.dropna(subset=["canary_distance"]).groupby("step")["canary_distance"].max() \
-        if "canary_distance" in mine else pd.Series(dtype=float)
+    # the engine's canary check at each checkpoint's load (half precision's noise on a GPU); the
+    # column is read as null from files written before it
+    canary = mine.dropna(subset=["canary_distance"]).groupby("step")["canary_distance"].max()
     gens = samples[(samples["trial_id"] == tid)]
     if len(gens):
         gens = gens[gens["step"] == gens["step"].max()].head(GENERATIONS_SHOWN)
