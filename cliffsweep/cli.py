@@ -333,8 +333,13 @@ def cmd_analyze(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["dashboard"]:  # before the other commands' parsers import pandas (dashboard/cli.main)
+        from cliffsweep.dashboard.cli import main as dashboard
+
+        return dashboard(argv[1:])
     args = build_parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a re-run repeats
+    args.argv = argv  # what a re-run repeats
     try:
         return args.fn(args)
     except SpecError as e:

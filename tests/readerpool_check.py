@@ -15,7 +15,7 @@ import psutil
 import pyarrow.fs as pafs
 
 from cliffsweep.storage import parquetfiles
-from cliffsweep.storage.parquetfiles import read_files, reader_pool
+from cliffsweep.storage.parquetfiles import Read, Underway, read_files, reader_pool
 from cliffsweep.storage.store import SCHEMAS, Store
 
 
@@ -54,6 +54,15 @@ def main(method: str, root: str, slice_files: int) -> None:
         assert read_files(fs, paths, schema, tag="file", labels=labels, pool=pool).equals(want)
     if not root.startswith("s3://"):  # a few files fetched from S3 cost the readers little CPU
         assert cpu(readers) - before > 0.05, "the reader processes parsed nothing"
+    if not root.startswith("s3://"):  # a read begun: the readers parse while this process does other work
+        before = cpu(readers)
+        underway = Underway([Read(fs, paths, schema, "file", labels), Read(fs, paths[:3], schema)], pool)
+        deadline = time.time() + 60
+        while cpu(readers) - before < 0.05 and time.time() < deadline:
+            time.sleep(0.05)
+        assert cpu(readers) - before >= 0.05, "the readers parsed nothing before end()"
+        got = underway.end()
+        assert got[0].equals(want) and got[1].equals(read_files(fs, paths[:3], schema))
     few = paths[:slice_files]
     assert read_files(fs, few, schema, pool=pool).equals(read_files(fs, few, schema))  # too few to send
     for p in readers:  # the readers die (out of memory, killed): the read is done here

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -198,6 +199,12 @@ def test_a_stopped_dashboard_leaves_nothing_behind_and_its_port_is_free_at_once(
             time.sleep(0.05)
     readers = psutil.Process(first.pid).children(recursive=True)
     assert readers, "the dashboard started no reader processes"
+
+    def mapped(proc: psutil.Process) -> str:  # the shared libraries a process loaded
+        return Path(f"/proc/{proc.pid}/maps").read_text()
+    # forked before the dashboard imported pandas, so that they parse while it does (cli.py)
+    assert all("pandas/_libs" not in mapped(r) and "/pyarrow/" in mapped(r) for r in readers)
+    assert "pandas/_libs" in mapped(psutil.Process(first.pid))
     first.terminate()
     assert first.wait(timeout=60) == 143
     assert "leaked" not in first.stderr.read() and not psutil.wait_procs(readers, timeout=10)[1]

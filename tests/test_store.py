@@ -11,6 +11,7 @@ import time
 
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 
 from cliffsweep.storage.store import Store, eval_key
 
@@ -169,25 +170,47 @@ def test_a_read_that_listed_files_a_compaction_then_deleted_starts_over(tmp_path
         store.write("trials", f"t{i}", [{"trial_id": f"t{i}", "status": "running", "lr": 0.1}])
     expected = store.read("trials").sort_values("trial_id").reset_index(drop=True)
 
-    def compacting_first(module):
-        real = module.read_files
+    def compacting_first(module, name):
+        real = getattr(module, name)
         fired = []
 
-        def read_files(fs, paths, schema, *args, **kwargs):
+        def reading(*args, **kwargs):
             if not fired:  # the files were listed; a compaction folds and deletes them now
                 fired.append(None)
                 fired[0] = Store(store.uri).compact(("trials",))
-            return real(fs, paths, schema, *args, **kwargs)
-        monkeypatch.setattr(module, "read_files", read_files)
+            return real(*args, **kwargs)
+        monkeypatch.setattr(module, name, reading)
         return fired
 
-    fired = compacting_first(storage)
+    fired = compacting_first(storage, "read_files")
     got = Store(store.uri).read("trials").sort_values("trial_id").reset_index(drop=True)
     assert fired == [{"trials": 4}] and got.equals(expected)
 
     for i in range(4):  # unit files again, over the compacted rows
         store.write("trials", f"t{i}", [{"trial_id": f"t{i}", "status": "done", "lr": 0.1}])
-    fired = compacting_first(tables)
+    fired = compacting_first(tables, "Underway")  # the dashboard's reads begin once their files are listed
     frame, changed = tables.TableCache(Store(store.uri)).read("trials")
     assert fired == [{"trials": 4}] and changed
     assert list(frame.sort_values("trial_id")["status"]) == ["done"] * 4
+
+
+def test_the_dashboard_s_first_read_begun_before_a_compaction_is_read_again(tmp_path):
+    """`cliffsweep dashboard` begins its first read before it imports its server (cli.py); a
+    compaction that folds the files it listed before they are parsed leaves it to read again
+    from a new listing, with every row."""
+    from cliffsweep.dashboard.state import TABLES, Dashboard
+    from cliffsweep.dashboard.tables import TablesRead, open_caches
+
+    store = Store(str(tmp_path / "s"))
+    store.write_json("spec.json", {})
+    for i in range(4):
+        store.write("trials", f"t{i}", [{"trial_id": f"t{i}", "status": "done", "lr": 0.1}])
+    caches = open_caches([store.uri], None, None)
+    first, probe = (TablesRead(list(caches.values()), TABLES, list(caches)) for _ in range(2))
+    assert Store(store.uri).compact(("trials",)) == {"trials": 4}
+    with pytest.raises(FileNotFoundError):  # what they listed is gone
+        probe.end()
+    board = Dashboard([store.uri], cache_root=None, first=first)
+    tables, changed = board._read()
+    assert changed and sorted(tables["tables"]["trials"][0]["trial_id"]) == ["t0", "t1", "t2", "t3"]
+    assert board._first is None  # used once

@@ -13,13 +13,29 @@ import sys
 DEFAULT_PORT = 8765
 
 
+DESCRIPTION = ("Serve a page that shows a sweep as it runs: trials over the grid, evaluations, errors, the "
+               "evaluator pool, time and cost, and per model the frontier as it fills in with each series' "
+               "regime; click a point for its trial. It reads only the store(s), local or s3://; several are "
+               "shown as one, as `analyze` takes them.")
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "dashboard", help="a live page of a sweep in the browser, read from its store(s)",
-        description="Serve a page that shows a sweep as it runs: trials over the grid, evaluations, errors, "
-                    "the evaluator pool, time and cost, and per model the frontier as it fills in with each "
-                    "series' regime; click a point for its trial. It reads only the store(s), local or s3://; "
-                    "several are shown as one, as `analyze` takes them.")
+    p = subparsers.add_parser("dashboard", help="a live page of a sweep in the browser, read from its store(s)",
+                              description=DESCRIPTION)
+    _arguments(p)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """`cliffsweep dashboard ARGS` (cliffsweep/cli.py hands them here), parsed by this command's own
+    parser: the whole command line's would import every command's modules, pandas among them,
+    before the reader processes are forked (`run`)."""
+    p = argparse.ArgumentParser(prog="cliffsweep dashboard", description=DESCRIPTION)
+    _arguments(p)
+    return run(p.parse_args(argv))
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", nargs="+", help="store root(s) (folder or URI such as s3://bucket/prefix)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only). Any other address makes "
@@ -31,23 +47,29 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="bootstrap replicates of each regime's confidence, as analyze's (0: none)")
     p.add_argument("--wait", action="store_true",
                    help="start even if a store does not exist yet (the page says so until it appears)")
-    return p
 
 
 def run(args) -> int:
+    # pandas-free imports only until the first read is begun: the reader processes are forked from
+    # this process before its first thread and parse the stores' files while it imports pandas
+    # and the server (0.3-0.5 s; docs/benchmarks.md)
+    from cliffsweep.dashboard import diskcache
+    from cliffsweep.dashboard.tables import FIRST_PASS, TablesRead, open_caches
     from cliffsweep.storage.parquetfiles import reader_pool
-    from cliffsweep.storage.store import is_store
 
-    missing = [u for u in args.store if not is_store(u)]
+    readers = reader_pool()
+    caches = open_caches(args.store, diskcache.CACHE_DIR, readers)
+    missing = [u for u in args.store if u not in caches]
     if missing and not args.wait:
+        readers.close()
         print(f"error: no cliffsweep store at {', '.join(missing)} (no spec.json there; `cliffsweep run` writes one "
               "when a sweep starts; --wait serves the page until it appears)", file=sys.stderr)
         return 2
-    readers = reader_pool()  # first: its processes start while the server's modules are imported
+    first = TablesRead(list(caches.values()), FIRST_PASS, list(caches))
     from cliffsweep.dashboard.app import serve
     from cliffsweep.dashboard.state import Dashboard, Reading
 
-    board = Dashboard(args.store, Reading(n_boot=args.n_boot), readers=readers)
+    board = Dashboard(args.store, Reading(n_boot=args.n_boot), readers=readers, first=first)
     # uvicorn shuts down on SIGTERM, then raises it again: this handler makes that an exit that
     # runs the `finally` below (the reader processes closed, not left to warn of leaked locks)
     signal.signal(signal.SIGTERM, _exit_143)

@@ -18,12 +18,12 @@ from pathlib import Path
 import pandas as pd
 
 from cliffsweep.dashboard import diskcache, views
-from cliffsweep.dashboard.tables import TableCache
+from cliffsweep.dashboard.tables import FIRST_PASS, TableCache, TablesRead, open_caches, read_tables
 from cliffsweep.orchestrator.policies import LIVE_FILE  # the driver's last word, in the store
 from cliffsweep.storage.parquetfiles import ReaderPool
-from cliffsweep.storage.store import Store, is_store
+from cliffsweep.storage.store import Store
 
-TABLES = ("trials", "evals", "errors", "steps", "checkpoints")
+TABLES = FIRST_PASS
 CONFIDENCE_EVERY_S = 30.0
 FIRST_FETCH_WAIT_S = 1.0
 
@@ -38,13 +38,17 @@ class Reading:
 
 class Dashboard:
     def __init__(self, uris: list[str], reading: Reading = Reading(), every_s: float = 2.0,
-                 cache_root: Path | None = diskcache.CACHE_DIR, readers: ReaderPool | None = None):
+                 cache_root: Path | None = diskcache.CACHE_DIR, readers: ReaderPool | None = None,
+                 first: TablesRead | None = None):
+        """`first`: the first read of TABLES, begun (dashboard/cli.py) on caches made as `_present` makes
+        them; used if the first turn finds the same stores."""
         self.uris = list(uris)
         self.readers = readers  # processes for a read of thousands of files (a running sweep's first read)
         self.cache_root = cache_root  # where each store's tables are kept between runs (diskcache.py)
         self.reading = reading
         self.every_s = every_s
-        self.caches: dict[str, TableCache] = {}
+        self.caches: dict[str, TableCache] = dict(zip(first.uris, first.caches)) if first is not None else {}
+        self._first = first
         self.lock = threading.Lock()
         self.version = 0
         # "partial": the page asks again within a moment, not at its usual pace
@@ -103,11 +107,7 @@ class Dashboard:
         return changed or due
 
     def _present(self) -> list[TableCache]:
-        for uri in self.uris:
-            if uri not in self.caches and is_store(uri):
-                store = Store(uri)
-                disk = diskcache.folder(store.uri, self.cache_root) if self.cache_root is not None else None
-                self.caches[uri] = TableCache(store, disk, self.readers)
+        self.caches.update(open_caches([u for u in self.uris if u not in self.caches], self.cache_root, self.readers))
         return [self.caches[u] for u in self.uris if u in self.caches]
 
     def _read(self) -> tuple[dict, bool]:
@@ -115,9 +115,9 @@ class Dashboard:
         tables: dict[str, list[pd.DataFrame]] = {t: [] for t in TABLES}
         changed = len(caches) != len(self._last_present)
         self._last_present = caches
-        for cache in caches:
+        for read in self._first_or_read(caches):
             for t in TABLES:
-                frame, moved = cache.read(t)
+                frame, moved = read[t]
                 tables[t].append(frame)
                 changed |= moved
         live = [json.loads(c.store.read_bytes(LIVE_FILE)) if c.store.exists(LIVE_FILE) else None for c in caches]
@@ -125,6 +125,16 @@ class Dashboard:
         changed |= (live, specs) != self._last_json
         self._last_json = (live, specs)
         return {"tables": tables, "live": live, "specs": specs, "uris": [c.store.uri for c in caches]}, changed
+
+    def _first_or_read(self, caches: list[TableCache]) -> list[dict[str, tuple[pd.DataFrame, bool]]]:
+        """TABLES of `caches`: the first read begun before this object existed if it read them."""
+        first, self._first = self._first, None
+        if first is not None and first.caches == caches:
+            try:
+                return first.end()
+            except FileNotFoundError:  # a compaction folded a file it listed: read again from a new listing
+                pass
+        return read_tables(caches, TABLES)  # every file in one read: the reader processes share all of it
 
     def _spec(self, store: Store) -> dict:
         """The sweep file the store keeps, read once: it does not change during a run."""

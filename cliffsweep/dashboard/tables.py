@@ -11,22 +11,27 @@ diskcache.py, in the run before. It never writes to the store.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from cliffsweep.dashboard import diskcache
-from cliffsweep.storage.parquetfiles import ReaderPool, read_files
-from cliffsweep.storage.store import MANIFEST, SCHEMAS, UNIT, Store, relisted, unit_files
+from cliffsweep.storage.parquetfiles import Read, ReaderPool, Underway
+from cliffsweep.storage.store import MANIFEST, SCHEMAS, UNIT, Store, is_store, relisted, unit_files
+
+if TYPE_CHECKING:  # imported by to_pandas: the dashboard begins its first read before pandas is (cli.py)
+    import pandas as pd
 
 _FILE = "__file"
 # the first pass's tables, whose files hold a few rows each: parsing them is the cost that reader
 # processes share. Not samples (600 rows a file on the paper-sized stores: sending them back cost
 # more than parsing them here, 2.3 s against 1.6 s for one store)
 POOLED = diskcache.TABLES
+FIRST_PASS = diskcache.TABLES  # what the dashboard reads every turn; the samples only for the bootstrap
 
 
 def listing(store: Store, table: str) -> dict[str, tuple[int, int]]:
@@ -50,57 +55,115 @@ class TableCache:
 
     def read(self, table: str) -> tuple[pd.DataFrame, bool]:
         """(`table`'s rows, whether they changed since the last call)."""
-        return relisted(lambda: self._read(table))
+        return read_tables([self], (table,))[0][table]
 
-    def _read(self, table: str) -> tuple[pd.DataFrame, bool]:
+    def _plan(self, table: str) -> _Plan | None:
+        """What reading `table` now takes: None while its folder's listing is the last one read."""
         files = listing(self.store, table)
         if table in self._frames and files == self._listed.get(table):
-            return self._frames[table], False
+            return None
         manifest_path = f"{self.store.root}/{table}/{MANIFEST}"
         manifest = json.loads(self.store.read_bytes(f"{table}/{MANIFEST}")) if manifest_path in files else None
         compacted = f"{self.store.root}/{table}/{manifest['file']}" if manifest else None
         units = unit_files(list(files))  # as Store.read picks them
         wanted = set(units.values()) | ({compacted} if compacted else set())
-        disk = self.disk is not None and table in diskcache.TABLES
-        if disk and table not in self._rows:
+        if self.disk is not None and table in diskcache.TABLES and table not in self._rows:
             kept = diskcache.load(self.disk / f"{table}.arrow", self.store.uri, self._tagged(table))
             if kept is not None:
                 self._rows[table], self._seen[table] = kept
         old = self._seen.get(table, {})
         keep = {p for p in wanted if p in old and old[p] == files[p]}
-        rows = self._rows.get(table)
-        parts = [rows.filter(pc.is_in(rows[_FILE], pa.array(sorted(keep), pa.string())))] if rows is not None and keep else []
         fresh = sorted(wanted - keep)
-        schema = SCHEMAS[table].append(pa.field(UNIT, pa.string()))
-        if compacted in fresh:
-            parts.append(self._load([compacted], schema, table))
-        fresh_units = [p for p in fresh if p != compacted]
-        if fresh_units:
-            parts.append(self._with_unit(self._load(fresh_units, SCHEMAS[table], table)))
+        fs, schema = self.store.fs, SCHEMAS[table]
+        reads = ([Read(fs, [compacted], schema.append(pa.field(UNIT, pa.string())), _FILE)] if compacted in fresh else []) \
+            + [Read(fs, [p for p in fresh if p != compacted], schema, _FILE)]
+        return _Plan(self, table, files, compacted, set(units), wanted, keep, reads)
+
+    def _finish(self, plan: _Plan, loaded: list[pa.Table]) -> pd.DataFrame:
+        """`plan`'s table from the rows kept and `loaded` (its reads' rows), kept for the next read."""
+        table, rows = plan.table, self._rows.get(plan.table)
+        parts = [rows.filter(pc.is_in(rows[_FILE], pa.array(sorted(plan.keep), pa.string())))] if rows is not None and plan.keep else []
+        if len(plan.reads) == 2:  # the compacted file's rows carry their unit
+            parts.append(loaded[0])
+        if len(loaded[-1]):  # unit files' rows carry none: their unit is their file's name
+            parts.append(self._with_unit(loaded[-1]))
         full = pa.concat_tables(parts).combine_chunks() if parts else self._tagged(table).empty_table()
-        self._rows[table], self._seen[table] = full, {p: files[p] for p in wanted}
-        self._unsaved[table] = self._unsaved.get(table, 0) + len(fresh)
-        if disk and self._unsaved[table] >= diskcache.SAVE_AFTER_FILES:
+        self._rows[table], self._seen[table] = full, {p: plan.files[p] for p in plan.wanted}
+        self._unsaved[table] = self._unsaved.get(table, 0) + len(plan.wanted - plan.keep)
+        if self.disk is not None and table in diskcache.TABLES and self._unsaved[table] >= diskcache.SAVE_AFTER_FILES:
             diskcache.save(self.disk / f"{table}.arrow", self.store.uri, full, self._seen[table])
             self._unsaved[table] = 0
-        self._frames[table] = _visible(full, compacted, set(units), table)
-        self._listed[table] = files  # last: a read that failed halfway is done again next time
-        return self._frames[table], True
+        self._frames[table] = _visible(full, plan.compacted, plan.units, table)
+        self._listed[table] = plan.files  # last: a read that failed halfway is done again next time
+        return self._frames[table]
 
     @staticmethod
     def _tagged(table: str) -> pa.Schema:
         """The schema of the rows kept: the table's, its unit and each row's file."""
         return SCHEMAS[table].append(pa.field(UNIT, pa.string())).append(pa.field(_FILE, pa.string()))
 
-    def _load(self, paths: list[str], schema: pa.Schema, table: str) -> pa.Table:
-        """Rows of `paths`, each tagged with its file."""
-        return read_files(self.store.fs, paths, schema, tag=_FILE, pool=self.readers if table in POOLED else None)
-
     @staticmethod
     def _with_unit(rows: pa.Table) -> pa.Table:
         """Unit files' rows carry no unit column: their unit is their file's name."""
         names = pc.replace_substring_regex(rows[_FILE], r"^.*/|\.parquet$", "")
         return rows.add_column(len(rows.schema) - 1, UNIT, names)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One table's read, listed and compared with what its cache holds (`TableCache._plan`)."""
+    cache: TableCache
+    table: str
+    files: dict[str, tuple[int, int]]  # its folder's listing
+    compacted: str | None  # the compacted file's path, if the table has one
+    units: set[str]  # the write units listed
+    wanted: set[str]  # the files whose rows make the table (Store.read's choice)
+    keep: set[str]  # of those, the ones whose rows the cache holds, unchanged
+    reads: list[Read]  # the rest: the compacted file if it changed, then the unit files
+
+
+def open_caches(uris: list[str], cache_root: Path | None, readers: ReaderPool | None) -> dict[str, TableCache]:
+    """uri -> its TableCache, for each of `uris` that holds a store now (one starting may not yet),
+    its tables kept on disk under `cache_root` (None: not kept)."""
+    out = {}
+    for uri in uris:
+        if is_store(uri):
+            store = Store(uri)
+            out[uri] = TableCache(store, diskcache.folder(store.uri, cache_root) if cache_root is not None else None, readers)
+    return out
+
+
+def read_tables(caches: list[TableCache], tables: tuple[str, ...]) -> list[dict[str, tuple[pd.DataFrame, bool]]]:
+    """Per cache, each of `tables` as (its rows, whether they changed since the last read)."""
+    return relisted(lambda: TablesRead(caches, tables).end())
+
+
+class TablesRead:
+    """`read_tables`, begun: each table listed and compared with its cache, and the files of all
+    of them given to the caches' reader processes at once (the tables with few rows per file
+    only, POOLED), so that they share all of a first read, not each table's in turn. The
+    dashboard begins its first read before it imports its server and pandas, and the readers
+    parse meanwhile (dashboard/cli.py)."""
+
+    def __init__(self, caches: list[TableCache], tables: tuple[str, ...], uris: list[str] | None = None):
+        self.caches, self.tables = caches, tables
+        self.uris = uris if uris is not None else [c.store.uri for c in caches]  # as the caller named each store
+        self.plans = [{t: c._plan(t) for t in tables} for c in caches]
+        todo = [p for by_table in self.plans for p in by_table.values() if p is not None]
+        self.groups = []
+        for pooled in (True, False):
+            mine = [p for p in todo if (p.table in POOLED) == pooled]
+            readers = mine[0].cache.readers if pooled and mine else None  # a dashboard's caches share one pool
+            self.groups.append((mine, Underway([r for p in mine for r in p.reads], readers)))
+
+    def end(self) -> list[dict[str, tuple[pd.DataFrame, bool]]]:
+        """What `read_tables` returns; a file found gone raises FileNotFoundError (read again)."""
+        loaded: dict[int, list[pa.Table]] = {}
+        for plans, underway in self.groups:
+            rows = iter(underway.end())
+            loaded.update({id(p): [next(rows) for _ in p.reads] for p in plans})
+        return [{t: (c._frames[t], False) if p is None else (c._finish(p, loaded[id(p)]), True) for t, p in by_table.items()}
+                for c, by_table in zip(self.caches, self.plans)]
 
 
 def _visible(rows: pa.Table, compacted: str | None, units: set[str], table: str) -> pd.DataFrame:

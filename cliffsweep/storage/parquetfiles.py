@@ -39,66 +39,128 @@ def read_files(fs: pafs.FileSystem, paths: list[str], schema: pa.Schema, tag: st
                labels: list[str] | None = None, pool: ReaderPool | None = None) -> pa.Table:
     """The rows of `paths` under `schema`; with `tag`, a last string column of that name holding
     each row's file path (or its file's entry in `labels`). With `pool` (`reader_pool`), its
-    processes share the parsing of many files (`_in_slices`)."""
-    out = schema.append(pa.field(tag, pa.string())) if tag else schema
-    if not paths:
-        return out.empty_table()
-    if pool is not None and len(paths) >= 2 * SLICE_FILES:  # else sending them costs more than it spares
-        try:
-            return _in_slices(pool, fs, paths, schema, tag, labels or paths)
-        except BrokenExecutor:  # a reader process died (out of memory, killed): this read is done here
-            pass
-    if isinstance(fs, pafs.LocalFileSystem) or len(paths) == 1:
-        blobs = map(lambda p: _fetch(fs, p), paths)
+    processes share the parsing of many files (`read_many`)."""
+    return read_many([Read(fs, paths, schema, tag, labels)], pool)[0]
+
+
+@dataclass(frozen=True)
+class Read:
+    """One `read_files` call's arguments: what `read_many` reads several of at once."""
+    fs: pafs.FileSystem
+    paths: list[str]
+    schema: pa.Schema
+    tag: str | None = None
+    labels: list[str] | None = None
+
+
+def read_many(reads: list[Read], pool: ReaderPool | None = None) -> list[pa.Table]:
+    """Each of `reads` as `read_files` reads it. With `pool`, the slices of all of them are shared
+    with its processes at once, so a reader never waits while this process assembles one read's
+    rows (the dashboard's first read is five tables of each store: a pool given them one at a
+    time idled through each one's tail and assembly)."""
+    return Underway(reads, pool).end()
+
+
+class Underway:
+    """`read_many`'s reads, begun: with a pool, its processes parse them from the moment this
+    object exists, and `end` joins in. So a caller begins a read, does other work (the
+    dashboard imports its server while the readers parse), then ends it."""
+
+    def __init__(self, reads: list[Read], pool: ReaderPool | None):
+        self.reads = reads
+        sliced = [pool is not None and len(r.paths) >= 2 * SLICE_FILES for r in reads]  # fewer: sending costs more
+        self.slices = [_Slice(i, r.fs, r.paths[a:b], r.schema, r.tag, (r.labels or r.paths)[a:b])
+                       for i, r in enumerate(reads) for a, b in (_cuts(len(r.paths)) if sliced[i] else [(0, len(r.paths))])]
+        # the unsliced last: this process parses them first
+        self.order = sorted(range(len(self.slices)), key=lambda j: not sliced[self.slices[j].read])
+        self.shared = _Shared(pool, [self.slices[j] for j in self.order]) if any(sliced) else None
+
+    def end(self) -> list[pa.Table]:
+        """Every read's rows, once parsed here or by the pool."""
+        if self.shared is not None:
+            tables = dict(zip(self.order, self.shared.end()))
+        else:
+            tables = {j: _parse(s) for j, s in enumerate(self.slices)}
+        parts: list[list[pa.Table]] = [[] for _ in self.reads]
+        for j, s in enumerate(self.slices):  # each read's slices in file order
+            parts[s.read].append(tables[j])
+        # one chunk, not one per file: later filters and to_pandas are per chunk
+        return [pa.concat_tables(mine).combine_chunks() for mine in parts]
+
+
+@dataclass(frozen=True)
+class _Slice:
+    """Contiguous files of one read (`read`: its index in `read_many`'s list), parsed in one task."""
+    read: int
+    fs: pafs.FileSystem
+    paths: list[str]
+    schema: pa.Schema
+    tag: str | None
+    labels: list[str]
+
+
+def _parse(s: _Slice) -> pa.Table:
+    """`s`'s rows in file order, each file conformed to the schema and tagged."""
+    if isinstance(s.fs, pafs.LocalFileSystem) or len(s.paths) <= 1:
+        blobs = map(lambda p: _fetch(s.fs, p), s.paths)
     else:
-        with ThreadPoolExecutor(min(FETCHERS, len(paths))) as fetchers:
-            blobs = list(fetchers.map(lambda p: _fetch(fs, p), paths))
+        with ThreadPoolExecutor(min(FETCHERS, len(s.paths))) as fetchers:
+            blobs = list(fetchers.map(lambda p: _fetch(s.fs, p), s.paths))
     tables = []
-    for label, blob in zip(labels or paths, blobs):
-        table = conform(pq.ParquetFile(pa.BufferReader(blob)).read(use_threads=False), schema)
-        if tag:
-            table = table.append_column(tag, pa.array([label] * len(table), pa.string()))
+    for label, blob in zip(s.labels, blobs):
+        table = conform(pq.ParquetFile(pa.BufferReader(blob)).read(use_threads=False), s.schema)
+        if s.tag:
+            table = table.append_column(s.tag, pa.array([label] * len(table), pa.string()))
         tables.append(table)
-    return pa.concat_tables(tables).combine_chunks()  # one chunk, not one per file: later filters and to_pandas are per chunk
+    out = s.schema.append(pa.field(s.tag, pa.string())) if s.tag else s.schema
+    return pa.concat_tables(tables).combine_chunks() if tables else out.empty_table()
 
 
-def _in_slices(pool: ReaderPool, fs: pafs.FileSystem, paths: list[str], schema: pa.Schema, tag: str | None,
-               labels: list[str]) -> pa.Table:
-    """Slices of about SLICE_FILES files. A sender thread queues them for the pool from the first
-    on; this process reads them from the last back, and then each one queued that no reader
-    process has begun. So nothing waits on a pool still starting (its first `submit` blocks
-    until a process is up, 0.5-0.7 s), and a broken pool leaves the reading to this process."""
-    args = [(fs, paths[a:b], schema, tag, labels[a:b]) for a, b in _cuts(len(paths))]
-    n = len(args)
-    lock, unsent, sent = threading.Lock(), deque(range(n)), {}
+class _Shared:
+    """Slices shared between the pool and this process. A sender thread queues them for the pool
+    from the first on; `end` parses them here from the last back, and then each one queued that
+    no reader process has begun. So nothing waits on a pool still starting (its first `submit`
+    blocks until a process is up, 0.5-0.7 s from a forkserver), and a broken pool leaves the
+    parsing to this process."""
 
-    def send() -> None:
+    def __init__(self, pool: ReaderPool, slices: list[_Slice]):
+        self.pool, self.slices = pool, slices
+        self.lock, self.unsent, self.sent = threading.Lock(), deque(range(len(slices))), {}
+        threading.Thread(target=self._send, name="reader-pool-send", daemon=True).start()
+
+    def _send(self) -> None:
         while True:
-            with lock:
-                if not unsent:
+            with self.lock:
+                if not self.unsent:
                     return
-                i = unsent.popleft()
+                i = self.unsent.popleft()
             try:
-                queued = pool.executor.submit(read_files, *args[i])
-            except (BrokenExecutor, RuntimeError):  # broken or closed: this process reads the rest
+                queued = self.pool.executor.submit(_parse, self.slices[i])
+            except (BrokenExecutor, RuntimeError):  # broken or closed: this process parses the rest
                 return
-            with lock:
-                sent[i] = queued
+            with self.lock:
+                self.sent[i] = queued
 
-    threading.Thread(target=send, name="reader-pool-send", daemon=True).start()
-    parts: dict[int, pa.Table] = {}
-    while True:
-        with lock:
-            if not unsent:
-                break
-            i = unsent.pop()
-        parts[i] = read_files(*args[i])
-    for i in reversed(range(n)):
-        with lock:
-            queued = sent.get(i)
-        if i not in parts and (queued is None or queued.cancel()):  # not yet queued, or not begun
-            parts[i] = read_files(*args[i])
-    return pa.concat_tables([parts[i] if i in parts else sent[i].result() for i in range(n)]).combine_chunks()
+    def end(self) -> list[pa.Table]:
+        parts: dict[int, pa.Table] = {}
+        while True:
+            with self.lock:
+                if not self.unsent:
+                    break
+                i = self.unsent.pop()
+            parts[i] = _parse(self.slices[i])
+        for i in reversed(range(len(self.slices))):
+            with self.lock:
+                queued = self.sent.get(i)
+            if i not in parts and (queued is None or queued.cancel()):  # not yet queued, or not begun
+                parts[i] = _parse(self.slices[i])
+        for i in range(len(self.slices)):
+            if i not in parts:
+                try:
+                    parts[i] = self.sent[i].result()
+                except BrokenExecutor:  # its reader process died (out of memory, killed): parsed here
+                    parts[i] = _parse(self.slices[i])
+        return [parts[i] for i in range(len(self.slices))]
 
 
 def _cuts(n: int) -> list[tuple[int, int]]:

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from cliffsweep.storage.parquetfiles import read_files
+
+if TYPE_CHECKING:  # pandas is imported by what reads a table, not by every import of the store (a worker's)
+    import pandas as pd
 
 TABLES = ("trials", "checkpoints", "evals", "samples", "errors", "steps", "tracking")
 
@@ -203,7 +206,8 @@ class Store:
     def write(self, table: str, key: str, rows: list[dict[str, Any]] | pd.DataFrame) -> None:
         """Replace write-unit `key` of `table` with `rows` (idempotent, atomic)."""
         schema = SCHEMAS[table]
-        if isinstance(rows, pd.DataFrame):
+        pandas = sys.modules.get("pandas")  # a DataFrame exists only once pandas was imported
+        if pandas is not None and isinstance(rows, pandas.DataFrame):
             rows = rows.to_dict("records")
         unknown = {k for r in rows for k in r} - set(schema.names)
         if unknown:
@@ -212,7 +216,7 @@ class Store:
             rows = [dict(r, message=clip_message(r.get("message", ""))) for r in rows]
         tbl = pa.Table.from_pylist([{c: _none_if_nan(r.get(c)) for c in schema.names} for r in rows], schema=schema)
         sink = pa.BufferOutputStream()
-        pq.write_table(tbl, sink)
+        pq.write_table(tbl, sink, **unit_file_options(len(tbl)))
         self.put_bytes(f"{table}/{_safe(key)}.parquet", sink.getvalue().to_pybytes())
 
     def write_json(self, name: str, obj: Any) -> None:
@@ -330,6 +334,19 @@ class Store:
     def exists(self, name: str) -> bool:
         info = self._retry(f"look up {name}", lambda: self.fs.get_file_info(f"{self.root}/{name}"))
         return info.type != pafs.FileType.NotFound
+
+
+FEW_ROWS = 64
+
+
+def unit_file_options(rows: int) -> dict[str, bool]:
+    """pyarrow's write options for a unit file of `rows` rows. A file of a few rows (a trial's
+    state, one checkpoint's evaluation) is read whole, never pruned: its dictionary pages and
+    column statistics only cost the reader, 13-18% of parsing a paper-sized store's trials and
+    evals files (bench/bench_parquetfiles.py), which a running sweep's dashboard and `analyze`
+    read thousands of. Larger files (a checkpoint's samples) keep both: a query engine reading
+    the store (duckdb, pyarrow.dataset) prunes them by statistics."""
+    return {"use_dictionary": False, "write_statistics": False} if rows < FEW_ROWS else {}
 
 
 def unit_files(paths: list[str]) -> dict[str, str]:
