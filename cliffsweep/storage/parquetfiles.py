@@ -8,8 +8,10 @@ against 0.47 s). On object storage each file is a request, so the bytes are fetc
 pool there. Parsing a small file mostly holds the GIL (0.5-0.9 ms each for the paper-sized stores'
 evals and trials), so threads do not share it; a caller that reads thousands of files at once (the
 dashboard's first read of a running sweep) passes a `reader_pool`, whose processes parse
-contiguous slices of `paths` (the three paper-sized stores' 4,417 trials and evals files: 1.93 s
--> 1.01 s of wall time on 2 cores, one reader beside the caller; bench/bench_parquetfiles.py).
+contiguous slices of `paths` (the three paper-sized stores' 4,417 trials and evals files: 2.1 s
+-> 1.0 s of wall time on 2 cores, one reader beside the caller; bench/bench_parquetfiles.py).
+`read_many` shares several reads' files with the pool at once, and `Underway` is such a read
+begun, for a caller with other work to do while the readers parse.
 
 Invariant: `read_files(fs, paths, schema)` returns what `ds.dataset(paths, schema=schema).to_table()`
 returns: every file's rows in `paths` order, each file's columns conformed to `schema` (a column
