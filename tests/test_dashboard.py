@@ -182,35 +182,43 @@ def test_a_stopped_dashboard_leaves_nothing_behind_and_its_port_is_free_at_once(
     store = write_synthetic_store(str(tmp_path / "s"), SyntheticSweep(series=(("sft", "sft"),), epochs=(1,)))
     port = free_port()
 
+    started: list[subprocess.Popen] = []  # killed at the end if a check failed before it stopped them
+
     def start() -> subprocess.Popen:
         proc = subprocess.Popen([sys.executable, "-m", "cliffsweep.cli", "dashboard", store.uri, "--port", str(port),
                                  "--n-boot", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started.append(proc)
         assert f"http://127.0.0.1:{port}/" in proc.stdout.readline()
         return proc
 
-    first = start()
-    for _ in range(200):  # the address is printed as the port is bound; uvicorn listens a moment later
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            conn.request("GET", "/api/snapshot")
-            assert conn.getresponse().status == 200  # a kept-alive connection the server closes first
-            break
-        except ConnectionRefusedError:
-            time.sleep(0.05)
-    readers = psutil.Process(first.pid).children(recursive=True)
-    assert readers, "the dashboard started no reader processes"
+    try:
+        first = start()
+        for _ in range(200):  # the address is printed as the port is bound; uvicorn listens a moment later
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                conn.request("GET", "/api/snapshot")
+                assert conn.getresponse().status == 200  # a kept-alive connection the server closes first
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.05)
+        readers = psutil.Process(first.pid).children(recursive=True)
+        assert readers, "the dashboard started no reader processes"
 
-    def mapped(proc: psutil.Process) -> str:  # the shared libraries a process loaded
-        return Path(f"/proc/{proc.pid}/maps").read_text()
-    # forked before the dashboard imported pandas, so that they parse while it does (cli.py)
-    assert all("pandas/_libs" not in mapped(r) and "/pyarrow/" in mapped(r) for r in readers)
-    assert "pandas/_libs" in mapped(psutil.Process(first.pid))
-    first.terminate()
-    assert first.wait(timeout=60) == 143
-    assert "leaked" not in first.stderr.read() and not psutil.wait_procs(readers, timeout=10)[1]
-    again = start()
-    again.terminate()
-    assert again.wait(timeout=60) == 143 and "Traceback" not in again.stderr.read()
+        def mapped(proc: psutil.Process) -> str:  # the shared libraries a process loaded
+            return Path(f"/proc/{proc.pid}/maps").read_text()
+        # forked before the dashboard imported pandas, so that they parse while it does (cli.py)
+        assert all("pandas/_libs" not in mapped(r) and "/pyarrow/" in mapped(r) for r in readers)
+        assert "pandas/_libs" in mapped(psutil.Process(first.pid))
+        first.terminate()
+        assert first.wait(timeout=60) == 143
+        assert "leaked" not in first.stderr.read() and not psutil.wait_procs(readers, timeout=10)[1]
+        again = start()
+        again.terminate()
+        assert again.wait(timeout=60) == 143 and "Traceback" not in again.stderr.read()
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
 
 
 def test_regimes_model_by_model_equal_one_pass_and_only_a_changed_model_is_recomputed(tmp_path):
