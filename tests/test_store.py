@@ -198,15 +198,15 @@ def test_the_dashboard_s_first_read_begun_before_a_compaction_is_read_again(tmp_
     """`cliffsweep dashboard` begins its first read before it imports its server (cli.py); a
     compaction that folds the files it listed before they are parsed leaves it to read again
     from a new listing, with every row."""
-    from cliffsweep.dashboard.state import TABLES, Dashboard
-    from cliffsweep.dashboard.tables import TablesRead, open_caches
+    from cliffsweep.dashboard.state import Dashboard
+    from cliffsweep.dashboard.tables import FIRST_PASS, TablesRead, open_caches
 
     store = Store(str(tmp_path / "s"))
     store.write_json("spec.json", {})
     for i in range(4):
         store.write("trials", f"t{i}", [{"trial_id": f"t{i}", "status": "done", "lr": 0.1}])
     caches = open_caches([store.uri], None, None)
-    first, probe = (TablesRead(list(caches.values()), TABLES, list(caches)) for _ in range(2))
+    first, probe = (TablesRead(list(caches.values()), FIRST_PASS, list(caches)) for _ in range(2))
     assert Store(store.uri).compact(("trials",)) == {"trials": 4}
     with pytest.raises(FileNotFoundError):  # what they listed is gone
         probe.end()

@@ -23,7 +23,6 @@ from cliffsweep.orchestrator.policies import LIVE_FILE  # the driver's last word
 from cliffsweep.storage.parquetfiles import ReaderPool
 from cliffsweep.storage.store import Store
 
-TABLES = FIRST_PASS
 CONFIDENCE_EVERY_S = 30.0
 FIRST_FETCH_WAIT_S = 1.0
 
@@ -40,8 +39,8 @@ class Dashboard:
     def __init__(self, uris: list[str], reading: Reading = Reading(), every_s: float = 2.0,
                  cache_root: Path | None = diskcache.CACHE_DIR, readers: ReaderPool | None = None,
                  first: TablesRead | None = None):
-        """`first`: the first read of TABLES, begun (dashboard/cli.py) on caches made as `_present` makes
-        them; used if the first turn finds the same stores."""
+        """`first`: the first read of FIRST_PASS, begun (dashboard/cli.py) on caches made as
+        `_present` makes them; used if the first turn finds the same stores."""
         self.uris = list(uris)
         self.readers = readers  # processes for a read of thousands of files (a running sweep's first read)
         self.cache_root = cache_root  # where each store's tables are kept between runs (diskcache.py)
@@ -112,11 +111,11 @@ class Dashboard:
 
     def _read(self) -> tuple[dict, bool]:
         caches = self._present()
-        tables: dict[str, list[pd.DataFrame]] = {t: [] for t in TABLES}
+        tables: dict[str, list[pd.DataFrame]] = {t: [] for t in FIRST_PASS}
         changed = len(caches) != len(self._last_present)
         self._last_present = caches
         for read in self._first_or_read(caches):
-            for t in TABLES:
+            for t in FIRST_PASS:
                 frame, moved = read[t]
                 tables[t].append(frame)
                 changed |= moved
@@ -127,14 +126,14 @@ class Dashboard:
         return {"tables": tables, "live": live, "specs": specs, "uris": [c.store.uri for c in caches]}, changed
 
     def _first_or_read(self, caches: list[TableCache]) -> list[dict[str, tuple[pd.DataFrame, bool]]]:
-        """TABLES of `caches`: the first read begun before this object existed if it read them."""
+        """FIRST_PASS of `caches`: the first read begun before this object existed if it read them."""
         first, self._first = self._first, None
         if first is not None and first.caches == caches:
             try:
                 return first.end()
             except FileNotFoundError:  # a compaction folded a file it listed: read again from a new listing
                 pass
-        return read_tables(caches, TABLES)  # every file in one read: the reader processes share all of it
+        return read_tables(caches, FIRST_PASS)  # every file in one read: the reader processes share all of it
 
     def _spec(self, store: Store) -> dict:
         """The sweep file the store keeps, read once: it does not change during a run."""
@@ -220,7 +219,7 @@ class Dashboard:
     def trial(self, tid: str) -> dict | None:
         """One trial's view from the cached tables (its samples read now if never read)."""
         caches = self._present()
-        frames = {t: pd.concat([c.read(t)[0] for c in caches], ignore_index=True) for t in (*TABLES, "samples")} \
+        frames = {t: pd.concat([c.read(t)[0] for c in caches], ignore_index=True) for t in (*FIRST_PASS, "samples")} \
             if caches else None
         if frames is None:
             return None
