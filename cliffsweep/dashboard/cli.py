@@ -52,7 +52,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     # pandas-free imports only until the first read is begun: the reader processes are forked from
     # this process before its first thread and parse the stores' files while it imports pandas
-    # and the server (0.3-0.5 s; docs/benchmarks.md)
+    # and the server (0.25 s of its CPU; docs/benchmarks.md, fifth round)
     from cliffsweep.dashboard import diskcache
     from cliffsweep.dashboard.tables import FIRST_PASS, TablesRead, open_caches
     from cliffsweep.storage.parquetfiles import reader_pool
