@@ -176,9 +176,12 @@ def test_a_backlog_gets_an_extra_evaluator_that_stops_when_idle(tmp_path, monkey
     (20 s) while four trials train in one job, so evaluations wait in the driver: with
     eval.max_evaluators_per_model 2 and free CPUs, a second evaluator starts and takes them; it
     stops when idle, and every checkpoint is still evaluated exactly once. The last trial's final
-    evaluation is slowed too (8 s), so that the sweep is still running when one evaluator has
-    nothing left (CI once saw both finish their last call together, and the sweep end before any
-    was idle: an extra that never was idle has nothing to prove)."""
+    evaluation is slowed longer (23 s) than the first one (20 s), so that the sweep is still
+    running when one evaluator has nothing left: it starts after the first (its checkpoint comes
+    later, and the queue is first in, first out), so it ends 3 s or more after it, three of the
+    driver's 1-s rebalancing turns. With 8 s, CI twice saw both evaluators finish their last call
+    together and the sweep end before either was idle: an extra that never was idle has nothing
+    to prove."""
     import json
 
     import ray
@@ -188,7 +191,7 @@ def test_a_backlog_gets_an_extra_evaluator_that_stops_when_idle(tmp_path, monkey
     data = sweep(tmp_path / "store", lrs=(1e-3, 2e-3, 3e-3, 4e-3),
                  eval={"points_per_trial": 2, "backend": "hf", "cpus_per_evaluator": 0.5, "max_evaluators_per_model": 2})
     first, last = ids(data)[0], ids(data)[-1]
-    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"eval:{first}:2=sleep20;eval:{last}:4=sleep8")
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"eval:{first}:2=sleep20;eval:{last}:4=sleep23")
     try:
         store = run_sweep(parse_spec(data), num_cpus=4)
     finally:
