@@ -22,7 +22,8 @@ def free_port() -> int:
 
 class Relay:
     """127.0.0.1:port -> target, connection by connection. `down()` closes every connection
-    and refuses new ones until `up()`: storage that is unreachable for a while."""
+    and refuses new ones until `up()`: storage that is unreachable for a while. `refused` counts
+    the connections refused while down: an outage that refused none hit nothing."""
 
     def __init__(self, target_port: int):
         self.target = ("127.0.0.1", target_port)
@@ -34,6 +35,7 @@ class Relay:
         self._srv = socket.create_server(("127.0.0.1", self.port))
         self._srv.settimeout(0.2)
         self._stop = False
+        self.refused = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -44,6 +46,7 @@ class Relay:
                 continue
             if not self._up.is_set():
                 client.close()  # refused while down
+                self.refused += 1
                 continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)

@@ -76,12 +76,15 @@ def test_an_evaluators_node_dies_and_its_calls_are_done_after_a_slow_restart(tmp
     while the constructor runs (ray-project/ray#44719): with a finite count (2, as before) both
     calls failed `ActorUnavailableError`, as in the rehearsal's node kills. Now every checkpoint
     is evaluated once and nothing failed."""
-    import time
-
     import ray
     from ray.cluster_utils import Cluster
 
-    monkeypatch.delenv("CLIFFSWEEP_FAULTS", raising=False)
+    from cliffsweep import faults
+
+    # step 1's evaluation is held where it starts (faults.py `hold`) and its node killed there;
+    # the nodes' processes inherit this environment
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS", "eval:t:1=hold")
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS_DIR", str(tmp_path))
     rc = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     node = rc.add_node(num_cpus=1)
     ray.init(address=rc.address, log_to_driver=False)
@@ -89,8 +92,8 @@ def test_an_evaluators_node_dies_and_its_calls_are_done_after_a_slow_restart(tmp
         tracker, store = tracker_of(tmp_path, engine_start_s=4.0)
 
         def kill_node():
-            ray.get(tracker.pool["m"][0].ready.remote())
-            time.sleep(0.2)  # step 1's evaluation under way, step 2 sent behind it
+            held = faults.wait_reached("eval:t:1", str(tmp_path), timeout_s=120)  # step 2 sent behind it
+            assert held["node"] == node.node_id, held
             rc.remove_node(node, allow_graceful=False)
             rc.add_node(num_cpus=1)
 
@@ -108,15 +111,15 @@ def test_a_dead_evaluator_is_replaced_and_its_calls_sent_again(tmp_path, ray_loc
     `ActorDiedError`; the driver starts another evaluator and sends them again, and records that
     it did (`eval_resent` rows). Without it both evaluations failed and every later checkpoint
     of the model went to a dead actor."""
-    import time
-
     import ray
 
-    ray_local()
+    from cliffsweep import faults
+
+    ray_local("eval:t:1=hold")  # step 1's evaluation held where it starts (faults.py `hold`)
     tracker, store = tracker_of(tmp_path, engine_start_s=0.5)
 
     def kill_it():
-        time.sleep(0.8)  # its engine started, step 1's evaluation under way
+        faults.wait_reached("eval:t:1", str(tmp_path), timeout_s=120)  # its engine started, step 2 sent behind it
         ray.kill(tracker.pool["m"][0], no_restart=True)
 
     run_all(tracker, [1, 2, 3, 4], during=kill_it)

@@ -171,18 +171,40 @@ def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_w
     assert not list((tmp_path / "store" / "checkpoints").rglob("train_state.pt"))
 
 
-def test_a_backlog_gets_an_extra_evaluator_that_stops_when_idle(tmp_path, monkeypatch):
-    """Issue 22: evaluators follow the load. The first checkpoint's evaluation is slowed down
-    (20 s) while four trials train in one job, so evaluations wait in the driver: with
-    eval.max_evaluators_per_model 2 and free CPUs, a second evaluator starts and takes them; it
-    stops when idle, and every checkpoint is still evaluated exactly once. The last trial's final
-    evaluation is slowed longer (23 s) than the first one (20 s), so that the sweep is still
-    running when one evaluator has nothing left: it starts after the first (its checkpoint comes
-    later, and the queue is first in, first out), so it ends 3 s or more after it, three of the
-    driver's 1-s rebalancing turns. With 8 s, CI twice saw both evaluators finish their last call
-    together and the sweep end before either was idle: an extra that never was idle has nothing
-    to prove."""
+def release_when_live(store: Store, steps: list[tuple[str, str]], faults_dir, stop, seen: list[str],
+                      timeout_s: float = 600) -> None:
+    """For each (held point, live.json counter) in turn: once the driver's live state shows the
+    counter at 1 or more, the point is released (faults.py `hold`) and the counter named in
+    `seen`. Past `timeout_s` the point is released all the same, unseen: the sweep ends and the
+    test says what never happened, instead of waiting for the hold's own limit."""
     import json
+
+    from cliffsweep import faults
+
+    for point, counter in steps:
+        end = time.time() + timeout_s
+        while time.time() < end and not stop.is_set():
+            live = json.loads(store.read_bytes("live.json")) if store.exists("live.json") else {}
+            if live.get(counter, 0) >= 1:
+                seen.append(counter)
+                break
+            stop.wait(0.5)
+        faults.release(point, str(faults_dir))
+
+
+def test_a_backlog_gets_an_extra_evaluator_that_stops_when_idle(tmp_path, monkeypatch):
+    """Issue 22: evaluators follow the load. The first checkpoint's evaluation is held
+    (faults.py `hold`) while four trials train in one job, so evaluations wait in the driver:
+    with eval.max_evaluators_per_model 2 and free CPUs, a second evaluator starts and takes them.
+    The held evaluation is released once the driver's live state shows that extra evaluator.
+    The last trial's final evaluation is then held until the live state shows an evaluator
+    stopped when idle: the sweep is still running when one evaluator has nothing left, by
+    construction, since that evaluation is not done. Every checkpoint is still evaluated exactly
+    once. Nothing here is ordered by a sleep (issue 50 part 6: slowed by 20 and 8 s, later 20
+    and 23 s, CI saw both evaluators finish their last call together and the sweep end before
+    either was idle)."""
+    import json
+    import threading
 
     import ray
 
@@ -190,12 +212,23 @@ def test_a_backlog_gets_an_extra_evaluator_that_stops_when_idle(tmp_path, monkey
 
     data = sweep(tmp_path / "store", lrs=(1e-3, 2e-3, 3e-3, 4e-3),
                  eval={"points_per_trial": 2, "backend": "hf", "cpus_per_evaluator": 0.5, "max_evaluators_per_model": 2})
-    first, last = ids(data)[0], ids(data)[-1]
-    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"eval:{first}:2=sleep20;eval:{last}:4=sleep23")
+    first, last = f"eval:{ids(data)[0]}:2", f"eval:{ids(data)[-1]}:4"
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS", f"{first}=hold;{last}=hold")
+    monkeypatch.setenv("CLIFFSWEEP_FAULTS_DIR", str(tmp_path))
+    stop, seen = threading.Event(), []
+    watcher = threading.Thread(target=release_when_live, args=(
+        Store(data["store"]), [(first, "extra_evaluators_started"), (last, "evaluators_stopped")], tmp_path, stop, seen))
+    watcher.start()
     try:
         store = run_sweep(parse_spec(data), num_cpus=4)
     finally:
+        stop.set()
+        watcher.join()
         ray.shutdown()
+    from cliffsweep.faults import marker
+
+    assert all(os.path.exists(marker(p, str(tmp_path)) + ".reached") for p in (first, last))  # both were held
+    assert seen == ["extra_evaluators_started", "evaluators_stopped"], seen
     live = json.loads(store.read_bytes("live.json"))
     assert live["extra_evaluators_started"] >= 1, live
     assert live["evaluators"] == {"q": 1} and live["evaluators_stopped"] >= 1, live  # one stopped once idle

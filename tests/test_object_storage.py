@@ -45,7 +45,12 @@ def outage_after_first_checkpoint(store_uri: str, relay, seconds: float, log: li
             return
     relay.down()
     log.append(time.time())
+    # at least `seconds`, and on until the sweep has been refused storage at least once (at most
+    # 120 s more): an outage that no request met would test nothing (issue 50 part 6)
     time.sleep(seconds)
+    end = time.time() + 120
+    while relay.refused == 0 and time.time() < end and not sweep_over.wait(0.2):
+        pass
     relay.up()
 
 
@@ -76,6 +81,7 @@ def test_sweep_on_s3_survives_an_outage_and_resumes(tmp_path):
             ray.shutdown()
             t.join()
         assert outage, "the storage outage never happened"
+        assert relay.refused >= 1, "the storage outage refused no request: it hit nothing"
         assert_invariant(store, spec)
         evals = store.read("evals")
         assert len(evals[(evals["step"] > 0) & (evals["metric"] == "accuracy")]) == 2 * 2 * 2  # trials x ckpts x tasks

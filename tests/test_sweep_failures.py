@@ -13,10 +13,12 @@ import contextlib
 import io
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
+from cliffsweep.faults import marker, release
 from cliffsweep.sweep.grid import base_trial_id, expand_grid
 from cliffsweep.orchestrator.specfile import parse_spec
 
@@ -62,20 +64,44 @@ def swept(tmp_path_factory):
     crashing = next(t.trial_id for t in expand_grid(spec) if t.model == "ok")
     assert next(t for t in expand_grid(spec) if t.trial_id == crashing).lr == 3e-3
     (root / "sweep.yaml").write_text(yaml.safe_dump(raw))
-    # the ok model's base evaluation takes 30 s more: its trials train meanwhile (issue 39 part 4)
-    os.environ["CLIFFSWEEP_FAULTS"] = f"train_start:{crashing}=raise;eval:ok-base:0=sleep30"
+    # the ok model's base evaluation is held (faults.py `hold`) until one of its trials has
+    # started training: its trials train meanwhile (issue 39 part 4), or the hold is released
+    # after 600 s unseen and the test of it fails
+    held = f"eval:{base_trial_id('ok')}:0"
+    os.environ["CLIFFSWEEP_FAULTS"] = f"train_start:{crashing}=raise;{held}=hold"
+    os.environ["CLIFFSWEEP_FAULTS_DIR"] = str(root)
+    stop = threading.Event()
+    watcher = threading.Thread(target=release_once_training, args=(Store(spec.store_uri), "ok", held, root, stop))
+    watcher.start()
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.chdir(SHIPPED.parent), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(["run", str(root / "sweep.yaml"), "--num-cpus", "3"])
     finally:
-        del os.environ["CLIFFSWEEP_FAULTS"]
+        stop.set()
+        watcher.join()
+        del os.environ["CLIFFSWEEP_FAULTS"], os.environ["CLIFFSWEEP_FAULTS_DIR"]
         ray.shutdown()
+    assert os.path.exists(marker(held, str(root)) + ".reached")  # the base evaluation was held
     TERMINAL.update(out=out.getvalue(), err=err.getvalue())
     return spec, Store(spec.store_uri), crashing, code
 
 
 TERMINAL: dict[str, str] = {}  # what the run printed, for the test of its words
+
+
+def release_once_training(store, model: str, point: str, faults_dir: Path, stop, timeout_s: float = 600) -> None:
+    """Release the held `point` once the store shows a trial of `model` started (or after
+    `timeout_s`, or when the run ended first)."""
+    import time
+
+    end = time.time() + timeout_s
+    while time.time() < end and not stop.is_set():
+        trials = store.read("trials")
+        if not trials.empty and trials.loc[trials["model"] == model, "started_at"].notna().any():
+            break
+        stop.wait(0.5)
+    release(point, str(faults_dir))
 
 
 def test_crashing_trial_is_retried_then_recorded_as_failed(swept):
@@ -237,7 +263,7 @@ def test_a_ray_that_does_not_start_is_one_sentence_and_exit_1(tmp_path):
 def test_training_starts_while_the_base_model_is_evaluated(swept):
     """Issue 39 part 4: the trainers do not wait for the base evaluation (its share of the GPU, or
     of 2 CPU cores, sat idle meanwhile): the ok model's first trial started before its base
-    evaluation, slowed down by 30 s, was stored; the base evaluation is still stored once."""
+    evaluation, held until then, was stored; the base evaluation is still stored once."""
     spec, store, crashing, code = swept
     trials = store.read("trials")
     ok = trials[trials["model"] == "ok"]

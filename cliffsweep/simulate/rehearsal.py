@@ -16,11 +16,13 @@ next to minutes of training; in a rehearsal scaled down they are not, so they ar
 starts are CPU work (Python processes importing Ray and torch), and every fake node's run on
 this machine's cores: the simulator shares those cores among the starts in progress.
 
-Node kills (part 4): `kills` seconds into the sweep (or, with `kills_after_first_checkpoint`,
-after its first checkpoint is recorded: training then runs, however long the stack took to
-start on a loaded machine), one fake GPU node is removed (its raylet
-and every process on it: trainers, evaluators, Tune's trial actors) and a node of the same shape
-added back, as a cluster's autoscaler would replace it. Tune retries the jobs that lost workers,
+Node kills (part 4): `kills` seconds into the sweep (the benchmark's way), or where the sweep
+stands at named fault points (`kill_at`, the test's way: cliffsweep/faults.py `hold`). One fake GPU
+node is removed (its raylet and every process on it: trainers, evaluators, Tune's trial actors)
+and a node of the same shape added back, as a cluster's autoscaler would replace it. A kill at a
+held point removes the node of the process held there, so it hits that trial's training however
+long the stack took to start on a loaded machine (a kill timed in seconds from the first
+checkpoint once landed between trials and hit nothing: issue 50 part 6). Tune retries the jobs that lost workers,
 Ray restarts the evaluators; the store must still hold every point done once and every
 checkpoint evaluated once.
 """
@@ -92,32 +94,39 @@ def add_node(rc, cluster: Cluster):
     return rc.add_node(num_cpus=cluster.cpus_per_node, num_gpus=cluster.gpus_per_node)
 
 
-def _kill_nodes(rc, cluster: Cluster, at: list[float], t0: float, done: threading.Event, log: list[float],
-                started=None) -> None:
+def _kill_nodes(rc, cluster: Cluster, at: list[float], t0: float, done: threading.Event, log: list[float]) -> None:
     """On the main thread (Ray starts a node's processes from there only): at each of `at`
-    seconds after `t0` (or after `started()` first holds), a fake GPU node removed at once and
-    one of the same shape added."""
-    clock = t0
-    if at and started is not None:
-        while not started():
-            if done.wait(0.5):
-                return
-        clock = time.time()
+    seconds after `t0`, a fake GPU node removed at once and one of the same shape added."""
     for when in at:
-        if done.wait(max(0.0, clock + when - time.time())):
+        if done.wait(max(0.0, t0 + when - time.time())):
             return
-        victim = next(iter(rc.worker_nodes))
-        rc.remove_node(victim, allow_graceful=False)
+        _replace_node(rc, cluster, next(iter(rc.worker_nodes)))
         log.append(time.time() - t0)
-        add_node(rc, cluster)
 
 
-def _first_checkpoint(store_uri: str):
-    """A test: has the sweep in `store_uri` recorded a checkpoint yet?"""
-    from cliffsweep.storage.store import Store
+def _kill_held(rc, cluster: Cluster, points: list[str], faults_dir: str, t0: float, done: threading.Event,
+               log: list[float]) -> None:
+    """On the main thread: for each of `points` in turn, once a process holds there (faults.py
+    `hold`), the fake node it runs on removed and one of the same shape added. The held process
+    dies with its node, so the kill cannot miss it; the point is released all the same, for a
+    process that reached it elsewhere."""
+    from cliffsweep import faults
 
-    store = Store(store_uri)
-    return lambda: len(store.read("checkpoints")) > 0
+    for point in points:
+        held = faults.wait_reached(point, faults_dir, timeout_s=900, stop=done)
+        if held is None:
+            return
+        victim = next((n for n in rc.worker_nodes if n.node_id == held["node"]), None)
+        if victim is None:
+            raise RuntimeError(f"the process held at {point} runs on no fake GPU node ({held})")
+        _replace_node(rc, cluster, victim)
+        log.append(time.time() - t0)
+        faults.release(point, faults_dir)
+
+
+def _replace_node(rc, cluster: Cluster, victim) -> None:
+    rc.remove_node(victim, allow_graceful=False)
+    add_node(rc, cluster)
 
 
 @dataclass(frozen=True)
@@ -140,9 +149,12 @@ class Overheads:
 
 
 def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[float, ...] = (),
-             overheads: Overheads = Overheads(), stream=None, kills_after_first_checkpoint: bool = False) -> Rehearsed:
+             overheads: Overheads = Overheads(), stream=None, kill_at: tuple[str, ...] = (),
+             faults_dir: str | None = None) -> Rehearsed:
     """Run `spec` (its store: a fresh one) as a rehearsal on a fake cluster of `cluster`'s shape;
-    the simulator's prediction for the same scaled plan beside it."""
+    the simulator's prediction for the same scaled plan beside it. `kill_at`: fault points
+    (faults.py) where the sweep's process is held and its node killed, in turn; their markers go
+    to `faults_dir`."""
     import ray
 
     from cliffsweep.orchestrator.driver import LOCAL_RAY_ENV, RAY_ENV, run_sweep
@@ -150,7 +162,8 @@ def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[floa
 
     plans = scaled_plans(plans if plans is not None else plan_spec(spec), scale)
     predicted = overheads.predict(spec, plans, cluster, scale)
-    rc = start_cluster(cluster, {**RAY_ENV, **LOCAL_RAY_ENV})
+    held = {"CLIFFSWEEP_FAULTS": ";".join(f"{p}=hold" for p in kill_at), "CLIFFSWEEP_FAULTS_DIR": faults_dir} if kill_at else {}
+    rc = start_cluster(cluster, {**RAY_ENV, **LOCAL_RAY_ENV, **held})
     # a cluster's address, as on a real one: Ray Train's placement-group cleaner then runs
     # (trainables/job.py drops it on a local cluster), which frees what a job on a killed
     # node held; without it, the GPUs its placement group held elsewhere stay taken for good
@@ -169,8 +182,9 @@ def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[floa
         t0 = time.time()
         runner = threading.Thread(target=sweep, name="rehearsal-sweep")
         runner.start()
-        _kill_nodes(rc, cluster, list(kills), t0, done, log,
-                    started=_first_checkpoint(spec.store_uri) if kills_after_first_checkpoint else None)
+        if kill_at:
+            _kill_held(rc, cluster, list(kill_at), faults_dir, t0, done, log)
+        _kill_nodes(rc, cluster, list(kills), t0, done, log)
         runner.join()
         if failure:
             raise failure[0]
