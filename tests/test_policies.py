@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from cliffsweep.orchestrator.policies import TrialStatus, default_concurrency, final_status, trials_to_run
+from cliffsweep.sweep.status import TrialStatus
+from cliffsweep.orchestrator.policies import default_concurrency, final_status, trials_to_run
 from cliffsweep.trainables.schedule import eval_steps, fit_phases, lr_multiplier
 
 

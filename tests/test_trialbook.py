@@ -3,7 +3,7 @@ whatever retries happen."""
 
 from __future__ import annotations
 
-from cliffsweep.orchestrator.policies import TrialStatus
+from cliffsweep.sweep.status import TrialStatus
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.specfile import parse_spec
 from cliffsweep.orchestrator.trialbook import TrialBook

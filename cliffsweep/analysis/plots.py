@@ -20,6 +20,7 @@ _MARGINS = dict(left=0.08, right=0.98, top=0.92, bottom=0.11, wspace=0.22)
 
 
 from cliffsweep.analysis.layout import CLIFF_RED, SAFE_GREEN, lr_text, series_style  # noqa: E402
+from cliffsweep.sweep.status import TrialStatus
 
 
 def _final_curve(series_pts: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
@@ -88,7 +89,7 @@ def plot_training_curves(model: str, curves: pd.DataFrame, path: str) -> bool:
         for (lr, status), g in pts.groupby(["lr", "status"]):
             g = g.sort_values("step")
             ok = g[np.isfinite(g["loss"])]
-            diverged = status == "diverged"
+            diverged = status == TrialStatus.DIVERGED
             ax.plot(ok["step"], ok["loss"], color=shade[lr], linestyle="--" if diverged else "-", linewidth=1.3,
                     label=f"lr {lr_text(lr)}" + (" (diverged)" if diverged else ""))
             if diverged and len(ok):

@@ -20,6 +20,7 @@ from cliffsweep.analysis.learnsuite import with_learn_suite
 from cliffsweep.analysis.suite import n_column, suite_label, suite_retention, task_column
 from cliffsweep.storage.health import ensure_readable
 from cliffsweep.storage.store import LIKELIHOOD, Store
+from cliffsweep.sweep.status import TrialStatus
 
 POINT_COLUMNS = ["point_id", "trial_id", "model", "series", "method", "optimizer", "lr", "epochs", "seed",
                  "round", "step", "epoch", "final", "classified", "status", "L", "R", "n_L", "n_R"]
@@ -219,13 +220,13 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
     # Refinement round of the trial (0 = the grid); stores written before rounds existed read as 0.
     pts["round"] = pts["trial_id"].map(latest["round"]).fillna(0) if "round" in latest else 0
     is_base = pts["series"] == "base"
-    pts.loc[is_base, "status"] = "done"
+    pts.loc[is_base, "status"] = TrialStatus.DONE.value
     unknown = pts["status"].isna()
     if unknown.any():
         # Evals whose trial row is missing: the evals are real measurements; say so and use them.
         notes.append(f"{pts.loc[unknown, 'trial_id'].nunique()} trial(s) have evals but no trials row; "
                      "their last checkpoint is treated as final")
-        pts.loc[unknown, "status"] = "done"
+        pts.loc[unknown, "status"] = TrialStatus.DONE.value
     pts["final"] = pts["step"] == pts.groupby("trial_id")["step"].transform("max")
     chosen = pts["final"]
     if pick == "best_learn":
@@ -235,7 +236,7 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
         chosen.loc[first.index] = pts.loc[first.index, "step"] == first
         notes.append("each done trial is classified at its checkpoint with the highest learn accuracy "
                      "(--checkpoint best_learn, 003's best-target checkpoint), not its last")
-    pts["classified"] = chosen & (pts["status"] == "done")
+    pts["classified"] = chosen & (pts["status"] == TrialStatus.DONE)
     skipped = pts.loc[chosen & ~pts["classified"], "trial_id"].unique()
     if len(skipped):
         notes.append(f"{len(skipped)} trial(s) not done (e.g. {skipped[0]}) left out of classification; "

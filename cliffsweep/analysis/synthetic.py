@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from cliffsweep.storage.store import Store, eval_key
+from cliffsweep.sweep.status import TrialStatus
 
 # Method effects (learning gain, forgetting scale), our choice for the example: SIB and the
 # regularisers keep more retention along a gradual trade-off (Fig. 3, 5, 6: the frontier moves
@@ -250,7 +251,7 @@ def write_synthetic_store(path: str, sweep: SyntheticSweep | None = None) -> Sto
                                            version)
                         _flush(store, tid, buf)
                         store.write("trials", tid, [dict(
-                            meta, model_path=sw.paths.get(model, f"toy:{model}"), method_params="{}", status="done",
+                            meta, model_path=sw.paths.get(model, f"toy:{model}"), method_params="{}", status=TrialStatus.DONE.value,
                             attempt=1,
                             started_at=pd.Timestamp.now(tz="UTC"), finished_at=pd.Timestamp.now(tz="UTC"),
                             steps=ep * sw.steps_per_epoch, train_seconds=1.0, final_loss=0.5, error=None,

@@ -19,9 +19,8 @@ import pandas as pd
 
 from cliffsweep.dashboard import diskcache, views
 from cliffsweep.dashboard.tables import FIRST_PASS, TableCache, TablesRead, open_caches, read_tables
-from cliffsweep.orchestrator.policies import LIVE_FILE  # the driver's last word, in the store
 from cliffsweep.storage.parquetfiles import ReaderPool
-from cliffsweep.storage.store import Store
+from cliffsweep.storage.store import LIVE_FILE, Store  # LIVE_FILE: the driver's last word, in the store
 
 CONFIDENCE_EVERY_S = 30.0
 FIRST_FETCH_WAIT_S = 1.0
@@ -150,7 +149,7 @@ class Dashboard:
         stores = [{"uri": u, "state": "missing"} for u in self.uris if u not in self.caches]
         stores += [{"uri": u, "state": "ok" if len(t) else "empty", "name": s.get("name")}
                    for u, t, s in zip(read["uris"], tables["trials"], specs)]
-        confidence = "bootstrap" if n_boot else "pending" if self.reading.n_boot else "off"
+        confidence = "bootstrap" if n_boot else "computing" if self.reading.n_boot else "off"
         out = {"stores": stores, "generated_at": time.time(), "confidence": confidence}
         if not read["uris"]:
             return {**out, **self._empty("no store here yet: " + ", ".join(self.uris))}

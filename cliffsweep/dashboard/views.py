@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from cliffsweep.sweep.status import STATUSES, TrialStatus
+
 ERRORS_SHOWN = 50
 GENERATIONS_SHOWN = 8
 
@@ -55,7 +57,7 @@ def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, 
     waiting = (live or {}).get("waiting", {})
     cells = records(grid, GRID_COLUMNS)
     for cell in cells:
-        if cell["status"] == "pending":
+        if cell["status"] == TrialStatus.PENDING:
             cell["waiting"] = waiting.get(cell["trial_id"], "no driver's live state names it")
     progress = (live or {}).get("progress", {})
     points = evals[evals["series"] != "base"][["trial_id", "step"]].drop_duplicates() if len(evals) else evals
@@ -68,11 +70,12 @@ def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, 
             waits[cell["waiting"]] = waits.get(cell["waiting"], 0) + 1
     return {
         "counts": clean(latest["status"].value_counts().to_dict()),
+        "statuses": STATUSES,  # the page's order of the counts: the words are the server's, not a copy
         "waits": waits,
         "total": int(len(latest)),
         "grid": cells,
         "evals": {"checkpoints_done": int(len(points)), "base_done": int(evals.loc[evals["series"] == "base", "trial_id"].nunique())
-                  if len(evals) else 0, "queued": progress.get("evals_queued"), "failed": int(len(eval_errors))},
+                  if len(evals) else 0, "queued": progress.get("evals_queued"), "errors": int(len(eval_errors))},
         "errors": records(errors.sort_values("at", ascending=False).head(ERRORS_SHOWN),
                           ["trial_id", "step", "kind", "message", "at"]),
         "n_errors": int(len(errors)),
@@ -114,7 +117,7 @@ def missing_parts(tables: dict[str, pd.DataFrame | None], live: list[dict | None
     named so that the page says why a part of it is empty."""
     trials, steps = tables.get("trials"), tables.get("steps")
     out = []
-    if trials is not None and (trials["status"] == "done").any() and (steps is None or steps.empty):
+    if trials is not None and (trials["status"] == TrialStatus.DONE).any() and (steps is None or steps.empty):
         out.append("training curves: no `steps` table (the store predates it)")
     if not any(live):
         out.append("the driver's live state (live.json): queue, evaluator pool and why trials wait")

@@ -30,7 +30,8 @@ import time
 
 import yaml
 
-from cliffsweep.orchestrator.policies import Phase, sweep_concurrency, trial_driver_resources
+from cliffsweep.sweep.status import Phase
+from cliffsweep.orchestrator.policies import sweep_concurrency, trial_driver_resources
 from cliffsweep.orchestrator.jobqueue import JobQueue, sweep_searcher
 from cliffsweep.orchestrator.refiner import max_refine_trials
 from cliffsweep.sweep.spec import SweepSpec

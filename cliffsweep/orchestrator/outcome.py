@@ -21,6 +21,8 @@ from enum import IntEnum
 
 import pandas as pd
 
+from cliffsweep.sweep.status import NEEDS_RERUN, UNFINISHED, TrialStatus
+
 
 class Exit(IntEnum):
     DONE = 0
@@ -33,9 +35,9 @@ def exit_code(trials: pd.DataFrame) -> Exit:
     """Interrupted wins over failed: the failed trials are also said, but a stopped run is not
     finished, and its re-run (plain) is what the user needs first."""
     status = trials["status"] if not trials.empty else pd.Series([], dtype=str)
-    if status.isin(["pending", "running"]).any():
+    if status.isin(UNFINISHED).any():
         return Exit.INTERRUPTED
-    if status.isin(["failed", "trained"]).any():
+    if status.isin(NEEDS_RERUN).any():
         return Exit.FAILED
     return Exit.DONE
 
@@ -45,17 +47,17 @@ def ending_text(trials: pd.DataFrame, command: list[str]) -> str:
     status = trials["status"] if not trials.empty else pd.Series([], dtype=str)
     again = shlex.join(command)
     lines = []
-    unfinished = int(status.isin(["pending", "running"]).sum())
+    unfinished = int(status.isin(UNFINISHED).sum())
     if unfinished:
         lines.append(f"Interrupted: {unfinished} trial(s) not finished. Run the same command again to resume "
                      "(finished trials and evaluations are kept; Tune's 'Tuner.restore' hint does not apply):\n"
                      f"  {again}")
-    unevaluated = int((status == "trained").sum())
+    unevaluated = int((status == TrialStatus.TRAINED).sum())
     if unevaluated:
         lines.append(f"{unevaluated} trial(s) trained but not every checkpoint of theirs is evaluated (the "
                      f"evaluation errors are in `cliffsweep status`). Run the same command again to retry them:\n"
                      f"  {again}")
-    failed = trials.loc[status == "failed", "trial_id"].tolist() if not trials.empty else []
+    failed = trials.loc[status == TrialStatus.FAILED, "trial_id"].tolist() if not trials.empty else []
     if failed:
         shown = ", ".join(failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
         retry = command if "--retry-failed" in command else [*command, "--retry-failed"]

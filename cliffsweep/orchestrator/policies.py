@@ -2,50 +2,15 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
 from cliffsweep.sweep.reports import EndReport
-
-
-class Phase(str, Enum):
-    """A run's phases, in order (driver.py, sweeprun.py): what the progress line and the live
-    state that `cliffsweep status` reads say the run is doing. No trial trains before TRAINING."""
-
-    STARTING = "starting"
-    STATISTICS = "statistics"
-    BASE_EVALUATION = "base evaluation"
-    TRAINING = "training"
-    EVALUATING = "evaluating"
-    FINISHED = "finished"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def before_training(self) -> bool:
-        return self in (Phase.STARTING, Phase.STATISTICS, Phase.BASE_EVALUATION)
-
-
-class TrialStatus(str, Enum):
-    PENDING = "pending"
-    RUNNING = "running"
-    TRAINED = "trained"  # training finished; some of its checkpoints still await evaluation
-    DONE = "done"  # trained, and every checkpoint it reported is evaluated (ledger.py)
-    DIVERGED = "diverged"  # non-finite loss: stopped, earlier evals kept
-    FAILED = "failed"  # crashed after every retry; error recorded
-
-    @property
-    def terminal(self) -> bool:
-        return self in (TrialStatus.DONE, TrialStatus.DIVERGED, TrialStatus.FAILED)
+from cliffsweep.sweep.status import Phase, TrialStatus
 
 
 def trials_to_run(grid_ids: list[str], stored_status: dict[str, str], retry_failed: bool) -> list[str]:
     """Resume rule: train every grid point whose training has not finished; a failed one only
     when asked (`--retry-failed`), so a resume never silently repeats a known crash. (A
     `trained` trial's missing evaluations are the ledger's business, not a reason to retrain.)"""
-    skip = {TrialStatus.TRAINED.value, TrialStatus.DONE.value, TrialStatus.DIVERGED.value}
-    if not retry_failed:
-        skip.add(TrialStatus.FAILED.value)
+    skip = {TrialStatus.TRAINED, TrialStatus.DONE, TrialStatus.DIVERGED} | (set() if retry_failed else {TrialStatus.FAILED})
     return [t for t in grid_ids if stored_status.get(t) not in skip]
 
 
@@ -156,8 +121,6 @@ def pack(keys: list[str], size: int) -> list[list[int]]:
     return jobs
 
 
-LIVE_FILE = "live.json"
-"""The driver's live state in the store (sweeprun.SweepRun.write_live), read by `cliffsweep status`."""
 LIVE_EVERY_S = 5.0
 REBALANCE_EVERY_S = 1.0
 """How often the driver looks at the cluster's free resources and waiting placement groups for

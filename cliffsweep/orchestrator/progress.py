@@ -7,7 +7,7 @@ import sys
 import time
 from collections import Counter
 
-from cliffsweep.orchestrator.policies import Phase
+from cliffsweep.sweep.status import TERMINAL, Phase, TrialStatus
 from cliffsweep.sweep.reports import TrialRecord
 
 
@@ -30,7 +30,7 @@ class Progress:
 
     # --- state ------------------------------------------------------------------------------
     def eta_seconds(self) -> float | None:
-        finished = sum(self.status[s] for s in ("done", "diverged", "failed"))
+        finished = self.finished()
         left = self.n_trials - finished
         if left <= 0:
             return 0.0
@@ -44,13 +44,16 @@ class Progress:
         return {"started_at": self.t0, "eta_s": self.eta_seconds(), "evals_done": self.evals_done,
                 "evals_queued": self.evals_pending, "evals_failed": self.evals_failed, "n_trials": self.n_trials}
 
+    def finished(self) -> int:
+        return sum(self.status[s] for s in TERMINAL)
+
     def line(self) -> str:
-        s = self.status
-        finished = s["done"] + s["diverged"] + s["failed"]
         eta = self.eta_seconds()
         eta_txt = "?" if eta is None else f"{eta:.0f}s"
-        return (f"[{time.time() - self.t0:6.0f}s] {self.phase}: trials {finished}/{self.n_trials} "
-                f"(running {s['running']}, done {s['done']}, diverged {s['diverged']}, failed {s['failed']}) | "
+        counts = ", ".join(f"{s} {self.status[s]}" for s in (TrialStatus.RUNNING, TrialStatus.DONE,
+                                                                TrialStatus.DIVERGED, TrialStatus.FAILED))
+        return (f"[{time.time() - self.t0:6.0f}s] {self.phase}: trials {self.finished()}/{self.n_trials} "
+                f"({counts}) | "
                 f"evals done {self.evals_done}, queued {self.evals_pending}, failed {self.evals_failed} | ETA {eta_txt}"
                 + "".join(f"\n    {tid}: {trial_progress(r)}" for tid, r in sorted(self.running.items())))
 

@@ -20,9 +20,8 @@ from __future__ import annotations
 from typing import Callable
 
 from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid, refined_trials, series_key
-from cliffsweep.orchestrator.policies import TrialStatus
+from cliffsweep.sweep.status import TERMINAL
 
-TERMINAL = {TrialStatus.DONE.value, TrialStatus.DIVERGED.value, TrialStatus.FAILED.value}
 
 
 def stored_refined_trials(spec, grid: list[Trial], stored: list[dict]) -> list[Trial]:

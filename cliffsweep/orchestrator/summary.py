@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from cliffsweep.storage.store import PRIMARY_METRICS, Store
+from cliffsweep.sweep.status import TrialStatus
 
 
 def final_points(store: Store) -> pd.DataFrame:
@@ -63,11 +64,11 @@ def status_text(store: Store) -> str:
              f"trials: {len(trials)} (" + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")",
              f"evaluated checkpoints: {n_points} ({len(evals)} metric rows)",
              f"recorded errors: {len(errors)}"]
-    for _, t in trials[trials["status"] == "running"].iterrows():
+    for _, t in trials[trials["status"] == TrialStatus.RUNNING].iterrows():
         steps = "?" if pd.isna(t["steps"]) else int(t["steps"])
         total = "?" if pd.isna(t["total_steps"]) else int(t["total_steps"])
         lines.append(f"  running {t['trial_id']}: step {steps}/{total} (at its latest checkpoint)")
-    trained = trials[trials["status"] == "trained"]
+    trained = trials[trials["status"] == TrialStatus.TRAINED]
     if not trained.empty:
         lines.append(f"  {len(trained)} trial(s) trained, awaiting evaluation of their checkpoints "
                      "(they count as done once evaluated)")
@@ -101,9 +102,10 @@ def waiting_lines(store: Store, trials: pd.DataFrame, show: int = 3) -> list[str
     import json
     from datetime import datetime, timezone
 
-    from cliffsweep.orchestrator.policies import LIVE_EVERY_S, LIVE_FILE
+    from cliffsweep.orchestrator.policies import LIVE_EVERY_S
+    from cliffsweep.storage.store import LIVE_FILE
 
-    pending = set(trials.loc[trials["status"] == "pending", "trial_id"]) if not trials.empty else set()
+    pending = set(trials.loc[trials["status"] == TrialStatus.PENDING, "trial_id"]) if not trials.empty else set()
     if not store.exists(LIVE_FILE):
         return [f"  {len(pending)} pending; no driver has written its live state here"] if pending else []
     live = json.loads(store.read_bytes(LIVE_FILE))

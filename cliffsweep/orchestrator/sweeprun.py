@@ -20,9 +20,9 @@ from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
 from cliffsweep.evaluator.request import EvalRequest, base_request
 from cliffsweep.orchestrator.jobs import config_json, job_configs, trial_config, worker_resources
 from cliffsweep.orchestrator.placement import REAP_EVERY_S, a_job_waits_for, reap_orphaned_placement_groups
-from cliffsweep.orchestrator.policies import (Phase, TrialStatus, evaluator_cap, final_status, job_slots,
-                                              trials_per_job, trials_to_run, wait_reasons, LIVE_EVERY_S, LIVE_FILE,
-                                              REBALANCE_EVERY_S)
+from cliffsweep.sweep.status import Phase, TrialStatus
+from cliffsweep.orchestrator.policies import (LIVE_EVERY_S, REBALANCE_EVERY_S, evaluator_cap, final_status, job_slots,
+                                              trials_per_job, trials_to_run, wait_reasons)
 from cliffsweep.orchestrator.pool import evaluator_resources, evaluator_starter
 from cliffsweep.orchestrator.statistics import ensure_stats
 from cliffsweep.orchestrator.failures import FailureLog
@@ -31,7 +31,7 @@ from cliffsweep.orchestrator.jobqueue import JobQueue
 from cliffsweep.orchestrator.refiner import Refiner, stored_refined_trials
 from cliffsweep.orchestrator.trialbook import TrialBook, now
 from cliffsweep.storage import ledger
-from cliffsweep.storage.store import Store, absolute_uri
+from cliffsweep.storage.store import LIVE_FILE, Store, absolute_uri
 from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid
 from cliffsweep.sweep.rehearsal import Rehearsal
 from cliffsweep.sweep.reports import Begin, CheckpointReport, EndReport, Report

@@ -14,7 +14,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from cliffsweep.orchestrator.policies import TrialStatus
+from cliffsweep.sweep.status import TrialStatus
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.storage import ledger
 from cliffsweep.storage.store import Store
@@ -71,13 +71,13 @@ class TrialBook:
     def show(self) -> None:
         """The counters start from what earlier runs finished."""
         self.progress.status.update({s: sum(v == s for tid, v in self.status.items() if tid in self.stored_rows)
-                                for s in ("done", "trained", "diverged", "failed")})
+                                for s in (TrialStatus.DONE, TrialStatus.TRAINED, TrialStatus.DIVERGED, TrialStatus.FAILED)})
 
     def _move(self, tid: str, to: str | None) -> None:
         """Counters: `tid` leaves `running` (if it was) and joins `to`."""
         if tid in self.progress.running:  # its value is None until its first report
             del self.progress.running[tid]
-            self.progress.status["running"] -= 1
+            self.progress.status[TrialStatus.RUNNING] -= 1
         if to is not None:
             self.progress.status[to] += 1
 
@@ -93,7 +93,7 @@ class TrialBook:
         self.attempts[tid] = self.attempts.get(tid, 0) + 1  # as the inbox counts (Inbox.put)
         self.started.setdefault(tid, now())
         self.record(tid, TrialStatus.RUNNING)
-        self.progress.status["running"] += 1
+        self.progress.status[TrialStatus.RUNNING] += 1
         self.progress.running[tid] = None
 
     def retry(self, tid: str, error: str) -> None:
@@ -159,8 +159,8 @@ class TrialBook:
             if ledger.trial_settled(final, steps, {s for s in steps if evaluated(tid, s)}):
                 del self.trained[tid]
                 self.record(tid, TrialStatus.DONE, finished_at=self.finished_at.get(tid) or now())
-                self.progress.status["trained"] -= 1
-                self.progress.status["done"] += 1
+                self.progress.status[TrialStatus.TRAINED] -= 1
+                self.progress.status[TrialStatus.DONE] += 1
                 settled.append((tid, final, steps))
         return settled
 

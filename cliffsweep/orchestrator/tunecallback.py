@@ -8,7 +8,7 @@ import os
 
 from cliffsweep.orchestrator.failures import FailureLog
 from cliffsweep.orchestrator.live import lookup, register
-from cliffsweep.orchestrator.policies import TrialStatus
+from cliffsweep.sweep.status import TrialStatus
 from cliffsweep.orchestrator.sweeprun import SweepRun
 from cliffsweep.trainables.config import JOB_KEY, JobRun
 

@@ -30,7 +30,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from cliffsweep.planner import bill
-from cliffsweep.orchestrator.policies import (evaluator_changes, evaluator_cap, job_slots, pack, sweep_concurrency,
+from cliffsweep.orchestrator.policies import (evaluator_cap, evaluator_changes, job_slots, pack, sweep_concurrency,
                                               trials_per_job)
 from cliffsweep.trainables.stats import stats_task_resources
 

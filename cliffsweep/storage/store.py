@@ -27,6 +27,9 @@ if TYPE_CHECKING:  # pandas is imported by what reads a table, not by every impo
     import pandas as pd
 
 TABLES = ("trials", "checkpoints", "evals", "samples", "errors", "steps", "tracking")
+LIVE_FILE = "live.json"
+"""The driver's live state in the store (orchestrator/sweeprun.py `write_live`, every few seconds),
+read by `cliffsweep status` and the dashboard."""
 
 PRIMARY_METRICS = ("accuracy", "loss")
 """The `evals.metric` of an evaluation's primary row: "accuracy" (higher is better) or, for a

@@ -18,9 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
-TERMINAL = ("done", "diverged", "failed")
-
-
 def run_key(sweep: str, trial_id: str) -> str:
     """A stable run id from the sweep and trial ids, short and in W&B's id alphabet: a re-run
     resumes the same run instead of creating another."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from cliffsweep.sweep.status import TrialStatus
 from cliffsweep.tracking.base import RunDelta, Tracker, run_key, sweep_run_id
 
 # MLflow's client retries a refused connection 7 times with backoff and waits 120 s for an
@@ -81,7 +82,7 @@ class MlflowTracker(Tracker):
             self.client.set_tag(run_id, "cliffsweep.status", delta.status)
 
     def finish(self, run_id: str, status: str | None) -> None:
-        self.client.set_terminated(run_id, "FINISHED" if status == "done" else "FAILED")
+        self.client.set_terminated(run_id, "FINISHED" if status == TrialStatus.DONE else "FAILED")
 
     def annotate(self, run_id: str, delta: RunDelta, tags: dict[str, str]) -> None:
         for k, v in tags.items():

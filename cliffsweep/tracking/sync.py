@@ -29,7 +29,8 @@ import pandas as pd
 
 from cliffsweep.storage import ledger
 from cliffsweep.storage.store import Store, clip_message
-from cliffsweep.tracking.base import TERMINAL, EvalPoint, RunDelta, StepPoint, Tracker, sweep_run_id
+from cliffsweep.sweep.status import TERMINAL, TrialStatus
+from cliffsweep.tracking.base import EvalPoint, RunDelta, StepPoint, Tracker, sweep_run_id
 
 BACKOFF = (5.0, 10.0, 30.0, 60.0)
 
@@ -120,7 +121,7 @@ def deltas(spec, trials: pd.DataFrame, steps: pd.DataFrame, evals: pd.DataFrame,
         sent = set(json.loads(mark.get("evals") or "[]"))
         ev = _unsent(ev, sent)
         status = row["status"] if row["status"] != mark.get("status") else None
-        if not mark and row["status"] == "pending" and st.empty and ev.empty:
+        if not mark and row["status"] == TrialStatus.PENDING and st.empty and ev.empty:
             continue
         if st.empty and ev.empty and status is None:
             continue

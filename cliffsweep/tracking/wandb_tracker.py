@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+from cliffsweep.sweep.status import TrialStatus
 from cliffsweep.tracking.base import RunDelta, Tracker, run_key
 
 
@@ -65,7 +66,7 @@ class WandbTracker(Tracker):
     def finish(self, run_id: str, status: str | None) -> None:
         run = self.runs.pop(run_id, None)
         if run is not None:
-            run.finish(exit_code=0 if status in (None, "done") else 1)
+            run.finish(exit_code=0 if status in (None, TrialStatus.DONE) else 1)
 
     def annotate(self, run_id: str, delta: RunDelta, tags: dict[str, str]) -> None:
         key = self._init(delta)

@@ -3,7 +3,6 @@
 "use strict";
 const REFRESH_MS = 3000;
 const FIRST_MS = 100;  // while the server's snapshot is partial (starting, or the grid before the frontiers)
-const STATUSES = ["pending", "running", "trained", "done", "diverged", "failed"];
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"];
 let snap = null, etag = null, openTrialId = null;
 // Plotly (4.6 MB; about a second of the browser's CPU to run) is loaded once the first snapshot
@@ -59,13 +58,13 @@ function renderNotices() {
 }
 
 function renderSweep(sw) {
-  $("counts").innerHTML = `<span id="total-trials">trials ${sw.total}</span>` + STATUSES.filter((s) => sw.counts[s])
+  $("counts").innerHTML = `<span id="total-trials">trials ${sw.total}</span>` + sw.statuses.filter((s) => sw.counts[s])
     .map((s) => `<span class="st-${s}" id="count-${s}">${s} ${sw.counts[s]}</span>`).join("");
   const c = sw.cost, ev = sw.evals, live = sw.live || {};
   const pool = Object.entries(live.evaluators || {}).map(([m, n]) => `${m} ${n}`).join(", ") || "none running";
   const planned = c.planned_hours === null || c.planned_hours === undefined ? `plan: ${c.planned_said}` : `plan: ${num(c.planned_hours, 2)} ${c.planned_said}`;
   $("sweep-facts").innerHTML = [
-    `evaluated checkpoints ${ev.checkpoints_done} (+${ev.base_done} base), queued ${ev.queued ?? "?"}, failed ${ev.failed}`,
+    `evaluated checkpoints ${ev.checkpoints_done} (+${ev.base_done} base), queued ${ev.queued ?? "?"}, failed ${ev.errors}`,
     `evaluators: ${esc(pool)}` + (live.extra_evaluators_started ? ` (${live.extra_evaluators_started} started for backlogs, ${live.evaluators_stopped} stopped when idle)` : ""),
     `jobs running ${live.running_jobs ?? "?"}, queued ${live.queued_jobs ?? "?"}`,
     ...Object.entries(sw.waits || {}).map(([why, n]) => `${n} pending wait for ${esc(why)}`),
@@ -171,7 +170,7 @@ function renderSeries(el, m) {
   el.innerHTML = `<table><tr><th>series</th><th>regime</th><th>confidence</th><th>critical lr</th><th>highest safe lr</th><th>lrs</th><th>why</th></tr>` +
     rows.map((s) => `<tr class="series-row" data-model="${esc(m.model)}" data-label="${esc(s.label)}"><td>${esc(s.label)}</td>` +
       `<td class="regime regime-${esc(s.regime)}">${esc(s.regime)}${s.regime_paper && s.regime_paper !== s.regime ? ` (paper: ${esc(s.regime_paper)})` : ""}</td>` +
-      `<td>${s.confidence === null ? (snap.confidence === "pending" ? "computing" : "-") : Math.round(100 * s.confidence) + "%"}</td>` +
+      `<td>${s.confidence === null ? (snap.confidence === "computing" ? "computing" : "-") : Math.round(100 * s.confidence) + "%"}</td>` +
       `<td>${s.regime === "cliff" ? `${lr(s.critical_lr_low)} -> ${lr(s.critical_lr_high)}` : "-"}</td>` +
       `<td>${lr(s.max_safe_lr)}</td><td>${s.n_lrs ?? "-"}</td><td class="muted">${esc(s.reason || "")}</td></tr>`).join("") + "</table>";
 }
