@@ -2,7 +2,9 @@
 (cliffsweep/sweep/) and the store sit below everything that uses them, nothing below the
 orchestrator imports it (not even for type hints: unpickling a TrainConfig in a Train worker
 would load it), and no two modules import each other, directly or round a loop. Every import
-counts: module-level, inside a function, and under TYPE_CHECKING. Reads the source, runs nothing."""
+counts: module-level, inside a function, and under TYPE_CHECKING, and so does a registry's
+"module:attribute" string (registry.py imports it when the name is used: issue 50 part 4).
+Reads the source, runs nothing."""
 
 from __future__ import annotations
 
@@ -14,19 +16,31 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "cliffsweep"
 
 
-def _modules() -> dict[str, Path]:
+def _modules(pkg: Path = PKG) -> dict[str, Path]:
     out = {}
-    for p in PKG.rglob("*.py"):
-        parts = list(p.relative_to(PKG.parent).with_suffix("").parts)
+    for p in pkg.rglob("*.py"):
+        parts = list(p.relative_to(pkg.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         out[".".join(parts)] = p
     return out
 
 
-def import_graph() -> dict[str, set[str]]:
-    """module -> the cliffsweep modules it imports anywhere in its source."""
-    mods = _modules()
+def _registry_target(node: ast.AST, mods: dict[str, Path], module: str) -> str | None:
+    """The module a registry's "module:attribute" string in `module` names, if `node` is one
+    that names another package's. A package's registry naming its own modules (methods/,
+    tasks/) stays inside its room and layer; through it a plug-in may build another by name (a
+    loss task of another task), which is a recursion, not a loop between rooms."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.count(":") == 1:
+        target, attr = node.value.split(":")
+        if target in mods and attr.isidentifier() and not target.startswith(module + "."):
+            return target
+    return None
+
+
+def import_graph(pkg: Path = PKG) -> dict[str, set[str]]:
+    """module -> the cliffsweep modules it imports anywhere in its source, registry strings too."""
+    mods = _modules(pkg)
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for m, path in mods.items():
         for node in ast.walk(ast.parse(path.read_text())):
@@ -36,7 +50,14 @@ def import_graph() -> dict[str, set[str]]:
                     graph[m].add(sub if sub in mods else node.module)
             elif isinstance(node, ast.Import):
                 graph[m] |= {a.name for a in node.names if a.name.startswith("cliffsweep")}
+            elif (target := _registry_target(node, mods, m)) is not None:
+                graph[m].add(target)
     return graph
+
+
+def up_arrows(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
+                  if _layer(t) in FORBIDDEN.get(_layer(m), set()))
 
 
 def _layer(module: str) -> str:
@@ -109,9 +130,10 @@ FORBIDDEN = {
     "simulate": {"cli", "submit"},
 }
 
-# the live dashboard (issue 41) reads the store through the analysis and the sweep file through
-# the orchestrator's parser; only the CLI starts it, and nothing else imports it
-FORBIDDEN["dashboard"] = {"trainables", "evaluator", "tracking", "simulate", "cli", "submit"}
+# the live dashboard (issue 41) reads the store through the analysis and a stored sweep file
+# through sweep/specfile.py (issue 50: not the driver's package); only the CLI starts it, and
+# nothing else imports it
+FORBIDDEN["dashboard"] = {"orchestrator", "trainables", "evaluator", "tracking", "simulate", "cli", "submit"}
 for _name, _rule in FORBIDDEN.items():
     if _name != "dashboard":
         _rule.add("dashboard")
@@ -124,10 +146,26 @@ def test_every_package_and_top_level_module_has_its_rule():
 
 
 def test_no_import_runs_back_up_a_layer():
-    graph = import_graph()
-    bad = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
-                 if _layer(t) in FORBIDDEN.get(_layer(m), set()))
+    bad = up_arrows(import_graph())
     assert not bad, "imports that run back up:\n" + "\n".join(bad)
+
+
+def test_a_registry_string_that_points_up_is_an_arrow_up(tmp_path):
+    """Issue 50 part 4: a registry in evals that names an orchestrator class by string is caught
+    as surely as an import; a string that names no module (a tag, a message) is not an arrow."""
+    pkg = tmp_path / "cliffsweep"
+    for rel, text in {"__init__.py": "", "orchestrator/__init__.py": "", "orchestrator/driver.py": "class D: pass\n",
+                      "evals/__init__.py": "", "registry.py": "",
+                      "evals/tasks.py": 'TASKS = {"d": "cliffsweep.orchestrator.driver:D"}\n'
+                                        'TAG = "cliffsweep.status"\nNOTE = "see cliffsweep.orchestrator: it runs"\n'}.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    graph = import_graph(pkg)
+    assert graph["cliffsweep.evals.tasks"] == {"cliffsweep.orchestrator.driver"}
+    assert up_arrows(graph) == ["cliffsweep.evals.tasks -> cliffsweep.orchestrator.driver"]
+    real = import_graph()
+    # the toy world registers its tasks and files itself (pyproject.toml's entry points)
+    assert not any(t.startswith("cliffsweep.toy") for m in real if m.startswith("cliffsweep.evals") for t in real[m])
 
 
 def test_no_module_is_part_of_an_import_circle():

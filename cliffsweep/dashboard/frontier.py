@@ -75,7 +75,7 @@ def planned_hours(spec: dict) -> dict:
     if not spec:
         return {"planned_hours": None, "planned_said": "the store keeps no sweep file"}
     try:
-        from cliffsweep.orchestrator.specfile import parse_spec
+        from cliffsweep.sweep.specfile import parse_spec  # types alone: the run checked the rest when it started
         from cliffsweep.planner.mfu import GPUS, gpu_hours
         from cliffsweep.planner.plan import plan_spec
 

@@ -1,10 +1,10 @@
-"""A sweep file read and checked (style.md 3): `load_spec(path)` parses YAML, validates every
-field (the types: cliffsweep/sweep/spec.py) and every method, task, optimizer and toy-model name
-and parameter against the registries, and raises one `SpecError` listing *all* problems, each
+"""A sweep file read and checked (style.md 3): `load_spec(path)` reads it as sweep/specfile.py
+does (YAML, every field's type) and checks every method, task, optimizer and toy-model name and
+parameter against the registries, and raises one `SpecError` listing *all* problems, each
 named by its field path. Nothing is started before a spec validates.
 
 The registry checks live here, with the orchestrator, because they import the registries
-(trainables, evals, toy); the types below them import none of it.
+(trainables, evals, toy); the types and the reader below them import none of it.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from cliffsweep.sweep.spec import SpecError, SweepSpec
+from cliffsweep.sweep import specfile
+from cliffsweep.sweep.spec import SweepSpec
+from cliffsweep.sweep.specfile import default_spec_path, loc as _loc, read_yaml
 from cliffsweep.sweep.tracking import CREDENTIAL_KEYS
 
-
-def _loc(loc: tuple) -> str:
-    return ".".join(str(x) for x in loc) or "<root>"
+__all__ = ["default_spec_path", "load_spec", "parse_spec", "read_yaml"]
 
 
 def _items(data: dict, key: str) -> list[tuple[int, dict]]:
@@ -136,7 +136,7 @@ def _optimizer_settings_problems(data: dict) -> list[str]:
 
 
 def _task_problems(data: dict) -> list[str]:
-    from cliffsweep.evals.tasks import TASKS, task_class
+    from cliffsweep.evals.tasks import task_class, task_names
 
     problems: list[str] = []
     tasks = data.get("tasks") if isinstance(data.get("tasks"), dict) else {}
@@ -149,8 +149,8 @@ def _task_problems(data: dict) -> list[str]:
     for where, t in entries:
         if not isinstance(t, dict) or not isinstance(t.get("name"), str):
             continue
-        if t["name"] not in TASKS:
-            problems.append(f"{where}.name: unknown task {t['name']!r}; valid: {sorted(TASKS)}")
+        if t["name"] not in task_names():
+            problems.append(f"{where}.name: unknown task {t['name']!r}; valid: {task_names()}")
         else:
             problems += _params_problems(where, task_class(t["name"]), t.get("params"), f"task {t['name']}")
     return problems
@@ -179,76 +179,10 @@ def _fsdp_problems(data: dict, why: str) -> list[str]:
 
 
 def parse_spec(data: Any, source: str = "<spec>") -> SweepSpec:
-    """Validate a parsed sweep file; raise SpecError with every problem found."""
-    if not isinstance(data, dict):
-        raise SpecError(source, [f"<root>: expected a mapping of fields, got {type(data).__name__}"])
-    problems: list[str] = []
-    spec = None
-    try:
-        spec = SweepSpec.model_validate(data)
-    except ValidationError as e:
-        problems = [f"{_loc(err['loc'])}: {err['msg']}" for err in e.errors()]
-    problems += _semantic_problems(data)
-    if problems:
-        raise SpecError(source, problems)
-    return spec
-
-
-class _Loader(yaml.SafeLoader):
-    """YAML's safe loader that notes a mapping key given twice (YAML keeps the last one silently:
-    a sweep file's second `lrs:` would replace the first without a word)."""
-
-    def __init__(self, stream):
-        super().__init__(stream)
-        self.duplicates: list[str] = []
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            try:
-                key = self.construct_object(key_node, deep=True)
-                first = seen.setdefault(key, key_node.start_mark.line + 1)
-            except TypeError:  # an unhashable key: the type check reports the field
-                continue
-            if first != key_node.start_mark.line + 1:
-                self.duplicates.append(f"line {key_node.start_mark.line + 1}: key {key!r} given again (first on "
-                                       f"line {first}); YAML would keep the last one silently")
-        return super().construct_mapping(node, deep)
-
-
-def read_yaml(path: Path) -> tuple[Any, list[str]]:
-    """(the file's data, its problems as a file: not UTF-8, not YAML, keys given twice)."""
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise SpecError(str(path), [f"not UTF-8 text: byte 0x{raw[e.start]:02x} at offset {e.start} (line {line}); "
-                                    "save the file as UTF-8"]) from None
-    loader = _Loader(text)
-    try:
-        data = loader.get_single_data()
-    except yaml.YAMLError as e:
-        raise SpecError(str(path), [f"not valid YAML: {e}"]) from None
-    finally:
-        loader.dispose()
-    return data, loader.duplicates
+    """Validate a parsed sweep file, types and registries; raise SpecError with every problem."""
+    return specfile.parse_spec(data, source, (_semantic_problems,))
 
 
 def load_spec(path: str | Path) -> SweepSpec:
-    path = Path(path)
-    if not path.is_file():
-        raise SpecError(str(path), ["file not found" if not path.exists() else "not a file"])
-    data, duplicates = read_yaml(path)
-    try:
-        spec = parse_spec(data, str(path))
-    except SpecError as e:
-        raise SpecError(str(path), duplicates + e.problems) from None
-    if duplicates:
-        raise SpecError(str(path), duplicates)
-    return spec
-
-
-def default_spec_path() -> Path:
-    """The packaged toy sweep: the embedded default of `cliffsweep run`."""
-    return Path(__file__).resolve().parent.parent / "configs" / "toy.yaml"
+    """The sweep file at `path`, types and registries checked, or a SpecError naming every problem."""
+    return specfile.load_spec(path, (_semantic_problems,))

@@ -141,9 +141,10 @@ def _content_key(c: Conversation) -> str:
     return hashlib.sha256(json.dumps([c.system, c.turns]).encode()).hexdigest()
 
 
-# `toy:<file>`: a toy data file (cliffsweep/toy/files.py), looked up by name as the task registry
-# looks up the toy tasks, so that evals never imports the toy world it is the interface of.
-TOY_FILES = {"toy": "cliffsweep.toy.files:toy_file"}
+# `toy:<file>`: a toy data file (cliffsweep/toy/files.py), which the toy world registers as the
+# data source `toy` (entry points of `cliffsweep.data_sources`, pyproject.toml), as it registers its
+# tasks: evals never names the toy world it is the interface of.
+DATA_SOURCES = "cliffsweep.data_sources"
 
 
 def local_source(source: str) -> str:
@@ -153,7 +154,7 @@ def local_source(source: str) -> str:
     from cliffsweep.registry import lookup
 
     try:
-        return lookup(TOY_FILES, "toy", "data source")(source[4:])
+        return lookup({}, "toy", "data source", DATA_SOURCES)(source[4:])
     except ValueError as e:  # an unknown toy file: a data problem, listed with the others
         raise DataError(f"{source}: {e}") from None
 
