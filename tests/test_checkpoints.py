@@ -12,7 +12,8 @@ import torch
 
 from cliffsweep.storage.ledger import META, TRAIN_STATE, checkpoint_uri
 from cliffsweep.sweep.reports import CheckpointReport
-from cliffsweep.trainables.checkpoints import Checkpointer, Snapshot, canary_of, host_copy
+from cliffsweep.evals.canary import canary_record
+from cliffsweep.trainables.checkpoints import Checkpointer, Snapshot, host_copy
 
 
 def _model_and_tok(tmp_path):
@@ -30,7 +31,7 @@ def _snapshot(model, tok, root: str, step: int, state: bool) -> Snapshot:
                            loop_started_at=0.0, resumed_from_step=0)
     memo: dict = {}
     return Snapshot(step=step, epoch=1.0, loss=0.5, kind="full", export=model,
-                    weights=host_copy(model.state_dict(), memo), canary=canary_of(model, tok),
+                    weights=host_copy(model.state_dict(), memo), canary=canary_record(model, tok),
                     state=host_copy({"step": step, "model": model.state_dict()}, memo) if state else None, report=rec)
 
 

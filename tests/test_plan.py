@@ -190,13 +190,21 @@ def test_method_copies_match_what_the_method_holds(method):
 
 def test_every_method_declares_its_costs_in_its_own_file_and_every_optimizer_has_plan_facts():
     """Issue 33: a new method touches one file and one registry line. It must declare `costs`
-    itself (not inherit SFT's silently), a statistics pass exactly when it computes statistics,
-    and nothing about it lives in the planner. Issue 38: optimizers likewise."""
+    itself (not inherit SFT's or the base's silently), or take them from the shared shape that
+    causes them (methods/shared.py: a frozen base copy, issue 50), a statistics pass exactly
+    when it computes statistics, and nothing about it lives in the planner. Issue 38:
+    optimizers likewise."""
     from cliffsweep.trainables.methods import METHODS, method_class
     from cliffsweep.trainables.methods.base import Method
     from cliffsweep.trainables.optimizers import OPTIMIZERS
 
-    undeclared = sorted(n for n in METHODS if "costs" not in vars(method_class(n)))
+    registered = {method_class(n) for n in METHODS}
+
+    def owner(cls):  # the class whose `costs` the method has
+        return next(c for c in cls.__mro__ if "costs" in vars(c))
+
+    undeclared = sorted(n for n in METHODS if owner(method_class(n)) is Method
+                        or owner(method_class(n)) in registered - {method_class(n)})
     assert not undeclared, f"methods that do not declare `costs = Costs(...)` in their own class: {undeclared}"
     import importlib
 

@@ -76,11 +76,11 @@ def planned_hours(spec: dict) -> dict:
         return {"planned_hours": None, "planned_said": "the store keeps no sweep file"}
     try:
         from cliffsweep.sweep.specfile import parse_spec  # types alone: the run checked the rest when it started
-        from cliffsweep.planner.mfu import GPUS, gpu_hours
+        from cliffsweep.planner.mfu import GPUS
         from cliffsweep.planner.plan import plan_spec
 
         plans = plan_spec(parse_spec(spec, "spec.json"))
-        hours = sum(gpu_hours(p.flops, GPUS[1], p.mfu) + (p.eval_s + p.ckpt_blocked_s + p.setup_s) / 3600 for p in plans)
+        hours = sum(sum(p.hours().values()) for p in plans)
     except Exception as e:  # plan's own errors say what is missing; the page shows the sentence
         return {"planned_hours": None, "planned_said": f"plan could not price it: {e}"[:300]}
     return {"planned_hours": hours, "planned_said": f"{GPUS[1].name}-hours, as `cliffsweep plan` prices the sweep file"}

@@ -1,6 +1,7 @@
 """Weight canaries: proof that an evaluation engine serves the checkpoint it was asked to load.
 
-The trainer calls `write_canary(model, tokenizer, folder)` for every checkpoint it saves: it
+The trainer takes `canary_record(model, tokenizer)` for every checkpoint it snapshots and writes it
+with the folder (`save_record`; `write_canary` does both at once, for a model saved on the spot): it
 records the token ids of a fixed short text and the log-probability the trained model gives
 each token (after the first) given the tokens before it. After loading a checkpoint, a backend
 recomputes those log-probs with its own engine and calls `check_canary`; a disagreement beyond
@@ -88,12 +89,23 @@ def model_logprobs(model: torch.nn.Module, token_ids: list[int]) -> list[float]:
     return [float(x) for x in logp.cpu()]
 
 
+def canary_record(model: torch.nn.Module, tokenizer) -> dict:
+    """The canary file's content for `model`, computed on its live weights (the trainer takes it
+    when it snapshots a checkpoint, and writes it with the folder later: `save_record`)."""
+    ids = canary_ids(tokenizer)
+    return {"text": CANARY_TEXT, "token_ids": ids, "logprobs": model_logprobs(model, ids)}
+
+
+def save_record(record: dict, folder: str | Path) -> None:
+    """Write a `canary_record` into `folder`/CANARY_FILE."""
+    (Path(folder) / CANARY_FILE).write_text(json.dumps(record))
+
+
 def write_canary(model: torch.nn.Module, tokenizer, folder: str | Path) -> Canary:
     """Record the canary of `model` in `folder`/CANARY_FILE (call right after saving it)."""
-    ids = canary_ids(tokenizer)
-    canary = Canary(ids, model_logprobs(model, ids))
-    (Path(folder) / CANARY_FILE).write_text(json.dumps({"text": CANARY_TEXT, **canary.__dict__}))
-    return canary
+    record = canary_record(model, tokenizer)
+    save_record(record, folder)
+    return Canary(record["token_ids"], record["logprobs"])
 
 
 def read_canary(folder: str | Path) -> Canary:

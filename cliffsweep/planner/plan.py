@@ -58,6 +58,12 @@ class ModelPlan:
     notes: list[str] = field(default_factory=list)
     trial_costs: list[bill.TrialCost] = field(default_factory=list)
     """Each trial's pieces of work, priced, for a schedule simulation (cliffsweep/simulate)."""
+
+    def hours(self) -> dict[str, float]:
+        """The whole bill in H100-hours, by part: training (at this model's MFU), evaluation, GPUs
+        waiting on checkpoints, per-point setup. `plan`'s table and the dashboard add these up."""
+        return {"train": gpu_hours(self.flops, GPUS[1], self.mfu), "eval": self.eval_s / 3600,
+                "ckpt wait": self.ckpt_blocked_s / 3600, "setup": self.setup_s / 3600}
     stats_s: dict[str, float] = field(default_factory=dict)
     """Seconds of each distinct statistics task on one GPU (key as TrialCost.stats_key)."""
     base_eval_s: float = 0.0

@@ -53,8 +53,7 @@ def bill_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]]]:
               "ckpt written", "prompt tokens"]
 
     def cells(name: str, ps: list[ModelPlan]) -> list[str]:
-        train = sum(gpu_hours(p.flops, GPUS[1], p.mfu) for p in ps)
-        ev, ck, su = (sum(getattr(p, f) for p in ps) / 3600 for f in ("eval_s", "ckpt_blocked_s", "setup_s"))
+        train, ev, ck, su = (sum(p.hours()[part] for p in ps) for part in ("train", "eval", "ckpt wait", "setup"))
         total = train + ev + ck + su
         return [name, f"{train:,.2f}", f"{ev:,.2f}", f"{ck:,.2f}", f"{su:,.2f}", f"{total:,.2f}",
                 f"{train / total:.0%}" if total else "-", _si(sum(p.ckpt_written for p in ps), "B"),

@@ -35,7 +35,6 @@ synchronous path before this module, kept for comparison (bench/bench_checkpoint
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import tempfile
@@ -47,7 +46,7 @@ from typing import Any
 
 import torch
 
-from cliffsweep.evals.canary import CANARY_FILE, CANARY_TEXT, canary_ids, model_logprobs
+from cliffsweep.evals.canary import save_record
 from cliffsweep.faults import maybe_fail
 from cliffsweep.storage.ledger import TRAIN_STATE, record_checkpoint
 from cliffsweep.storage.store import Store
@@ -196,7 +195,7 @@ class Checkpointer:
             torch.save(snap.state, Path(folder) / TRAIN_STATE)
         snap.export.save_pretrained(folder, safe_serialization=True, state_dict=snap.weights)
         self.tok.save_pretrained(folder)
-        (Path(folder) / CANARY_FILE).write_text(json.dumps(snap.canary))
+        save_record(snap.canary, folder)
         self.bytes += folder_bytes(folder)
 
     def _meta(self, snap: Snapshot, uri: str) -> None:
@@ -226,11 +225,3 @@ def os_cause(err: BaseException) -> OSError | None:
             return err
         err = err.__cause__ or err.__context__
     return None
-
-
-def canary_of(model: torch.nn.Module, tokenizer) -> dict[str, Any]:
-    """The canary file's content for `model` (evals/canary.py), computed on the live weights."""
-    ids = canary_ids(tokenizer)
-    return {"text": CANARY_TEXT, "token_ids": ids, "logprobs": model_logprobs(model, ids)}
-
-

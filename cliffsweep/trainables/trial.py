@@ -35,7 +35,8 @@ from cliffsweep.trainables import data, fastpath, microbatch, parallel, resume
 from cliffsweep.sweep.gpushare import GpuShareExceeded
 from cliffsweep.evals.backends.share import device_total_gb
 from cliffsweep.trainables.parallel import apply_gpu_share
-from cliffsweep.trainables.checkpoints import Checkpointer, Snapshot, canary_of, host_copy
+from cliffsweep.evals.canary import canary_record
+from cliffsweep.trainables.checkpoints import Checkpointer, Snapshot, host_copy
 from cliffsweep.trainables.config import TrainConfig
 from cliffsweep.trainables.losses import check_head, unwrap
 from cliffsweep.trainables.methods import build_method
@@ -343,7 +344,7 @@ def checkpoint(p: TrialTraining, loss: float) -> None:
         return
     with fastpath.host_modules():  # a CPU copy is built and run with transformers' layers
         export = p.method.export(parallel.plain_model(live, full) if sharded else live)
-        canary = canary_of(export, p.tok)
+        canary = canary_record(export, p.tok)
     # Written off this thread, the live model's tensors are copied to host memory first, once
     # each (shared by the export and the state); a CPU copy of its own (FSDP's gathered model,
     # WiSE-FT's interpolation) is written as it is. Written synchronously: straight from them.

@@ -59,7 +59,8 @@ class Method:
     retain_fraction: float = 0.0
     """Share of every training batch drawn from the retain task's train split (replay)."""
     costs: ClassVar[Costs] = Costs()
-    """What it costs beyond SFT (methods/costs.py), declared in each method's own file."""
+    """What it costs beyond SFT (methods/costs.py), declared in each method's own file or on the shared
+    base whose shape causes it (methods/shared.py: a frozen base copy)."""
 
     # --- its size, for the planner (arch: the planner's Arch; read, never imported) ----------
     @classmethod

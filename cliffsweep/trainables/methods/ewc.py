@@ -17,7 +17,7 @@ from pydantic import Field
 from cliffsweep.trainables.methods.base import MethodParams
 from cliffsweep.trainables.methods.costs import Costs
 from cliffsweep.trainables.methods.shared import Anchored
-from cliffsweep.trainables.lazy import nn, penalties, torch
+from cliffsweep.trainables.lazy import penalties, torch
 
 
 class EWCParams(MethodParams):
@@ -33,8 +33,6 @@ class EWC(Anchored):  # Eq. 3's penalty: methods/shared.py
     def stats_inputs(self):
         return {"estimator": "per-batch empirical Fisher, mean-1 normalised"}
 
-    def compute_stats(self, model: nn.Module, retain_batches, learn_batches,
-                      micro_batch_size: int | None = None) -> dict[str, torch.Tensor]:
-        fisher = penalties.mean_grad_stat(model, retain_batches, penalties.batch_ce, torch.square,
-                                          micro_batch_size=micro_batch_size)
-        return penalties.normalize_mean(fisher)
+    def importance_pass(self):
+        """F_p: the squared gradient of each retain batch's cross-entropy (methods/shared.py)."""
+        return penalties.batch_ce, torch.square, None

@@ -15,7 +15,6 @@ from __future__ import annotations
 from pydantic import Field
 
 from cliffsweep.trainables.methods.base import MethodParams
-from cliffsweep.trainables.methods.costs import Costs
 from cliffsweep.trainables.methods.shared import AgainstFrozenBase
 from cliffsweep.trainables.lazy import lazy_function, torch
 
@@ -37,10 +36,8 @@ def iw_weights(ce: torch.Tensor, base_ce: torch.Tensor, mask: torch.Tensor, clip
     return log_ratio.exp().clamp_max(clip).unsqueeze(1)
 
 
-class IW(AgainstFrozenBase):  # self.base: methods/shared.py
+class IW(AgainstFrozenBase):  # self.base, its costs, FSDP-safe: methods/shared.py
     name = "iw"
-    fsdp_safe = True  # each worker keeps a whole frozen base copy; changes the loss only
-    costs = Costs(weight_copies=1, extra_flops=2, loss_heads=2)  # the frozen base: a copy, its forward, its head
     Params = IWParams
 
 

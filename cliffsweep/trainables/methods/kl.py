@@ -12,7 +12,6 @@ from __future__ import annotations
 from pydantic import Field
 
 from cliffsweep.trainables.methods.base import MethodParams
-from cliffsweep.trainables.methods.costs import Costs
 from cliffsweep.trainables.methods.shared import AgainstFrozenBase
 from cliffsweep.trainables.lazy import lazy_function
 
@@ -25,10 +24,8 @@ class KLParams(MethodParams):
     """KL coefficient (002: 0.01-0.1; 0.05 is our default)."""
 
 
-class KL(AgainstFrozenBase):  # self.base: methods/shared.py
+class KL(AgainstFrozenBase):  # self.base, its costs, FSDP-safe: methods/shared.py
     name = "kl"
-    fsdp_safe = True  # each worker keeps a whole frozen base copy; changes the loss only
-    costs = Costs(weight_copies=1, extra_flops=2, loss_heads=2)  # the frozen base: a copy, its forward, its head
     Params = KLParams
 
 

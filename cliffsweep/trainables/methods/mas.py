@@ -17,7 +17,7 @@ from pydantic import Field
 from cliffsweep.trainables.methods.base import MethodParams
 from cliffsweep.trainables.methods.costs import Costs
 from cliffsweep.trainables.methods.shared import Anchored
-from cliffsweep.trainables.lazy import lazy_function, nn, penalties, torch
+from cliffsweep.trainables.lazy import lazy_function, nn, torch
 
 chunk_rows = lazy_function("cliffsweep.trainables.losses", "chunk_rows")
 final_hidden = lazy_function("cliffsweep.trainables.losses", "final_hidden")
@@ -55,8 +55,6 @@ class MAS(Anchored):  # Eq. 3's penalty: methods/shared.py
     def stats_inputs(self):
         return {"estimator": "per-batch |grad ||logits||^2|, token-mean, mean-1 normalised"}
 
-    def compute_stats(self, model: nn.Module, retain_batches, learn_batches,
-                      micro_batch_size: int | None = None) -> dict[str, torch.Tensor]:
-        omega = penalties.mean_grad_stat(model, retain_batches, output_sq_norm, torch.abs, count=attended,
-                                         micro_batch_size=micro_batch_size)
-        return penalties.normalize_mean(omega)
+    def importance_pass(self):
+        """Omega_p: |grad ||f(B)||^2| per retain batch, over its attended tokens (methods/shared.py)."""
+        return output_sq_norm, torch.abs, attended

@@ -48,6 +48,20 @@ def newton_schulz(g: torch.Tensor, steps: int = 5) -> torch.Tensor:
     return (x.T if tall else x).to(g.dtype)
 
 
+def ema_momenta(state, params, beta: float):
+    """(p, G, M) for each of `params` that has a gradient G (in fp32), its EMA momentum updated in
+    place first: M = beta M + (1 - beta) G, an fp32 state created at zero (001 App. A.1: Muon's
+    and RMS-aligned SGD's momentum, the one state both keep)."""
+    for p in params:
+        if p.grad is None:
+            continue
+        s = state[p]
+        if not s:
+            s["momentum"] = torch.zeros_like(p, dtype=torch.float32)
+        g = p.grad.float()
+        yield p, g, s["momentum"].lerp_(g, 1 - beta)
+
+
 @functools.cache
 def muon_class() -> type:
     """Muon as a torch optimizer, defined on first use: torch loads then, not when `plan`
@@ -76,14 +90,7 @@ def muon_class() -> type:
 
         def _muon(self, group) -> None:
             lr, wd, beta = group["lr"], group["weight_decay"], group["momentum"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["momentum"] = torch.zeros_like(p, dtype=torch.float32)
-                g = p.grad.float()
-                m = state["momentum"].lerp_(g, 1 - beta)
+            for p, g, m in ema_momenta(self.state, group["params"], beta):
                 o = newton_schulz(g.lerp(m, beta))
                 p.mul_(1 - lr * wd)
                 p.add_(o.to(p.dtype), alpha=-lr * UPDATE_RMS * math.sqrt(max(p.shape)))

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cliffsweep.trainables.lazy import torch
 from cliffsweep.trainables.optimizers.costs import OptimizerCosts
-from cliffsweep.trainables.optimizers.muon import UPDATE_RMS
+from cliffsweep.trainables.optimizers.muon import UPDATE_RMS, ema_momenta
 
 costs = OptimizerCosts(states=1)  # the EMA momentum
 
@@ -38,14 +38,7 @@ def sgd_class() -> type:
             loss = closure() if closure is not None else None
             for group in self.param_groups:
                 lr, wd, beta = group["lr"], group["weight_decay"], group["momentum"]
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    state = self.state[p]
-                    if not state:
-                        state["momentum"] = torch.zeros_like(p, dtype=torch.float32)
-                    m = state["momentum"]
-                    m.lerp_(p.grad.float(), 1 - beta)  # M = beta M + (1 - beta) G
+                for p, _, m in ema_momenta(self.state, group["params"], beta):  # M = beta M + (1 - beta) G
                     rms = m.square().mean().sqrt()
                     if wd:
                         p.mul_(1 - lr * wd)
