@@ -8,7 +8,7 @@ The three synthetic stores of `python -m cliffsweep.analysis.synthetic --paper` 
 `cliffsweep run` leaves a finished sweep's store (`Store.compact`). For each of the two (as
 written: one file per trial and table; compacted), `cliffsweep dashboard` is started on the three
 stores and Chromium opens the page; then once more on the stores as written, with the tables the
-run before kept on disk (dashboard/diskcache.py: a dashboard restarted during a sweep):
+run before kept on disk (storage/diskcache.py: a dashboard restarted during a sweep):
 
     grid shown   from the command's start to the page showing the grid of trials and the counts
                  (the first snapshot, published before the frontiers are read)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from cliffsweep.analysis.synthetic import SyntheticSweep, write_synthetic_store
 from cliffsweep.dashboard.state import Dashboard, Reading
-from cliffsweep.dashboard.tables import TableCache
+from cliffsweep.storage.tablecache import TableCache
 from cliffsweep.storage.store import Store
 
 
@@ -46,7 +46,7 @@ def test_tables_kept_on_disk_spare_a_restart_the_files_it_read_and_never_hide_a_
     not read the old files: their bytes are garbled (size and mtime kept) and it still answers."""
     import os
 
-    from cliffsweep.dashboard import diskcache
+    from cliffsweep.storage import diskcache
 
     store, disk = Store(str(tmp_path / "s")), tmp_path / "cache"
     rows = lambda tid, v: [{"trial_id": tid, "step": 1, "kind": "k", "message": v}]  # noqa: E731

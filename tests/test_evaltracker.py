@@ -98,7 +98,7 @@ def test_an_evaluators_node_dies_and_its_calls_are_done_after_a_slow_restart(tmp
             rc.add_node(num_cpus=1)
 
         run_all(tracker, [1, 2, 3, 4], during=kill_node, timeout_s=90)
-        assert tracker.failed == 0 and tracker.done == 4, store.read("errors")["message"].tolist()
+        assert tracker.counts.failed == 0 and tracker.counts.done == 4, store.read("errors")["message"].tolist()
         assert evaluated(store) == {s: set(TASKS) for s in (1, 2, 3, 4)}
     finally:
         ray.shutdown()
@@ -120,10 +120,10 @@ def test_a_dead_evaluator_is_replaced_and_its_calls_sent_again(tmp_path, ray_loc
 
     def kill_it():
         faults.wait_reached("eval:t:1", str(tmp_path), timeout_s=120)  # its engine started, step 2 sent behind it
-        ray.kill(tracker.pool["m"][0], no_restart=True)
+        ray.kill(tracker.pool.actors("m")[0], no_restart=True)
 
     run_all(tracker, [1, 2, 3, 4], during=kill_it)
-    assert tracker.replaced == 1 and tracker.failed == 0 and tracker.done == 4
+    assert tracker.counts.replaced == 1 and tracker.counts.failed == 0 and tracker.counts.done == 4
     assert evaluated(store) == {s: set(TASKS) for s in (1, 2, 3, 4)}
     resent = store.read("errors").query("kind == 'eval_resent'")
     assert sorted(resent["step"]) == [1, 2], resent
@@ -137,8 +137,28 @@ def test_an_evaluation_that_raises_is_recorded_not_sent_again(tmp_path, ray_loca
     ray_local("eval:t:2=raise")
     tracker, store = tracker_of(tmp_path, engine_start_s=0.5)
     run_all(tracker, [1, 2, 3])
-    assert tracker.failed == 1 and tracker.done == 2 and tracker.sends[("t", 2)] == 1
-    assert ("t", 2) in tracker.failed_keys and tracker.replaced == 0
+    assert tracker.counts.failed == 1 and tracker.counts.done == 2 and tracker.sends[("t", 2)] == 1
+    assert ("t", 2) in tracker.failed_keys and tracker.counts.replaced == 0
     assert set(evaluated(store)) == {1, 3}
     errors = store.read("errors")
     assert list(errors["kind"]) == ["eval"] and "InjectedFault" in errors["message"].iloc[0]
+
+
+def test_both_evaluator_bodies_follow_the_written_interface():
+    """Issue 50 part 3: the real evaluator and the rehearsal's twin answer the same calls, with the
+    same parameters (evaluator/actor.py `EvaluatorActor`), and the request crosses Ray typed."""
+    import inspect
+
+    from cliffsweep.evaluator.actor import Evaluator, EvaluatorActor, RehearsalEvaluator
+    from cliffsweep.evaluator.request import EvalRequest
+
+    calls = {n for n, v in vars(EvaluatorActor).items() if inspect.isfunction(v) and not n.startswith("_")}
+    assert calls == {"ready", "evaluate", "close"}
+    def params(fn):  # Ray's tracing adds a keyword of its own to an actor class's methods
+        sig = inspect.signature(fn)
+        return [(p.name, p.annotation) for p in sig.parameters.values() if not p.name.startswith("_ray")], sig.return_annotation
+
+    for body in (Evaluator, RehearsalEvaluator):
+        for name in calls:
+            assert params(getattr(body, name)) == params(getattr(EvaluatorActor, name)), (body, name)
+    assert inspect.signature(EvaluatorActor.evaluate).parameters["req"].annotation in (EvalRequest, "EvalRequest")

@@ -16,9 +16,9 @@ from cliffsweep.storage.store import Store
 from cliffsweep.sweep.gpushare import GpuShare
 
 
-def _request(path: str, step: int) -> dict:
+def _request(path: str, step: int) -> EvalRequest:
     return EvalRequest(trial_id="t", model="toy", method="sft", series="sft", optimizer="adamw", lr=1e-3,
-                       epochs=1, seed=0, step=step, epoch=1.0, checkpoint=path).to_dict()
+                       epochs=1, seed=0, step=step, epoch=1.0, checkpoint=path)
 
 
 @pytest.mark.parametrize("backend", ["hf", pytest.param("vllm", marks=pytest.mark.vllm)])

@@ -235,3 +235,19 @@ def test_no_circle_between_the_rooms_inside_a_layer():
     for room, targets in rooms.items():
         targets.discard(room)
     assert cycles(rooms) == []
+
+
+STORE_FORMAT = {"MANIFEST", "UNIT", "COMPACTED_PREFIX", "unit_files", "relisted"}
+"""The store's file format (storage/store.py): how a table's folder is laid out and read. Only
+storage/ reads it; everyone else reads tables (issue 50 part 2)."""
+
+
+def test_the_store_s_format_is_read_in_storage_alone():
+    bad = []
+    for m, path in _modules().items():
+        if _layer(m) == "storage":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cliffsweep.storage"):
+                bad += [f"{m}: {a.name}" for a in node.names if a.name in STORE_FORMAT or a.name.startswith("_")]
+    assert not bad, bad

@@ -176,7 +176,15 @@ def test_evaluators_follow_the_load_and_give_way_to_training():
     cap; idle ones stop when their model has nothing waiting (down to eval.evaluators_per_model)
     or when a queued Train job needs what they hold (down to none: training first); a model left
     without an evaluator gets one for its backlog at once, free resources or not."""
-    from cliffsweep.orchestrator.policies import EVAL_DEPTH, evaluator_changes
+    from cliffsweep.orchestrator.policies import EVAL_DEPTH, ModelPool, PoolSize
+    from cliffsweep.orchestrator.policies import evaluator_changes as rule
+
+    def evaluator_changes(backlog, evaluators, idle, base, cap, free, job_waits, lingered=None, starved_at=None):
+        """The rule's cases as counts per model, each model's `ModelPool` built from them."""
+        pools = {m: ModelPool(backlog.get(m, 0), n, idle.get(m, 0),
+                              None if lingered is None else lingered.get(m, 0), (starved_at or {}).get(m, 1))
+                 for m, n in evaluators.items()}
+        return rule(pools, PoolSize(base, cap), free, job_waits)
 
     busy = {"a": 10, "b": 3, "c": 0}
     one = {"a": 1, "b": 1, "c": 1}

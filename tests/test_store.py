@@ -162,7 +162,7 @@ def test_a_read_that_listed_files_a_compaction_then_deleted_starts_over(tmp_path
     (CI: `status` failed with FileNotFoundError at the end of the README's sweep). Here a real
     compaction runs between a reader's listing and its reading, every time: `Store.read` and the
     dashboard's `TableCache.read` start over from a new listing and return every row."""
-    import cliffsweep.dashboard.tables as tables
+    import cliffsweep.storage.tablecache as tables
     import cliffsweep.storage.store as storage
 
     store = Store(str(tmp_path / "s"))
@@ -199,7 +199,7 @@ def test_the_dashboard_s_first_read_begun_before_a_compaction_is_read_again(tmp_
     compaction that folds the files it listed before they are parsed leaves it to read again
     from a new listing, with every row."""
     from cliffsweep.dashboard.state import Dashboard
-    from cliffsweep.dashboard.tables import FIRST_PASS, TablesRead, open_caches
+    from cliffsweep.storage.tablecache import FIRST_PASS, TablesRead, open_caches
 
     store = Store(str(tmp_path / "s"))
     store.write_json("spec.json", {})
@@ -214,3 +214,49 @@ def test_the_dashboard_s_first_read_begun_before_a_compaction_is_read_again(tmp_
     tables, changed = board._read()
     assert changed and sorted(tables["tables"]["trials"][0]["trial_id"]) == ["t0", "t1", "t2", "t3"]
     assert board._first is None  # used once
+
+
+def test_the_incremental_reader_equals_store_read_through_compactions_rewrites_and_kills(tmp_path):
+    """Issue 50 part 2: the dashboard's incremental reader (storage/tablecache.py) returns exactly
+    the rows `Store.read` returns, one cache kept across every step, as a dashboard keeps it
+    while a sweep writes: unit files written, compacted, written again over their folded rows,
+    compacted again, and two compactions SIGKILLed midway in a process of their own (after the
+    new compacted file is written, before its manifest; after the manifest, before the folded
+    unit files are deleted: faults.py's points in Store._compact)."""
+    from cliffsweep.storage.tablecache import TableCache
+
+    store = Store(str(tmp_path / "s"))
+    cache = TableCache(Store(store.uri))
+
+    def same(label: str) -> None:
+        want = store.read("trials").sort_values("trial_id").reset_index(drop=True)
+        got = cache.read("trials")[0].sort_values("trial_id").reset_index(drop=True)
+        assert got.equals(want), (label, got, want)
+
+    def write(ids, status: str) -> None:
+        for i in ids:
+            store.write("trials", f"t{i}", [{"trial_id": f"t{i}", "status": status, "lr": 0.1 * (i + 1)}])
+
+    def killed_compaction(point: str) -> None:
+        code = (f"from cliffsweep.storage.store import Store; Store({store.uri!r}).compact(('trials',))")
+        env = {**os.environ, "CLIFFSWEEP_FAULTS": f"compact:trials:{point}=kill", "CLIFFSWEEP_FAULTS_DIR": str(tmp_path)}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == -signal.SIGKILL, done.stderr  # it died at that point
+
+    write(range(4), "running")
+    same("unit files")
+    assert store.compact(("trials",)) == {"trials": 4}
+    same("compacted")
+    write([1, 2], "done")  # written again over their folded rows
+    write([4], "running")
+    same("rewritten over the compacted rows")
+    killed_compaction("written")  # a new compacted file no manifest names
+    same("killed before the manifest")
+    write([2], "failed")
+    killed_compaction("published")  # the manifest names the new file; the folded unit files remain
+    same("killed after the manifest")
+    write([3, 5], "done")
+    same("written after the killed compaction")
+    assert store.compact(("trials",)) == {"trials": 5}  # the unit files left by the kill, and the new ones
+    same("compacted again")
+    assert sorted(store.read("trials")["status"]) == ["done", "done", "done", "failed", "running", "running"]

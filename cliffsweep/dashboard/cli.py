@@ -53,8 +53,8 @@ def run(args) -> int:
     # pandas-free imports only until the first read is begun: the reader processes are forked from
     # this process before its first thread and parse the stores' files while it imports pandas
     # and the server (0.25 s of its CPU; docs/benchmarks.md, fifth round)
-    from cliffsweep.dashboard import diskcache
-    from cliffsweep.dashboard.tables import FIRST_PASS, TablesRead, open_caches
+    from cliffsweep.storage import diskcache
+    from cliffsweep.storage.tablecache import FIRST_PASS, TablesRead, open_caches
     from cliffsweep.storage.parquetfiles import reader_pool
 
     readers = reader_pool()

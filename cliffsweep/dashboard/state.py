@@ -1,4 +1,4 @@
-"""The dashboard's state: the stores it watches, their tables cached (tables.py), and the latest
+"""The dashboard's state: the stores it watches, their tables cached (storage/tablecache.py), and the latest
 views as JSON, recomputed by one background thread only when a store's files changed.
 
 Invariant: a request never computes anything heavy and never waits on the store; it returns the
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from cliffsweep.dashboard import diskcache, views
-from cliffsweep.dashboard.tables import FIRST_PASS, TableCache, TablesRead, open_caches, read_tables
+from cliffsweep.dashboard import views
+from cliffsweep.storage import diskcache
+from cliffsweep.storage.tablecache import FIRST_PASS, TableCache, TablesRead, open_caches, read_tables
 from cliffsweep.storage.parquetfiles import ReaderPool
 from cliffsweep.storage.store import LIVE_FILE, Store  # LIVE_FILE: the driver's last word, in the store
 
@@ -42,7 +43,7 @@ class Dashboard:
         `_present` makes them; used if the first turn finds the same stores."""
         self.uris = list(uris)
         self.readers = readers  # processes for a read of thousands of files (a running sweep's first read)
-        self.cache_root = cache_root  # where each store's tables are kept between runs (diskcache.py)
+        self.cache_root = cache_root  # where each store's tables are kept between runs (storage/diskcache.py)
         self.reading = reading
         self.every_s = every_s
         self.caches: dict[str, TableCache] = dict(zip(first.uris, first.caches)) if first is not None else {}

@@ -10,13 +10,28 @@ call that still fails is returned to the driver, which records it in the `errors
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Protocol
 
 from cliffsweep.evaluator.fetch import local_copy
 from cliffsweep.evaluator.request import EvalRequest
 from cliffsweep.evaluator.rows import write_result
 from cliffsweep.storage.store import Store
 from cliffsweep.sweep.gpushare import GpuShare, GpuShareExceeded
+
+
+class EvaluatorActor(Protocol):
+    """What the driver calls on an evaluator actor (orchestrator/evaltracker.py), written once for
+    both bodies behind it: the real `Evaluator` and a rehearsal's `RehearsalEvaluator`. The
+    request crosses Ray as itself, typed both ways."""
+
+    def ready(self) -> float:
+        """Seconds its engine took to start (a call that returns once it has)."""
+
+    def evaluate(self, req: EvalRequest) -> dict[str, float]:
+        """Evaluate `req`'s checkpoint on every task, write the rows; "role:task" -> accuracy."""
+
+    def close(self) -> None:
+        """Free its engine."""
 
 
 class Evaluator:
@@ -66,19 +81,18 @@ class Evaluator:
     def ready(self) -> float:
         return self.engine_seconds
 
-    def evaluate(self, req: dict[str, Any]) -> dict[str, float]:
+    def evaluate(self, req: EvalRequest) -> dict[str, float]:
         from cliffsweep.evals.runner import evaluate_task
         from cliffsweep.faults import maybe_fail
 
-        r = EvalRequest(**req)
-        maybe_fail(f"eval:{r.trial_id}:{r.step}")
-        path, tmp = local_copy(r.checkpoint) if r.checkpoint else (None, None)
+        maybe_fail(f"eval:{req.trial_id}:{req.step}")
+        path, tmp = local_copy(req.checkpoint) if req.checkpoint else (None, None)
         try:
-            canary = self._load(path, r.kind)
+            canary = self._load(path, req.kind)
             out = {}
             for role, task in self.tasks:
                 res = evaluate_task(self.backend, task, self.system)
-                write_result(self.store, r, role, task.scorer_version, res, canary)
+                write_result(self.store, req, role, task.scorer_version, res, canary)
                 out[f"{role}:{task.label}"] = res.accuracy
             return out
         except Exception as e:
@@ -142,16 +156,15 @@ class RehearsalEvaluator:
     def ready(self) -> float:
         return self.engine_seconds
 
-    def evaluate(self, req: dict[str, Any]) -> dict[str, float]:
+    def evaluate(self, req: EvalRequest) -> dict[str, float]:
         from cliffsweep.evals.result import TaskResult
         from cliffsweep.faults import maybe_fail
 
-        r = EvalRequest(**req)
-        maybe_fail(f"eval:{r.trial_id}:{r.step}")
-        seconds = self.base_eval_s if r.checkpoint is None else self.eval_s
+        maybe_fail(f"eval:{req.trial_id}:{req.step}")
+        seconds = self.base_eval_s if req.checkpoint is None else self.eval_s
         time.sleep(seconds)
         for role, name in self.tasks:
-            write_result(self.store, r, role, "rehearsal", TaskResult(name, 0.0, 0, seconds=seconds / len(self.tasks)))
+            write_result(self.store, req, role, "rehearsal", TaskResult(name, 0.0, 0, seconds=seconds / len(self.tasks)))
         return {f"{role}:{name}": 0.0 for role, name in self.tasks}
 
     def close(self) -> None:

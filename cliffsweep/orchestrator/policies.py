@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from cliffsweep.sweep.reports import EndReport
 from cliffsweep.sweep.status import Phase, TrialStatus
 
@@ -191,23 +193,45 @@ def resend_evaluation(evaluator_lost: bool, sent: int) -> bool:
     return evaluator_lost and sent < EVAL_SENDS
 
 
-def evaluator_changes(backlog: dict[str, int], evaluators: dict[str, int], idle: dict[str, int], base: int,
-                      cap: int, free_slots: int, job_waits_for_them: bool,
-                      lingered: dict[str, int] | None = None, starved_at: dict[str, int] | None = None) -> dict[str, int]:
+@dataclass(frozen=True)
+class ModelPool:
+    """One model's evaluators as the rebalance rule sees them: what the driver's pool
+    (orchestrator/evalpool.py `EvaluatorPool.view`) and the simulator (simulate/engine.py) build,
+    each from its own evaluators, so that both follow the same rule."""
+
+    backlog: int
+    """Evaluations waiting in the driver (none sent yet)."""
+    evaluators: int
+    """Evaluators running (or starting)."""
+    idle: int = 0
+    """Of those, with nothing in flight."""
+    lingered: int | None = None
+    """Of the idle ones, idle for at least an engine start: the ones that may give way below the
+    base pool (stopping one sooner and starting another for the next checkpoint would cost more
+    than it saved). None: every idle one."""
+    starved_at: int = 1
+    """The backlog at which the model, left without evaluators, gets one whether resources are
+    free or not: as many checkpoints as take an engine start to evaluate, so the start is worth it."""
+
+
+@dataclass(frozen=True)
+class PoolSize:
+    base: int
+    """eval.evaluators_per_model: the pool a model keeps while no Train job waits for what it holds."""
+    cap: int
+    """The most evaluators per model (`evaluator_cap`)."""
+
+
+def evaluator_changes(pools: dict[str, ModelPool], size: PoolSize, free_slots: int,
+                      job_waits_for_them: bool) -> dict[str, int]:
     """How many evaluators each model gains (+) or stops (-) now (issue 22: evaluator capacity that
     follows the load; `cliffsweep simulate` showed a static pool of one per model evaluating for
     hours after training ended, while the freed GPUs sat idle).
 
-    `backlog`: evaluations waiting in the driver per model (none sent yet); `evaluators`: running
-    per model; `idle`: of those, with nothing in flight; `lingered`: of those, idle for at least an
-    engine start (default: all idle ones), the ones that may give way below `base` (stopping one
-    sooner and starting another for the next checkpoint would cost more than it saved); `base`: eval.evaluators_per_model, the pool a model keeps while no Train job waits for what it
-    holds; `cap`: the most per model; `free_slots`: evaluators the cluster's free resources could
-    hold now (resources no Train job took: Ray places a waiting job as soon as its resources are
-    free, so what stays free is too little for one); `job_waits_for_them`: a waiting Train job
-    would fit if the idle evaluators stopped; `starved_at`: per model, the backlog at which a model
-    without evaluators gets one whether resources are free or not (default 1; the caller's: as
-    many checkpoints as take an engine start to evaluate, so that the start is worth it).
+    `pools`: each model's evaluators and backlog (`ModelPool`); `free_slots`: evaluators the
+    cluster's free resources could hold now (resources no Train job took: Ray places a waiting job
+    as soon as its resources are free, so what stays free is too little for one);
+    `job_waits_for_them`: a waiting Train job would fit if the idle evaluators stopped.
 
     Training first: a waiting job gets what idle evaluators of models with nothing waiting hold,
     down to none. Evaluation is never starved: a model with enough checkpoints waiting and no
@@ -216,29 +240,28 @@ def evaluator_changes(backlog: dict[str, int], evaluators: dict[str, int], idle:
     for the end of training); it takes the next resources that free up, as a job would. More
     start only in free resources, while no job waits. Pure."""
     out: dict[str, int] = {}
-    lingered = idle if lingered is None else lingered
-    for m, n in evaluators.items():
-        if backlog.get(m, 0):
+    for m, p in pools.items():
+        if p.backlog:
             continue
-        stop = min(idle.get(m, 0), max(0, n - base))  # extras, idle: not worth their GPUs
+        stop = min(p.idle, max(0, p.evaluators - size.base))  # extras, idle: not worth their GPUs
         if job_waits_for_them:  # and below the base pool, those idle long enough
-            stop = max(stop, min(lingered.get(m, 0), n))
+            stop = max(stop, min(p.idle if p.lingered is None else p.lingered, p.evaluators))
         if stop:
             out[m] = -stop
-    for m, n in evaluators.items():
-        if n == 0 and backlog.get(m, 0) >= max(1, (starved_at or {}).get(m, 1)):
+    for m, p in pools.items():
+        if p.evaluators == 0 and p.backlog >= max(1, p.starved_at):
             out[m] = 1
             free_slots -= 1  # it takes a free slot if there is one
     if job_waits_for_them:
         return out
-    want = {m: n + max(0, out.get(m, 0)) for m, n in evaluators.items()}
+    want = {m: p.evaluators + max(0, out.get(m, 0)) for m, p in pools.items()}
     while free_slots > 0:
         # the model whose waiting work per evaluator is largest, if more than its evaluators
         # would take next (a new engine's start is only worth a queue)
-        growable = [k for k in want if want[k] < cap and backlog.get(k, 0) > EVAL_DEPTH * want[k]]
+        growable = [k for k in want if want[k] < size.cap and pools[k].backlog > EVAL_DEPTH * want[k]]
         if not growable:
             break
-        m = max(growable, key=lambda k: backlog[k] / max(want[k], 0.5))
+        m = max(growable, key=lambda k: pools[k].backlog / max(want[k], 0.5))
         want[m] += 1
         out[m] = out.get(m, 0) + 1
         free_slots -= 1

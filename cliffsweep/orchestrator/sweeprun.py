@@ -114,7 +114,7 @@ class SweepRun:
         self.drop_broken_models()
         self.count_settled()
         self.refiner.check()
-        progress.evals_done, progress.evals_failed = tracker.done, tracker.failed
+        progress.evals_done, progress.evals_failed = tracker.counts.done, tracker.counts.failed
         progress.evals_pending = tracker.waiting
         progress.refresh()
         if time.time() - self._live_at >= LIVE_EVERY_S:

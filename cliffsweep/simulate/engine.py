@@ -30,8 +30,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from cliffsweep.planner import bill
-from cliffsweep.orchestrator.policies import (evaluator_cap, evaluator_changes, job_slots, pack, sweep_concurrency,
-                                              trials_per_job)
+from cliffsweep.orchestrator.policies import (ModelPool, PoolSize, evaluator_cap, evaluator_changes, job_slots, pack,
+                                              sweep_concurrency, trials_per_job)
 from cliffsweep.trainables.stats import stats_task_resources
 
 KINDS = ("training", "evaluating", "statistics")
@@ -262,10 +262,10 @@ class Simulation:
         # start_jobs ran first: free GPUs are those no job could take (too few, or the concurrency limit)
         job_waits = (self.jobs_waiting and self.running < self.concurrency
                      and free < need <= free + self.eval_gpus * sum(len(v) for v in idle.values()))
-        changes = evaluator_changes(
-            {m: len(q) for m, q in self.backlog.items()}, {m: len(evs) for m, evs in self.evaluators.items()},
-            {m: len(v) for m, v in idle.items()}, self.spec.eval.evaluators_per_model, self.cap,
-            int(free // self.eval_gpus), job_waits, lingered, self.starved_at)
+        pools = {m: ModelPool(len(self.backlog.get(m, ())), len(evs), len(idle[m]), lingered[m], self.starved_at.get(m, 1))
+                 for m, evs in self.evaluators.items()}
+        changes = evaluator_changes(pools, PoolSize(self.spec.eval.evaluators_per_model, self.cap),
+                                    int(free // self.eval_gpus), job_waits)
         freed = False
         for m, k in changes.items():
             for ev in idle[m][:max(0, -k)]:

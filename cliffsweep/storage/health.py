@@ -66,7 +66,8 @@ def _unreadable(store: Store, path: str) -> str | None:
 def table_damages(store: Store, table: str) -> list[Damage]:
     """Every unreadable file of `table`, each opened on its own."""
     try:
-        units, compacted, _ = store._listing(table)
+        listed = store.list_table(table)
+        units, compacted = listed.units, listed.compacted
     except (ValueError, KeyError, OSError) as exc:  # the manifest is not JSON, or names no file
         return [Damage(f"{table}/{MANIFEST}", _problem(exc))]
     damages = []

@@ -14,6 +14,7 @@ import re
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -21,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from cliffsweep.faults import maybe_fail
 from cliffsweep.storage.parquetfiles import read_files
 
 if TYPE_CHECKING:  # pandas is imported by what reads a table, not by every import of the store (a worker's)
@@ -105,6 +107,27 @@ SCHEMAS: dict[str, pa.Schema] = {
 COMPACTED_PREFIX = "compacted-"
 MANIFEST = "_compaction.json"
 UNIT = "_unit"
+
+
+@dataclass(frozen=True)
+class TableFiles:
+    """One listing of a table's folder (`Store.list_table`), which every reader of the table reads
+    from: `Store.read`, `Store.compact` and the incremental reader (storage/tablecache.py)."""
+
+    files: dict[str, tuple[int, int]]
+    """Every file listed: path -> (size, mtime in ns)."""
+    units: dict[str, str]
+    """Write unit key -> its file (`unit_files`)."""
+    compacted: str | None
+    """The compacted file the manifest names, if the table was compacted."""
+
+
+def unfolded(folded: pa.Table, units) -> pa.Table:
+    """The rows of a compacted file (tagged with their UNIT) that still count: a unit written again
+    since the compaction, whose unit file is listed among `units` (keys), overrides its folded
+    rows. The one visibility rule, by which a store reads the same before, during and after a
+    compaction, whoever reads it."""
+    return folded.filter(pc.invert(pc.is_in(folded[UNIT], pa.array(sorted(units), pa.string()))))
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -234,16 +257,14 @@ class Store:
         return relisted(lambda: self._retry(f"read table {table}", lambda: self._read(table)))
 
     def _read(self, table: str) -> pd.DataFrame:
-        units, compacted, manifest = self._listing(table)
+        listed = self.list_table(table)
         schema = SCHEMAS[table]
         parts = []
-        if manifest:
-            folded = self._read_files([compacted], schema.append(pa.field(UNIT, pa.string())))
-            # a unit written again since the compaction overrides its folded rows
-            parts.append(folded.filter(pc.invert(pc.is_in(folded[UNIT], pa.array(list(units), pa.string()))))
-                         .drop_columns([UNIT]))
-        if units:
-            parts.append(self._read_files(list(units.values()), schema))
+        if listed.compacted:
+            folded = self._read_files([listed.compacted], schema.append(pa.field(UNIT, pa.string())))
+            parts.append(unfolded(folded, listed.units).drop_columns([UNIT]))
+        if listed.units:
+            parts.append(self._read_files(list(listed.units.values()), schema))
         if not parts:
             return schema.empty_table().to_pandas()
         return pa.concat_tables(parts).to_pandas()
@@ -252,15 +273,13 @@ class Store:
         """Many small files (parquetfiles.py: fetched in parallel from object storage)."""
         return read_files(self.fs, sorted(files), schema)
 
-    def _listing(self, table: str) -> tuple[dict[str, str], str | None, dict | None]:
-        """(unit key -> file path, compacted file path, its manifest) of `table`."""
+    def list_table(self, table: str) -> TableFiles:
+        """`table`'s folder, listed once (one list request; the manifest read if there is one)."""
         path = f"{self.root}/{table}"
         infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-        units = unit_files([f.path for f in infos if f.type == pafs.FileType.File])
-        names = {f.base_name for f in infos}
-        manifest = json.loads(self.read_bytes(f"{table}/{MANIFEST}")) if MANIFEST in names else None
-        compacted = f"{path}/{manifest['file']}" if manifest else None
-        return units, compacted, manifest
+        files = {f.path: (f.size, f.mtime_ns or 0) for f in infos if f.type == pafs.FileType.File}
+        manifest = json.loads(self.read_bytes(f"{table}/{MANIFEST}")) if f"{path}/{MANIFEST}" in files else None
+        return TableFiles(files, unit_files(list(files)), f"{path}/{manifest['file']}" if manifest else None)
 
     # --- compaction -------------------------------------------------------------------------
     def compact(self, tables: tuple[str, ...] = TABLES) -> dict[str, int]:
@@ -281,21 +300,23 @@ class Store:
         return folded
 
     def _compact(self, table: str) -> int:
-        units, compacted, manifest = self._listing(table)
+        listed = self.list_table(table)
+        units, compacted = listed.units, listed.compacted
         if not units:
             return 0
         schema = SCHEMAS[table]
         parts = []
-        if manifest:
-            old = self._read_files([compacted], schema.append(pa.field(UNIT, pa.string())))
-            parts.append(old.filter(pc.invert(pc.is_in(old[UNIT], pa.array(list(units), pa.string())))))
+        if compacted:
+            parts.append(unfolded(self._read_files([compacted], schema.append(pa.field(UNIT, pa.string()))), units))
         parts.append(self._units_with_keys(units, schema))
         merged = pa.concat_tables(parts)
         name = f"{COMPACTED_PREFIX}{uuid.uuid4().hex}.parquet"
         sink = pa.BufferOutputStream()
         pq.write_table(merged, sink)
         self.put_bytes(f"{table}/{name}", sink.getvalue().to_pybytes())
+        maybe_fail(f"compact:{table}:written")  # the tests' kill midway (faults.py)
         self.put_bytes(f"{table}/{MANIFEST}", json.dumps({"file": name, "rows": len(merged)}).encode())
+        maybe_fail(f"compact:{table}:published")
         for f in units.values():
             self.fs.delete_file(f)
         if compacted:

@@ -2,26 +2,26 @@
 refresh cheap while a sweep writes (issue 41: "caches what has not changed, so serving never
 slows the sweep").
 
-Invariant: `TableCache.read(table)` returns exactly the rows `Store.read(table)` would (the unit
-files, plus the compacted file's rows whose unit was not written again since: storage/store.py),
-but reads a file's bytes only once per (path, size, mtime), in this process or, through
-diskcache.py, in the run before. It never writes to the store.
+Invariant: `TableCache.read(table)` returns exactly the rows `Store.read(table)` would, but reads
+a file's bytes only once per (path, size, mtime), in this process or, through diskcache.py, in
+the run before. It never writes to the store. It reads the files `Store.list_table` lists and
+keeps the compacted rows `store.unfolded` keeps, as `Store.read` does: the store's format is
+stated once, in storage/ (issue 50 part 2: the dashboard restated it, and a change to
+compaction would have shown wrong rows there without a word).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
-from cliffsweep.dashboard import diskcache
+from cliffsweep.storage import diskcache
 from cliffsweep.storage.parquetfiles import Read, ReaderPool, Underway
-from cliffsweep.storage.store import MANIFEST, SCHEMAS, UNIT, Store, is_store, relisted, unit_files
+from cliffsweep.storage.store import SCHEMAS, UNIT, Store, is_store, relisted, unfolded
 
 if TYPE_CHECKING:  # imported by to_pandas: the dashboard begins its first read before pandas is (cli.py)
     import pandas as pd
@@ -32,12 +32,6 @@ _FILE = "__file"
 # more than parsing them here, 2.3 s against 1.6 s for one store)
 POOLED = diskcache.TABLES
 FIRST_PASS = diskcache.TABLES  # what the dashboard reads every turn; the samples only for the bootstrap
-
-
-def listing(store: Store, table: str) -> dict[str, tuple[int, int]]:
-    """path -> (size, mtime in ns) of every file in `table`'s folder (one list request)."""
-    infos = store.fs.get_file_info(pafs.FileSelector(f"{store.root}/{table}", allow_not_found=True))
-    return {f.path: (f.size, f.mtime_ns or 0) for f in infos if f.type == pafs.FileType.File}
 
 
 class TableCache:
@@ -59,13 +53,10 @@ class TableCache:
 
     def _plan(self, table: str) -> _Plan | None:
         """What reading `table` now takes: None while its folder's listing is the last one read."""
-        files = listing(self.store, table)
+        listed = self.store.list_table(table)
+        files, units, compacted = listed.files, listed.units, listed.compacted
         if table in self._frames and files == self._listed.get(table):
             return None
-        manifest_path = f"{self.store.root}/{table}/{MANIFEST}"
-        manifest = json.loads(self.store.read_bytes(f"{table}/{MANIFEST}")) if manifest_path in files else None
-        compacted = f"{self.store.root}/{table}/{manifest['file']}" if manifest else None
-        units = unit_files(list(files))  # as Store.read picks them
         wanted = set(units.values()) | ({compacted} if compacted else set())
         if self.disk is not None and table in diskcache.TABLES and table not in self._rows:
             kept = diskcache.load(self.disk / f"{table}.arrow", self.store.uri, self._tagged(table))
@@ -167,9 +158,9 @@ class TablesRead:
 
 
 def _visible(rows: pa.Table, compacted: str | None, units: set[str], table: str) -> pd.DataFrame:
-    """What Store.read returns: a compacted row is overridden by its unit's file written again."""
+    """What Store.read returns: the compacted file's rows that still count (store.unfolded), then
+    the unit files' rows."""
     if compacted is not None:
         from_compacted = pc.equal(rows[_FILE], compacted)
-        overridden = pc.and_(from_compacted, pc.is_in(rows[UNIT], pa.array(sorted(units), pa.string())))
-        rows = rows.filter(pc.invert(overridden))
+        rows = pa.concat_tables([unfolded(rows.filter(from_compacted), units), rows.filter(pc.invert(from_compacted))])
     return rows.select(SCHEMAS[table].names).to_pandas()
