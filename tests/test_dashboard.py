@@ -264,7 +264,7 @@ def test_the_cost_counts_evaluations_on_cpus_and_gpus():
 
 
 def test_a_trial_shows_each_checkpoint_s_canary_distance_where_its_store_kept_one(tmp_path):
-    """The canary distance each evaluation stores (evaluator/rows.py) is a column of the trial's
+    """The canary distance each evaluation stores (evaluator/results.py) is a column of the trial's
     scores; a store written before it kept none shows none (older files read it as null)."""
     from cliffsweep.dashboard.views import trial_view
 

@@ -41,7 +41,7 @@ def test_a_sampled_task_stores_avg_and_pass_at_k_that_match_its_stored_samples(t
     from cliffsweep.evals.runner import evaluate_task
     from cliffsweep.evals.tasks import build_task
     from cliffsweep.evaluator.request import base_request
-    from cliffsweep.evaluator.rows import write_result
+    from cliffsweep.evaluator.results import write_result
     from cliffsweep.models import resolve_model
     from cliffsweep.storage.store import SAMPLED_SUFFIX, Store
 

@@ -1,5 +1,5 @@
 """What evaluating one task on one checkpoint gives (evals/runner.py, evals/lmeval.py): the
-evaluator actor turns it into `evals` and `samples` rows (evaluator/rows.py)."""
+evaluator actor turns it into `evals` and `samples` rows (evaluator/results.py)."""
 
 from __future__ import annotations
 

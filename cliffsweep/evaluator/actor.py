@@ -3,7 +3,7 @@ one base model, every task, started once and serving checkpoints in turn.
 
 Engine start is paid once per actor; each new checkpoint is swapped in (full weights: reload;
 LoRA: a new LoRARequest) and checked with its canary. Results are written to the store by the
-actor itself (evaluator/rows.py: atomic, idempotent per (trial, step, task)), so a driver crash
+actor itself (evaluator/results.py: atomic, idempotent per (trial, step, task)), so a driver crash
 loses nothing that was evaluated. Ray restarts a crashed actor and retries its pending calls; a
 call that still fails is returned to the driver, which records it in the `errors` table."""
 
@@ -14,7 +14,7 @@ from typing import Protocol
 
 from cliffsweep.evaluator.fetch import local_copy
 from cliffsweep.evaluator.request import EvalRequest
-from cliffsweep.evaluator.rows import write_result
+from cliffsweep.evaluator.results import write_result
 from cliffsweep.storage.store import Store
 from cliffsweep.sweep.gpushare import GpuShare, GpuShareExceeded
 

@@ -15,7 +15,7 @@ Two sources of text:
   `text` field), each scored from its first token after the tokenizer's BOS (or EOS) token and
   cut to `max_doc_tokens`: seed 002's held-out pretraining-loss canary.
 
-Stored metrics (evaluator/rows.py): `loss`, the mean over items of each item's mean
+Stored metrics (evaluator/results.py): `loss`, the mean over items of each item's mean
 per-token NLL (the primary, lower is better), each item's NLL in samples' `score` column for
 the bootstrap, `perplexity` = exp(loss) and `tokens`. How analysis reads a loss as retention
 is in analysis/points.py (`LOWER_IS_BETTER`, docs/analysis.md).
