@@ -277,12 +277,12 @@ def test_runner_logprob_metric_same_on_both_backends(vllm_backend, hf_backend, c
 
 @pytest.mark.vllm
 def test_lm_eval_requests_are_served_alike_by_both_backends(vllm_backend, hf_backend, ckpts):
-    """The token-level primitives lm-eval's requests use (evals/lmeval.py: `complete`,
+    """The token-level primitives lm-eval's requests use (evals/harness.py: `complete`,
     `score_tokens`) give the same answers on vLLM as on transformers, on a checkpoint loaded in
     place: an lm-eval generation task item for item, and log-likelihoods with their greedy flags."""
     import math
 
-    from cliffsweep.evals.lmeval import evaluate_lm_eval
+    from cliffsweep.evals.harness import evaluate_lm_eval
     from cliffsweep.evals.tasks import build_task
 
     for b in (vllm_backend, hf_backend):

@@ -1,4 +1,4 @@
-"""lm-evaluation-harness tasks on cliffsweep's evaluators (issue 30 part 2, evals/lmeval.py):
+"""lm-evaluation-harness tasks on cliffsweep's evaluators (issue 30 part 2, evals/harness.py):
 item for item the same results as lm-eval's own `hf` model on the same weights, for lm-eval's own
 gsm8k definition (generation, pointed at the repository's GSM8K file) and a custom multiple-choice
 YAML over the SciKnowEval file (log-likelihood); and the errors a user meets before anything runs."""
@@ -74,7 +74,7 @@ def own_and_ours(spec_params: dict, limit: int):
     from lm_eval.models.huggingface import HFLM
 
     from cliffsweep.evals.backends.hf_backend import HFBackend
-    from cliffsweep.evals.lmeval import evaluate_lm_eval
+    from cliffsweep.evals.harness import evaluate_lm_eval
     from cliffsweep.realmodels import ensure_smollm2
 
     path = ensure_smollm2()
@@ -115,7 +115,7 @@ def test_a_custom_multiple_choice_yaml_gives_lm_evals_own_log_likelihoods(tmp_pa
         assert correct == (theirs[int(item_id.split("/")[1])]["acc"] == 1.0), item_id
     # The log-likelihoods themselves, not only the argmax: batching differs (fp32 on a CPU).
     from cliffsweep.evals.backends.hf_backend import HFBackend
-    from cliffsweep.evals.lmeval import BackendLM
+    from cliffsweep.evals.harness import BackendLM
     from cliffsweep.realmodels import ensure_smollm2
 
     lm = BackendLM(HFBackend(ensure_smollm2()))
@@ -174,12 +174,12 @@ def test_an_lm_eval_task_that_samples_runs_as_its_yaml_says():
     """Issue 40 part 2: a task whose generation_kwargs sample (do_sample, temperature > 0) with
     `repeats` (lm-eval sends each request that many times) is run, not refused: the copies of a
     request are different samples, the same call draws the same samples again (seeded per copy,
-    evals/lmeval.py), and greedy requests beside them stay greedy. Then lm-eval's own toy task,
+    evals/harness.py), and greedy requests beside them stay greedy. Then lm-eval's own toy task,
     its YAML overridden to sample 3 times and vote, through the evaluator's lm-eval path."""
     from types import SimpleNamespace
 
     from cliffsweep.evals.backends import build_backend
-    from cliffsweep.evals.lmeval import BackendLM
+    from cliffsweep.evals.harness import BackendLM
     from cliffsweep.evals.runner import evaluate_task
     from cliffsweep.evals.tasks import build_task
     from cliffsweep.models import resolve_model

@@ -1,4 +1,4 @@
-"""What evaluating one task on one checkpoint gives (evals/runner.py, evals/lmeval.py): the
+"""What evaluating one task on one checkpoint gives (evals/runner.py, evals/harness.py): the
 evaluator actor turns it into `evals` and `samples` rows (evaluator/results.py)."""
 
 from __future__ import annotations

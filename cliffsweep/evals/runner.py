@@ -81,8 +81,8 @@ def evaluate_task(backend: Backend, task: Task, system: str = "") -> TaskResult:
     system_prompt: tasks/base.system_for) before every prompt that has no system prompt of its
     own, as training puts it."""
     system = system_for(task, system)
-    if task.harness == "lm_eval":  # lm-eval builds the requests and the metrics (evals/lmeval.py)
-        from cliffsweep.evals.lmeval import evaluate_lm_eval
+    if task.harness == "lm_eval":  # lm-eval builds the requests and the metrics (evals/harness.py)
+        from cliffsweep.evals.harness import evaluate_lm_eval
 
         return evaluate_lm_eval(backend, task, system)
     if task.harness == "loss":

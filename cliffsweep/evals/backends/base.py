@@ -50,7 +50,7 @@ class Backend(Protocol):
         the continuation's tokens as the start of the assistant reply (`continuation_ids`)."""
 
     # Token-level primitives, no chat template: what an external harness (lm-evaluation-harness,
-    # evals/lmeval.py) builds its requests from, having rendered and tokenised them itself.
+    # evals/harness.py) builds its requests from, having rendered and tokenised them itself.
     max_length: int
     """The longest sequence (context + generation) the engine serves."""
 
@@ -58,7 +58,7 @@ class Backend(Protocol):
                  sampling: Sampling | None = None, seeds: list[int] | None = None) -> list[str]:
         """Continuations of token-id contexts, at most `max_tokens` tokens, each cut before the
         first of `stop`: greedy, or one sample each at `sampling`'s temperature and top_p, the
-        i-th drawn with seed `seeds[i]` (an lm-eval task that samples: evals/lmeval.py)."""
+        i-th drawn with seed `seeds[i]` (an lm-eval task that samples: evals/harness.py)."""
 
     def score_tokens(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
         """For each (context, continuation) of token ids: the continuation's summed log-probability

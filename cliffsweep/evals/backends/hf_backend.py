@@ -157,7 +157,7 @@ class HFBackend:
         k = len(continuations)
         return [sums[j * k : (j + 1) * k] for j in range(len(prompts))]
 
-    # --- token-level primitives (evals/lmeval.py) ----------------------------------------------
+    # --- token-level primitives (evals/harness.py) ----------------------------------------------
     @property
     def max_length(self) -> int:
         return int(getattr(self.model.config, "max_position_embeddings", 2048))

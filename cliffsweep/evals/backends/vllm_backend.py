@@ -240,7 +240,7 @@ class VLLMBackend:
         k = len(continuations)
         return [sums[j * k : (j + 1) * k] for j in range(len(prompts))]
 
-    # --- token-level primitives (evals/lmeval.py) ----------------------------------------------
+    # --- token-level primitives (evals/harness.py) ----------------------------------------------
     @property
     def max_length(self) -> int:
         return int(self.llm.llm_engine.model_config.max_model_len)

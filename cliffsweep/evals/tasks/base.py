@@ -151,7 +151,7 @@ class Task:
     sampling: ClassVar[Sampling]
     harness: ClassVar[str] = ""
     """"" = cliffsweep's runner (eval_examples, one batched generation, score); "lm_eval" = the
-    task is lm-evaluation-harness's, which builds its own requests and metrics (evals/lmeval.py)."""
+    task is lm-evaluation-harness's, which builds its own requests and metrics (evals/harness.py)."""
     metric: ClassVar[str] = "accuracy"
     """The primary metric's name in the store: "accuracy" (higher is better), or "loss" (lower is
     better: evals/tasks/loss.py; storage/store.PRIMARY_METRICS)."""

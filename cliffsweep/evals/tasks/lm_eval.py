@@ -2,7 +2,7 @@
 `{name: lm_eval, params: {task: mmlu, num_fewshot: 5, limit: 500}}`.
 
 lm-eval owns the task: its prompts, few-shot contexts, filters and metrics; the requests are
-served by the evaluator's own engine (evals/lmeval.py). What cliffsweep adds:
+served by the evaluator's own engine (evals/harness.py). What cliffsweep adds:
 
 - `include_path`: a folder of the user's own task YAMLs (lm-eval's --include_path);
 - `overrides`: fields laid over a registered task's own config, above all its data, so a
