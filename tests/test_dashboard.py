@@ -227,7 +227,7 @@ def test_regimes_model_by_model_equal_one_pass_and_only_a_changed_model_is_recom
     views are the cached ones and the changed model's equal a fresh computation."""
     from cliffsweep.analysis.frontiers import MIN_CONFIDENCE, frontiers
     from cliffsweep.analysis.points import load_stores
-    from cliffsweep.dashboard.frontier import regimes_by_model
+    from cliffsweep.dashboard.reading import regimes_by_model
     from cliffsweep.dashboard.views import model_views
 
     sweep = SyntheticSweep(series=(("sft", "sft"), ("lora", "lora")), epochs=(1, 2), n_learn=40, n_retain=40,

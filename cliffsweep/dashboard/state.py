@@ -54,7 +54,7 @@ class Dashboard:
         self.snapshot: bytes = json.dumps({**self._empty("starting: the stores are being read"), "partial": True}).encode()
         self._unconfident = False  # regimes published without their bootstrap's confidence
         self._frontiers_shown = False
-        self._by_model: dict[str, tuple] = {}  # frontier.regimes_by_model's cache
+        self._by_model: dict[str, tuple] = {}  # reading.regimes_by_model's cache
         self._confident_at = 0.0
         self._last_present: list[TableCache] = []
         self._last_json: tuple | None = None
@@ -164,7 +164,7 @@ class Dashboard:
     def _views(self, read: dict, n_boot: int, samples: list[pd.DataFrame] | None = None,
                grid: dict | None = None) -> dict:
         """The whole snapshot: `grid` (_grid_views of the same read, if already built) and the frontiers."""
-        from cliffsweep.dashboard.frontier import frontier_views
+        from cliffsweep.dashboard.reading import frontier_views
 
         grid = grid if grid is not None else self._grid_views(read, n_boot, samples)
         if not read["uris"]:
@@ -178,7 +178,7 @@ class Dashboard:
     def _price(self, uris: list[str], specs: list[dict]) -> bool:
         """`plan`'s bill for each store's sweep file, once per store, after the first page (it
         imports torch and reads tokenizers: seconds). Returns whether it priced one now."""
-        from cliffsweep.dashboard.frontier import planned_hours
+        from cliffsweep.dashboard.reading import planned_hours
 
         todo = [(u, s) for u, s in zip(uris, specs) if u not in self._planned]
         for uri, spec in todo:
