@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from cliffsweep.analysis.synthetic import SyntheticSweep, write_synthetic_store
-from cliffsweep.dashboard.state import Dashboard, Reading
+from cliffsweep.dashboard.refresh import Refresher, Reading
 from cliffsweep.storage.tablecache import TableCache
 from cliffsweep.storage.store import Store
 
@@ -80,7 +80,7 @@ def test_the_views_say_what_analyze_says_and_name_what_an_older_store_lacks(tmp_
 
     sweep = SyntheticSweep(series=(("sft", "sft"),), epochs=(1,), n_learn=60, n_retain=60)
     store = write_synthetic_store(str(tmp_path / "s"), sweep)
-    board = Dashboard([store.uri], Reading(n_boot=50))
+    board = Refresher([store.uri], Reading(n_boot=50))
     assert board.refresh()
     snap = json.loads(board.current()[1])
     table = analyze_store(store.uri, str(tmp_path / "out"), n_boot=50, report=False)
@@ -104,7 +104,7 @@ def test_a_missing_store_is_refused_and_an_empty_one_is_said(tmp_path):
     out = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "dashboard", str(tmp_path / "nothing")],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "no cliffsweep store" in out.stderr and "Traceback" not in out.stderr
-    board = Dashboard([str(tmp_path / "later")], Reading(n_boot=0))  # --wait: said until it appears
+    board = Refresher([str(tmp_path / "later")], Reading(n_boot=0))  # --wait: said until it appears
     board.refresh()
     assert "no store here yet" in json.loads(board.current()[1])["said"]
     empty = Store(str(tmp_path / "later"))
@@ -121,13 +121,13 @@ def test_off_loopback_every_request_needs_the_token(tmp_path):
     from cliffsweep.dashboard.app import build_app
 
     store = write_synthetic_store(str(tmp_path / "s"), SyntheticSweep(series=(("sft", "sft"),), epochs=(1,)))
-    app = build_app(Dashboard([store.uri], Reading(n_boot=0)), token="s3cret")
+    app = build_app(Refresher([store.uri], Reading(n_boot=0)), token="s3cret")
     client = TestClient(app)
     assert client.get("/api/snapshot").status_code == 401
     assert client.get("/?token=wrong").status_code == 401
     assert client.get("/?token=s3cret").status_code == 200  # and the cookie it sets opens the rest
     assert client.get("/api/snapshot").status_code == 200
-    open_app = TestClient(build_app(Dashboard([store.uri], Reading(n_boot=0))))
+    open_app = TestClient(build_app(Refresher([store.uri], Reading(n_boot=0))))
     assert open_app.get("/static/plotly.min.js").status_code == 200  # served from the plotly package
     assert open_app.get("/static/..%2Fapp.py").status_code == 404
 
@@ -145,7 +145,7 @@ def test_several_stores_are_shown_as_one(tmp_path):
     one = SyntheticSweep(models={"toy-a": "cliff"}, series=(("sft", "sft"),), epochs=(1,))
     two = SyntheticSweep(models={"toy-b": "gradual"}, series=(("sft", "sft"),), epochs=(1,))
     a, b = write_synthetic_store(str(tmp_path / "a"), one), write_synthetic_store(str(tmp_path / "b"), two)
-    board = Dashboard([a.uri, b.uri], Reading(n_boot=0))
+    board = Refresher([a.uri, b.uri], Reading(n_boot=0))
     board.refresh()
     snap = json.loads(board.current()[1])
     n = len(one.lrs)

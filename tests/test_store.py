@@ -198,7 +198,7 @@ def test_the_dashboard_s_first_read_begun_before_a_compaction_is_read_again(tmp_
     """`cliffsweep dashboard` begins its first read before it imports its server (cli.py); a
     compaction that folds the files it listed before they are parsed leaves it to read again
     from a new listing, with every row."""
-    from cliffsweep.dashboard.state import Dashboard
+    from cliffsweep.dashboard.refresh import Refresher
     from cliffsweep.storage.tablecache import FIRST_PASS, TablesRead, open_caches
 
     store = Store(str(tmp_path / "s"))
@@ -210,7 +210,7 @@ def test_the_dashboard_s_first_read_begun_before_a_compaction_is_read_again(tmp_
     assert Store(store.uri).compact(("trials",)) == {"trials": 4}
     with pytest.raises(FileNotFoundError):  # what they listed is gone
         probe.end()
-    board = Dashboard([store.uri], cache_root=None, first=first)
+    board = Refresher([store.uri], cache_root=None, first=first)
     tables, changed = board._read()
     assert changed and sorted(tables["tables"]["trials"][0]["trial_id"]) == ["t0", "t1", "t2", "t3"]
     assert board._first is None  # used once

@@ -16,7 +16,7 @@ import secrets
 from importlib import resources
 from pathlib import Path
 
-from cliffsweep.dashboard.state import Dashboard
+from cliffsweep.dashboard.refresh import Refresher
 
 STATIC = Path(__file__).with_name("static")
 TOKEN_COOKIE = "cliffsweep_token"
@@ -27,7 +27,7 @@ def plotly_js() -> Path:
     return Path(str(resources.files("plotly") / "package_data" / "plotly.min.js"))
 
 
-def build_app(board: Dashboard, token: str | None = None):
+def build_app(board: Refresher, token: str | None = None):
     from starlette.applications import Starlette
     from starlette.background import BackgroundTask
     from starlette.middleware import Middleware
@@ -81,7 +81,7 @@ def is_loopback(host: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1")
 
 
-def serve(uris: list[str], host: str, port: int, token: str | None, board: Dashboard) -> None:
+def serve(uris: list[str], host: str, port: int, token: str | None, board: Refresher) -> None:
     """Serve until interrupted; the address (with its token, off loopback) is printed once the
     port is ours (a port in use raises OSError here, said in one sentence by the CLI)."""
     import socket

@@ -67,9 +67,9 @@ def run(args) -> int:
         return 2
     first = TablesRead(list(caches.values()), FIRST_PASS, list(caches))
     from cliffsweep.dashboard.app import serve
-    from cliffsweep.dashboard.state import Dashboard, Reading
+    from cliffsweep.dashboard.refresh import Refresher, Reading
 
-    board = Dashboard(args.store, Reading(n_boot=args.n_boot), readers=readers, first=first)
+    board = Refresher(args.store, Reading(n_boot=args.n_boot), readers=readers, first=first)
     # uvicorn shuts down on SIGTERM, then raises it again: this handler makes that an exit that
     # runs the `finally` below (the reader processes closed, not left to warn of leaked locks)
     signal.signal(signal.SIGTERM, _exit_143)

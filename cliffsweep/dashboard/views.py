@@ -1,5 +1,5 @@
 """What the dashboard page shows, as plain JSON-ready dicts built from a store's tables. Pure:
-frames in, dicts out; the caching and the serving are state.py's and app.py's.
+frames in, dicts out; the caching and the serving are refresh.py's and app.py's.
 
 The sweep view answers "is it healthy, where is it spending" (counts over the grid, why pending
 trials wait, evaluations, errors, evaluator pool, elapsed, ETA, GPU-hours against `plan`); the

@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from enum import IntEnum
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +28,18 @@ CONFIDENCE_EVERY_S = 30.0
 FIRST_FETCH_WAIT_S = 1.0
 
 
+class Stage(IntEnum):
+    """What the published snapshot holds, in the order a refresh passes through them."""
+
+    STARTING = 0
+    """The stores are being read, or only the grid and counts are out: no frontiers yet."""
+    REGIMES = 1
+    """The frontiers and regimes, without the bootstrap's confidence (it comes once the stores
+    are quiet for a turn, or every CONFIDENCE_EVERY_S while they keep changing)."""
+    CONFIDENT = 2
+    """The frontiers with their confidence, or without, where none was asked (n_boot 0)."""
+
+
 @dataclass(frozen=True)
 class Reading:
     """How the frontiers are read: `cliffsweep analyze`'s defaults unless the command says."""
@@ -35,7 +48,10 @@ class Reading:
     min_confidence: float | None = None
 
 
-class Dashboard:
+class Refresher:
+    """The dashboard's background refresh: it reads what changed in the stores and publishes the
+    page's snapshot, stage by stage (`Stage`); the server hands out the latest (app.py)."""
+
     def __init__(self, uris: list[str], reading: Reading = Reading(), every_s: float = 2.0,
                  cache_root: Path | None = diskcache.CACHE_DIR, readers: ReaderPool | None = None,
                  first: TablesRead | None = None):
@@ -52,8 +68,7 @@ class Dashboard:
         self.version = 0
         # "partial": the page asks again within a moment, not at its usual pace
         self.snapshot: bytes = json.dumps({**self._empty("starting: the stores are being read"), "partial": True}).encode()
-        self._unconfident = False  # regimes published without their bootstrap's confidence
-        self._frontiers_shown = False
+        self.stage = Stage.STARTING
         self._by_model: dict[str, tuple] = {}  # reading.regimes_by_model's cache
         self._confident_at = 0.0
         self._last_present: list[TableCache] = []
@@ -88,21 +103,21 @@ class Dashboard:
         tables, changed = self._read()
         if changed:
             grid = self._grid_views(tables, n_boot=0)
-            if not self._frontiers_shown:  # the grid and counts before the first frontiers
+            first = self.stage is Stage.STARTING
+            if first:  # the grid and counts before the first frontiers
                 self._publish(grid)
             self._publish(self._views(tables, n_boot=0, grid=grid))  # the regimes first, at once
-            if not self._frontiers_shown:
+            if first:
                 self._let_it_be_fetched()
-            self._frontiers_shown = True
-            self._unconfident = self.reading.n_boot > 0
-        if self._price(tables["uris"], tables["specs"]) and not self._unconfident:
+            self.stage = Stage.REGIMES if self.reading.n_boot > 0 else Stage.CONFIDENT
+        if self._price(tables["uris"], tables["specs"]) and self.stage is not Stage.REGIMES:
             self._publish(self._views(tables, n_boot=0))
             changed = True
-        due = self._unconfident and (not changed or time.time() - self._confident_at >= CONFIDENCE_EVERY_S)
+        due = self.stage is Stage.REGIMES and (not changed or time.time() - self._confident_at >= CONFIDENCE_EVERY_S)
         if due:
             samples = [c.read("samples")[0] for c in self._present()]
             self._publish(self._views(tables, n_boot=self.reading.n_boot, samples=samples))
-            self._unconfident, self._confident_at = False, time.time()
+            self.stage, self._confident_at = Stage.CONFIDENT, time.time()
         return changed or due
 
     def _present(self) -> list[TableCache]:
