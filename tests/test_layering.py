@@ -251,3 +251,26 @@ def test_the_store_s_format_is_read_in_storage_alone():
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cliffsweep.storage"):
                 bad += [f"{m}: {a.name}" for a in node.names if a.name in STORE_FORMAT or a.name.startswith("_")]
     assert not bad, bad
+
+
+def test_no_status_word_is_spelt_outside_its_enum():
+    """Issue 50 part 1: a trial's statuses are written through sweep/status.py alone; the page
+    takes them from the server. A quoted status word anywhere else in the package is a copy."""
+    import re
+
+    words = re.compile(r"""["'](pending|running|trained|done|diverged|failed)["']""")
+    files = [p for p in PKG.rglob("*.py") if p != PKG / "sweep" / "status.py"] + list(PKG.rglob("*.js"))
+    bad = [f"{p.relative_to(PKG)}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
+           if words.search(line)]
+    assert not bad, bad
+
+
+def test_the_eval_tracker_keeps_few_attributes():
+    """Issue 50 part 3: the pool's records live in evalpool.py; the tracker sets at most 12
+    attributes of its own (it had 25, mostly parallel dicts kept in step by hand)."""
+    tree = ast.parse((PKG / "orchestrator" / "evaltracker.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "EvalTracker")
+    names = {t.attr for n in ast.walk(cls) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+             for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    assert len(names) <= 12, sorted(names)

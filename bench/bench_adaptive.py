@@ -1,0 +1,141 @@
+"""Replay full evaluations through the stopping rule (issue 51 part 6), offline.
+
+Takes stores that hold every item's result (the `samples` table), puts each task's items in one
+seeded order per model (analysis/stopping.py `item_order`, shared by every checkpoint and the
+base), and scores each checkpoint stage by stage (64, 128, 256, ... items) until the rule says
+its decisions are settled (`stopping`). Each checkpoint's accuracy is then read from the items
+it scored, paired with its base (R0 + the mean change on those items), and the analysis runs on
+both readings (analysis/frontiers.py, the bootstrap off). It prints the items scored against all
+items and how often each verdict agrees with the full evaluation's: regimes (ours and the
+paper's), critical-lr brackets, highest safe lr, frontier membership.
+
+    .venv/bin/python bench/bench_adaptive.py --paper /tmp/paper-stores    # writes them first if missing
+    .venv/bin/python bench/bench_adaptive.py --store results/toy           # any store(s) with samples
+
+Targets (issue 51): at most 35 % of items; regimes and brackets identical in at least 98 % of
+series; the highest safe lr identical in at least 95 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cliffsweep.analysis.classify import Thresholds  # noqa: E402
+from cliffsweep.analysis.frontiers import frontiers  # noqa: E402
+from cliffsweep.analysis.points import load_store  # noqa: E402
+from cliffsweep.analysis.stopping import change_interval, item_order, retention_cuts, share_interval, stages  # noqa: E402
+
+
+def ordered(samples: pd.DataFrame, task: str, seed: int) -> dict[tuple[str, int], np.ndarray]:
+    """(trial, step) -> its correctness on `task`, items in the model's shared order."""
+    s = samples[samples["task"] == task]
+    ids = sorted(s["example_id"].unique())
+    order = np.asarray(ids, dtype=object)[item_order(len(ids), seed, task)]
+    pos = {e: i for i, e in enumerate(order)}
+    out = {}
+    for (tid, step), g in s.groupby(["trial_id", "step"], sort=False):
+        v = np.full(len(ids), np.nan)
+        v[[pos[e] for e in g["example_id"]]] = g["correct"].astype(float).to_numpy()
+        out[(tid, int(step))] = v
+    return out
+
+
+def settle(x: np.ndarray, base: np.ndarray, cuts, width: float, error: float, first: int, growth: float) -> int:
+    """Items scored when the share's interval settles (every item: never)."""
+    r0 = float(base.mean())
+    for n in stages(len(x), first, growth):
+        if share_interval(change_interval(x[:n], base[:n], error), r0).settles(cuts, width):
+            return n
+    return len(x)
+
+
+def replay(points: pd.DataFrame, samples: pd.DataFrame, learn: str, retain: str, th: Thresholds, error: float,
+           width: float, learn_width: float, first: int, growth: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(points read from the items the rule scored, one row per (checkpoint, task) with n_scored)."""
+    got = points.copy()
+    rows = []
+    for task, col, cuts_of, w in ((retain, "R", lambda r0: retention_cuts(th.forget_min, th.near_base, th.cliff_drop),
+                                   width),
+                                  (learn, "L", lambda l0: (1 + th.paper_min_learning * (1 - l0) / max(l0, 1e-9),),
+                                   learn_width)):
+        by_point = ordered(samples, task, seed=0)
+        for model, mpts in got.groupby("model"):
+            base = by_point[(f"{model}-base", 0)]
+            b0 = float(base.mean())
+            for idx, p in mpts[mpts["series"] != "base"].iterrows():
+                x = by_point[(p["trial_id"], int(p["step"]))]
+                n = settle(x, base, cuts_of(b0), w / max(b0, 1e-9), error, first, growth)  # w: in accuracy
+                got.loc[idx, col] = b0 + float((x[:n] - base[:n]).mean())  # paired: R0 + the change seen
+                rows.append({"model": model, "task": task, "n_scored": n, "n_items": len(x)})
+    return got, pd.DataFrame(rows)
+
+
+def agreement(full: pd.DataFrame, fast: pd.DataFrame) -> dict[str, float]:
+    key = ["model", "series", "epochs"]
+    a, b = full.set_index(key), fast.set_index(key).reindex(full.set_index(key).index)
+
+    def same(col: str) -> pd.Series:
+        x, y = a[col], b[col]
+        return (x == y) | (x.isna() & y.isna())
+
+    def ids(col):
+        return lambda t: t[col].map(lambda v: frozenset(v) if isinstance(v, (list, np.ndarray)) else frozenset())
+
+    return {"regime": same("regime").mean(), "regime_paper": same("regime_paper").mean(),
+            "bracket": (same("critical_lr_low") & same("critical_lr_high")).mean(),
+            "max_safe_lr": same("max_safe_lr").mean(),
+            "frontier": (ids("pareto_point_ids")(a) == ids("pareto_point_ids")(b)).mean()}
+
+
+def paper_stores(root: Path) -> list[str]:
+    from cliffsweep.analysis.synthetic import paper_sized, write_synthetic_store
+
+    out = []
+    for name, sw in paper_sized(n=420).items():  # ChemL3's 420 items on both axes
+        path = root / name
+        if not (path / "spec.json").exists():
+            t0 = time.time()
+            write_synthetic_store(str(path), sw)
+            print(f"wrote {path} in {time.time() - t0:.0f} s", flush=True)
+        out.append(str(path))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--paper", type=Path, help="folder for the paper-sized synthetic stores (420 items a task)")
+    ap.add_argument("--store", nargs="*", default=[], help="stores with every item's result")
+    ap.add_argument("--error", type=float, default=0.05)
+    ap.add_argument("--width", type=float, default=0.06, help="a retain interval this narrow (in accuracy) stops")
+    ap.add_argument("--learn-width", type=float, default=0.06, help="a learn interval this narrow (in accuracy) stops")
+    ap.add_argument("--first", type=int, default=64, help="items of the first stage")
+    ap.add_argument("--growth", type=float, default=2.0, help="each stage's items over the one before")
+    args = ap.parse_args(argv)
+    uris = list(args.store) + (paper_stores(args.paper) if args.paper else [])
+    th = Thresholds()
+    for uri in uris:
+        t0 = time.time()
+        data = load_store(uri)
+        fast_points, scored = replay(data.points, data.samples, data.learn_task, data.retain_task, th, args.error,
+                                     args.width, args.learn_width, args.first, args.growth)
+        full = frontiers(data.points, n_boot=0)
+        fast = frontiers(fast_points, n_boot=0)
+        agree = agreement(full, fast)
+        share = scored["n_scored"].sum() / scored["n_items"].sum()
+        per_task = scored.groupby("task").apply(lambda g: g["n_scored"].sum() / g["n_items"].sum()).to_dict()
+        print(f"{uri}: {len(full)} series, {len(scored) // 2} checkpoints; items scored {share:.1%} of all "
+              f"({', '.join(f'{t} {v:.1%}' for t, v in per_task.items())}); agreement with the full evaluation: "
+              + ", ".join(f"{k} {v:.1%}" for k, v in agree.items()) + f" ({time.time() - t0:.0f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
