@@ -12,27 +12,16 @@ backward per example). Our default: F is rescaled to mean 1 over all parameters
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from cliffsweep.trainables.methods.base import MethodParams
 from cliffsweep.trainables.methods.costs import Costs
-from cliffsweep.trainables.methods.shared import Anchored
-from cliffsweep.trainables.lazy import penalties, torch
+from cliffsweep.trainables.methods.shared import Anchored, Importance
+from cliffsweep.trainables.lazy import lazy_function
+
+batch_ce = lazy_function("cliffsweep.trainables.penalties", "batch_ce")
+square = lazy_function("torch", "square")
 
 
-class EWCParams(MethodParams):
-    lam: float = Field(1.0, ge=0.0)
-    """lambda of Eq. (3) on the mean-1 Fisher (our default 1.0; 000 does not report it)."""
-
-
-class EWC(Anchored):  # Eq. 3's penalty: methods/shared.py
+class EWC(Anchored):  # Eq. 3's penalty, its lambda (params.lam) and the statistics pass: methods/shared.py
     name = "ewc"
     costs = Costs(weight_copies=2, stats_data="retain", stats_flops=6, stats_accumulator=True)  # theta*, the Fisher
-    Params = EWCParams
-
-    def stats_inputs(self):
-        return {"estimator": "per-batch empirical Fisher, mean-1 normalised"}
-
-    def importance_pass(self):
-        """F_p: the squared gradient of each retain batch's cross-entropy (methods/shared.py)."""
-        return penalties.batch_ce, torch.square, None
+    # F_p: the squared gradient of each retain batch's cross-entropy
+    importance = Importance(batch_ce, square, "per-batch empirical Fisher, mean-1 normalised")

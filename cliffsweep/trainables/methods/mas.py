@@ -12,11 +12,8 @@ rescaled to mean 1 over all parameters and lambda = 1 (our defaults; 000 gives n
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from cliffsweep.trainables.methods.base import MethodParams
 from cliffsweep.trainables.methods.costs import Costs
-from cliffsweep.trainables.methods.shared import Anchored
+from cliffsweep.trainables.methods.shared import Anchored, Importance
 from cliffsweep.trainables.lazy import lazy_function, nn, torch
 
 chunk_rows = lazy_function("cliffsweep.trainables.losses", "chunk_rows")
@@ -42,19 +39,9 @@ def attended(batch: dict[str, torch.Tensor]) -> int:
     return max(1, int(batch["attention_mask"].sum()))
 
 
-class MASParams(MethodParams):
-    lam: float = Field(1.0, ge=0.0)
-    """lambda of Eq. (3) on the mean-1 Omega (our default 1.0; 000 does not report it)."""
-
-
-class MAS(Anchored):  # Eq. 3's penalty: methods/shared.py
+class MAS(Anchored):  # Eq. 3's penalty, its lambda (params.lam) and the statistics pass: methods/shared.py
     name = "mas"
     costs = Costs(weight_copies=2, stats_data="retain", stats_flops=6, stats_accumulator=True)  # theta*, the importances
-    Params = MASParams
-
-    def stats_inputs(self):
-        return {"estimator": "per-batch |grad ||logits||^2|, token-mean, mean-1 normalised"}
-
-    def importance_pass(self):
-        """Omega_p: |grad ||f(B)||^2| per retain batch, over its attended tokens (methods/shared.py)."""
-        return output_sq_norm, torch.abs, attended
+    # Omega_p: |grad ||f(B)||^2| per retain batch, over its attended tokens
+    importance = Importance(output_sq_norm, lazy_function("torch", "abs"),
+                            "per-batch |grad ||logits||^2|, token-mean, mean-1 normalised", count=attended)

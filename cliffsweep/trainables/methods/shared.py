@@ -14,28 +14,51 @@ facts, params and the statistic or loss that makes it that method).
 from __future__ import annotations
 
 
-from cliffsweep.trainables.methods.base import Method
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+from pydantic import Field
+
+from cliffsweep.trainables.methods.base import Method, MethodParams
 from cliffsweep.trainables.methods.costs import Costs
 from cliffsweep.trainables.lazy import lazy_function, nn, penalties, torch
 
 frozen_copy = lazy_function("cliffsweep.trainables.losses", "frozen_copy")
 
 
-class Anchored(Method):
-    """Eq. 3 with the importance from `compute_stats`; subclasses set `params.lam` and say how
-    the importance is estimated (`importance_pass`)."""
+@dataclass(frozen=True)
+class Importance:
+    """How an `Anchored` method estimates its per-parameter importance Omega_p (000 App. D):
+    E_B[transform(grad_p objective(B))] over the retain batches, each objective a sum over the
+    batch's tokens divided by count(B) (None: its response tokens), rescaled to mean 1. Each
+    method states its own in its file; the pass that computes it is `Anchored.compute_stats`."""
 
-    def importance_pass(self):
-        """(objective, transform, count) of penalties.mean_grad_stat: the importance is
-        E_B[transform(grad_p objective(B))] over the retain batches, each objective a sum over
-        the batch's tokens divided by count(B) (None: its response tokens)."""
-        raise NotImplementedError
+    objective: Callable
+    transform: Callable
+    estimator: str
+    """What the statistics cache records of the estimator (`stats_inputs`)."""
+    count: Callable | None = None
+
+
+class AnchoredParams(MethodParams):
+    lam: float = Field(1.0, ge=0.0)
+    """lambda of Eq. (3) on the mean-1 importance (our default 1.0; 000 does not report it)."""
+
+
+class Anchored(Method):
+    """Eq. 3 with the importance its `importance` states; `params.lam` weighs it."""
+
+    Params = AnchoredParams
+    importance: ClassVar[Importance]
+
+    def stats_inputs(self):
+        return {"estimator": self.importance.estimator}
 
     def compute_stats(self, model: nn.Module, retain_batches, learn_batches,
                       micro_batch_size: int | None = None) -> dict[str, torch.Tensor]:
-        objective, transform, count = self.importance_pass()
-        extra = {} if count is None else {"count": count}
-        stat = penalties.mean_grad_stat(model, retain_batches, objective, transform,
+        how = self.importance
+        extra = {} if how.count is None else {"count": how.count}
+        stat = penalties.mean_grad_stat(model, retain_batches, how.objective, how.transform,
                                         micro_batch_size=micro_batch_size, **extra)
         return penalties.normalize_mean(stat)
 
