@@ -2,7 +2,7 @@
 
 Takes stores that hold every item's result (the `samples` table), puts each task's items in one
 seeded order per model (analysis/stopping.py `item_order`, shared by every checkpoint and the
-base), and scores each checkpoint stage by stage (64, 128, 256, ... items) until the rule says
+base), and scores each checkpoint stage by stage (32, 48, 72, ... items: the defaults) until the rule says
 its decisions are settled (`stopping`). Each checkpoint's accuracy is then read from the items
 it scored, paired with its base (R0 + the mean change on those items), and the analysis runs on
 both readings (analysis/frontiers.py, the bootstrap off). It prints the items scored against all
@@ -89,10 +89,12 @@ def agreement(full: pd.DataFrame, fast: pd.DataFrame) -> dict[str, float]:
     def ids(col):
         return lambda t: t[col].map(lambda v: frozenset(v) if isinstance(v, (list, np.ndarray)) else frozenset())
 
+    x, y = ids("pareto_point_ids")(a), ids("pareto_point_ids")(b)
+    jaccard = [len(p & q) / len(p | q) if p | q else 1.0 for p, q in zip(x, y)]
     return {"regime": same("regime").mean(), "regime_paper": same("regime_paper").mean(),
             "bracket": (same("critical_lr_low") & same("critical_lr_high")).mean(),
             "max_safe_lr": same("max_safe_lr").mean(),
-            "frontier": (ids("pareto_point_ids")(a) == ids("pareto_point_ids")(b)).mean()}
+            "frontier set": (x == y).mean(), "frontier points (Jaccard)": float(np.mean(jaccard))}
 
 
 def paper_stores(root: Path) -> list[str]:
@@ -114,10 +116,10 @@ def main(argv=None) -> int:
     ap.add_argument("--paper", type=Path, help="folder for the paper-sized synthetic stores (420 items a task)")
     ap.add_argument("--store", nargs="*", default=[], help="stores with every item's result")
     ap.add_argument("--error", type=float, default=0.05)
-    ap.add_argument("--width", type=float, default=0.06, help="a retain interval this narrow (in accuracy) stops")
-    ap.add_argument("--learn-width", type=float, default=0.06, help="a learn interval this narrow (in accuracy) stops")
-    ap.add_argument("--first", type=int, default=64, help="items of the first stage")
-    ap.add_argument("--growth", type=float, default=2.0, help="each stage's items over the one before")
+    ap.add_argument("--width", type=float, default=0.15, help="a retain interval this narrow (in accuracy) stops")
+    ap.add_argument("--learn-width", type=float, default=0.15, help="a learn interval this narrow (in accuracy) stops")
+    ap.add_argument("--first", type=int, default=32, help="items of the first stage")
+    ap.add_argument("--growth", type=float, default=1.5, help="each stage's items over the one before")
     args = ap.parse_args(argv)
     uris = list(args.store) + (paper_stores(args.paper) if args.paper else [])
     th = Thresholds()
