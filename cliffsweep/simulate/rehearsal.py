@@ -162,6 +162,8 @@ def rehearse(spec, cluster: Cluster, scale: float, plans=None, kills: tuple[floa
 
     plans = scaled_plans(plans if plans is not None else plan_spec(spec), scale)
     predicted = overheads.predict(spec, plans, cluster, scale)
+    if kill_at and faults_dir is None:
+        raise ValueError("kill_at needs a faults_dir for the held points' markers")
     held = {"CLIFFSWEEP_FAULTS": ";".join(f"{p}=hold" for p in kill_at), "CLIFFSWEEP_FAULTS_DIR": faults_dir} if kill_at else {}
     rc = start_cluster(cluster, {**RAY_ENV, **LOCAL_RAY_ENV, **held})
     # a cluster's address, as on a real one: Ray Train's placement-group cleaner then runs

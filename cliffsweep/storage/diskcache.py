@@ -3,7 +3,7 @@ dashboard restarted against a running sweep's store (one file per trial and tabl
 on the paper-sized stores, ~2.5 s of CPU to read) reads only the files written since.
 
 Invariant: a cache file holds rows read from a store's files and the (path, size, mtime) of
-each file they came from (tables.TableCache's `seen`), written atomically; the reader uses a
+each file they came from (tablecache.TableCache's `seen`), written atomically; the reader uses a
 row only while its file is listed with the same size and mtime, exactly as it uses the rows it
 read in this process. A cache file that cannot be read is dropped, never trusted.
 """

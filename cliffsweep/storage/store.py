@@ -273,11 +273,16 @@ class Store:
         """Many small files (parquetfiles.py: fetched in parallel from object storage)."""
         return read_files(self.fs, sorted(files), schema)
 
-    def list_table(self, table: str) -> TableFiles:
-        """`table`'s folder, listed once (one list request; the manifest read if there is one)."""
+    def table_listing(self, table: str) -> dict[str, tuple[int, int]]:
+        """path -> (size, mtime in ns) of every file in `table`'s folder (one list request)."""
+        infos = self.fs.get_file_info(pafs.FileSelector(f"{self.root}/{table}", allow_not_found=True))
+        return {f.path: (f.size, f.mtime_ns or 0) for f in infos if f.type == pafs.FileType.File}
+
+    def list_table(self, table: str, files: dict[str, tuple[int, int]] | None = None) -> TableFiles:
+        """`table`'s folder, listed once (`files`: a listing the caller has made already), the
+        manifest read if there is one."""
         path = f"{self.root}/{table}"
-        infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-        files = {f.path: (f.size, f.mtime_ns or 0) for f in infos if f.type == pafs.FileType.File}
+        files = self.table_listing(table) if files is None else files
         manifest = json.loads(self.read_bytes(f"{table}/{MANIFEST}")) if f"{path}/{MANIFEST}" in files else None
         return TableFiles(files, unit_files(list(files)), f"{path}/{manifest['file']}" if manifest else None)
 

@@ -53,10 +53,11 @@ class TableCache:
 
     def _plan(self, table: str) -> _Plan | None:
         """What reading `table` now takes: None while its folder's listing is the last one read."""
-        listed = self.store.list_table(table)
-        files, units, compacted = listed.files, listed.units, listed.compacted
+        files = self.store.table_listing(table)
         if table in self._frames and files == self._listed.get(table):
-            return None
+            return None  # unchanged: not even the manifest is read again (a request on object storage)
+        listed = self.store.list_table(table, files)
+        units, compacted = listed.units, listed.compacted
         wanted = set(units.values()) | ({compacted} if compacted else set())
         if self.disk is not None and table in diskcache.TABLES and table not in self._rows:
             kept = diskcache.load(self.disk / f"{table}.arrow", self.store.uri, self._tagged(table))
