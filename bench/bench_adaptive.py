@@ -1,7 +1,7 @@
 """Replay full evaluations through the stopping rule (issue 51 part 6), offline.
 
 Takes stores that hold every item's result (the `samples` table), puts each task's items in one
-seeded order per model (analysis/stopping.py `item_order`, shared by every checkpoint and the
+seeded order per model (evals/stopping.py `item_order`, shared by every checkpoint and the
 base), and scores each checkpoint stage by stage (32, 48, 72, ... items: the defaults) until the rule says
 its decisions are settled (`stopping`). Each checkpoint's accuracy is then read from the items
 it scored, paired with its base (R0 + the mean change on those items), and the analysis runs on
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cliffsweep.analysis.classify import Thresholds  # noqa: E402
 from cliffsweep.analysis.frontiers import frontiers  # noqa: E402
 from cliffsweep.analysis.points import load_store  # noqa: E402
-from cliffsweep.analysis.stopping import change_interval, item_order, retention_cuts, share_interval, stages  # noqa: E402
+from cliffsweep.evals.stopping import change_interval, item_order, retention_cuts, share_interval, stages  # noqa: E402
 
 
 def ordered(samples: pd.DataFrame, task: str, seed: int) -> dict[tuple[str, int], np.ndarray]:

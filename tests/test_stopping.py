@@ -1,11 +1,11 @@
-"""The stopping rule's interval and decisions (analysis/stopping.py, issue 51 part 2), pure."""
+"""The stopping rule's interval and decisions (evals/stopping.py, issue 51 part 2), pure."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from cliffsweep.analysis.stopping import (Interval, change_interval, item_order, log_capital, mean_interval,
+from cliffsweep.evals.stopping import (Interval, change_interval, item_order, log_capital, mean_interval,
                                           retention_cuts, share_interval, stages)
 
 ERROR = 0.05

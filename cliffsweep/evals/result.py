@@ -29,6 +29,12 @@ class TaskResult:
     references: list[str] = field(default_factory=list)
     """Each item's reference answer as text, in the order of `samples` (what the dashboard shows
     beside a generation); empty where a task has none to show (lm-eval's own, loss tasks)."""
+    n_items: int | None = None
+    """The task's items; more than `n` when a staged evaluation stopped early (issue 51,
+    evaluator/staged.py). None: `n`, every item."""
+    interval: tuple[float, float] | None = None
+    """A staged evaluation's anytime-valid interval on the accuracy on every item
+    (evals/stopping.py); None for a full one."""
     scores: list[float] = field(default_factory=list)
     """Each sample's own value where it is not right/wrong (a loss task: the item's mean per-token
     NLL), in the order of `samples`; empty otherwise."""

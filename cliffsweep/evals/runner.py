@@ -76,11 +76,23 @@ def sampled(backend: Backend, task: Task, examples: list[EvalExample], prompts: 
             for j, (gen, ok) in enumerate(zip(gens, oks))]
 
 
-def evaluate_task(backend: Backend, task: Task, system: str = "") -> TaskResult:
+def stageable(task: Task) -> bool:
+    """Whether `task` can be scored a stage at a time (issue 51): cliffsweep's own greedy tasks,
+    whose items are scored one by one, right or wrong. lm-eval builds its own requests and
+    metrics over its whole document set, a loss task's value is a mean NLL (unbounded, where the
+    interval needs [0, 1]), and a sampled task's avg@n and pass@k are read from n samples per
+    item: those are scored in full (docs/tasks.md)."""
+    return task.harness not in ("lm_eval", "loss") and getattr(task.params, "sampling", None) is None
+
+
+def evaluate_task(backend: Backend, task: Task, system: str = "", items: list[int] | None = None) -> TaskResult:
     """`task` on what `backend` serves; `system` (recipe.system_prompt, or the task's own
     system_prompt: tasks/base.system_for) before every prompt that has no system prompt of its
-    own, as training puts it."""
+    own, as training puts it. `items`: only these of `task.eval_examples()`, in this order (a
+    stage of a staged evaluation, evaluator/staged.py: cliffsweep's own greedy tasks only)."""
     system = system_for(task, system)
+    if items is not None and not stageable(task):
+        raise ValueError(f"task {task.name}: scored in full only (lm-eval's, loss and sampled tasks: docs/tasks.md)")
     if task.harness == "lm_eval":  # lm-eval builds the requests and the metrics (evals/harness.py)
         from cliffsweep.evals.harness import evaluate_lm_eval
 
@@ -88,7 +100,10 @@ def evaluate_task(backend: Backend, task: Task, system: str = "") -> TaskResult:
     if task.harness == "loss":
         return evaluate_loss(backend, task, system)
     start = time.perf_counter()
-    examples = [e if e.system or not system else replace(e, system=system) for e in task.eval_examples()]
+    examples = task.eval_examples()
+    if items is not None:
+        examples = [examples[i] for i in items]
+    examples = [e if e.system or not system else replace(e, system=system) for e in examples]
     if not examples:
         raise ValueError(f"task {task.name}: no evaluation examples")
     prompts = [ex.chat() for ex in examples]

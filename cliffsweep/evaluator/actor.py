@@ -14,7 +14,7 @@ from typing import Protocol
 
 from cliffsweep.evaluator.fetch import local_copy
 from cliffsweep.evaluator.request import EvalRequest
-from cliffsweep.evaluator.results import write_result
+from cliffsweep.evaluator.results import write_evals, write_result
 from cliffsweep.storage.store import Store
 from cliffsweep.sweep.gpushare import GpuShare, GpuShareExceeded
 
@@ -62,6 +62,7 @@ class Evaluator:
         self.tasks = [(role, build_task(name, params)) for role, name, params in tasks]
         self.system = system  # recipe.system_prompt
         self.store = Store(store_uri)
+        self.bases: dict[tuple[str, str], object] = {}  # (model, task) -> the base's items in order (staged)
 
     def _start_engine(self):
         from cliffsweep.evals.backends import build_backend
@@ -82,7 +83,7 @@ class Evaluator:
         return self.engine_seconds
 
     def evaluate(self, req: EvalRequest) -> dict[str, float]:
-        from cliffsweep.evals.runner import evaluate_task
+        from cliffsweep.evals.runner import evaluate_task, stageable
         from cliffsweep.faults import maybe_fail
 
         maybe_fail(f"eval:{req.trial_id}:{req.step}")
@@ -91,8 +92,12 @@ class Evaluator:
             canary = self._load(path, req.kind)
             out = {}
             for role, task in self.tasks:
-                res = evaluate_task(self.backend, task, self.system)
-                write_result(self.store, req, role, task.scorer_version, res, canary)
+                if req.rule is not None and req.checkpoint is not None and stageable(task):
+                    res = self._staged(req, role, task)
+                    write_evals(self.store, req, role, task.scorer_version, res, canary)
+                else:
+                    res = evaluate_task(self.backend, task, self.system)
+                    write_result(self.store, req, role, task.scorer_version, res, canary)
                 out[f"{role}:{task.label}"] = res.accuracy
             return out
         except Exception as e:
@@ -109,6 +114,20 @@ class Evaluator:
                 from cliffsweep.evals.backends.share import release_cached
 
                 release_cached()
+
+    def _staged(self, req: EvalRequest, role: str, task):
+        """`task` on the served checkpoint in stages (evaluator/staged.py), paired with the base's
+        items, which are read once per task (the base is scored once per model, in full)."""
+        from cliffsweep.evals.runner import evaluate_task
+        from cliffsweep.evaluator.staged import base_scores, evaluate_staged, plan_for
+
+        ids = [str(ex.id) for ex in task.eval_examples()]
+        key = (req.model, task.label)
+        if self.bases.get(key) is None:
+            self.bases[key] = base_scores(self.store, req.model, task.label, plan_for(req.model, task.label, ids,
+                                                                                     req.rule).ids)
+        return evaluate_staged(lambda items: evaluate_task(self.backend, task, self.system, items), self.store, req,
+                               role, task.label, ids, self.bases[key])
 
     def _load(self, path: str | None, kind: str) -> float | None:
         """Serve the checkpoint (returns its canary's distance: Backend.load); a load that raises

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from cliffsweep.evals.stopping import StopRule
 from cliffsweep.sweep.grid import base_trial_id
 
 
@@ -24,6 +25,13 @@ class EvalRequest:
     epoch: float
     checkpoint: str | None  # None = the base model
     kind: str = "full"  # "full" | "lora"
+    rule: StopRule | None = None
+    """Score in stages until this rule settles (issue 51, evaluator/staged.py); None: every item.
+    The base is always scored on every item: every checkpoint of its model is read against it."""
+    at_least: int = 0
+    """Score at least this many items of each staged task, whatever the rule says: a top-up of a
+    checkpoint the verdict hinges on (analysis/topup.py); a number past the task's size means
+    every item."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -130,11 +130,13 @@ class EvalTracker:
     # --- sending and collecting ------------------------------------------------------------------
     def submit(self, req: EvalRequest, known_unevaluated: bool = False) -> bool:
         """Queue `req` unless it is in flight, or evaluated already (in this run, or in the store
-        unless the caller read the store and knows it is not). Returns whether it was queued."""
+        unless the caller read the store and knows it is not). A top-up (`req.at_least`) of an
+        evaluated checkpoint is queued: it scores only the items not yet scored (evaluator/staged.py).
+        Returns whether it was queued."""
         key = (req.trial_id, req.step)
-        if key in self.queued or key in self.evaluated:
+        if key in self.queued or (key in self.evaluated and not req.at_least):
             return False
-        if not known_unevaluated and self.in_store(*key):
+        if not known_unevaluated and not req.at_least and self.in_store(*key):
             self.evaluated.add(key)
             return False
         if not self.pool.started:  # engines start only when there is something to evaluate

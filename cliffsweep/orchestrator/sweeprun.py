@@ -11,10 +11,12 @@ store at once: the store, not these objects, is the truth a re-run starts from
 from __future__ import annotations
 
 import os
+import sys
 import time
 from functools import partial
 
 from cliffsweep.faults import maybe_fail
+from cliffsweep.analysis.topup import stop_rule
 from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
 from cliffsweep.evaluator.request import EvalRequest, base_request
@@ -75,6 +77,10 @@ class SweepRun:
         self.queue = JobQueue([], more=self.jobs_may_come, pump=self.pump, hold=self.tracker.placing)
         self.broken: dict[str, str] = {}  # model -> its base evaluation's error (drop_broken_models)
         self.refiner = Refiner(spec, store, self.book, self.tracker, self.grid, self.queue_refined)
+        self.rule = stop_rule(spec.eval.adaptive)  # None: every checkpoint scored on every item
+        # with the rule on, a done trial's checkpoints are kept until the sweep's top-up has read
+        # the verdicts (finish_evaluations): a checkpoint the verdict hinges on is scored in full
+        self.prune_later: list[tuple[str, int | None, set[int]]] = []
 
     # --- a run, step by step (driver.run_sweep) -----------------------------------------------
     def resume(self, retry_failed: bool) -> list[Trial]:
@@ -149,7 +155,10 @@ class SweepRun:
 
     def count_settled(self) -> None:
         for tid, final, steps in self.book.settle(self.tracker.was_evaluated):
-            self.prune(tid, final, steps)
+            if self.rule is None:
+                self.prune(tid, final, steps)
+            else:
+                self.prune_later.append((tid, final, steps))
 
     def rebalance_evaluators(self) -> None:
         """Evaluators follow the load (evaltracker.EvalTracker.rebalance): the free resources no
@@ -240,8 +249,30 @@ class SweepRun:
         self.reconcile()
         self.drain()
         self.count_settled()
+        if self.rule is not None:
+            self.top_up()
+            for tid, final, steps in self.prune_later:
+                self.prune(tid, final, steps)
         self.progress.phase = Phase.FINISHED
         self.write_live()
+
+    def top_up(self) -> None:
+        """The checkpoints each series' verdict hinges on, scored in part by the rule, are scored
+        on every item (analysis/topup.py); a run killed meanwhile does it again from the store,
+        scoring only the items not yet scored."""
+        from cliffsweep.analysis.frontiers import frontiers
+        from cliffsweep.analysis.points import AnalysisInputError, load_store
+        from cliffsweep.analysis.topup import top_ups
+
+        try:
+            data = load_store(self.store.uri)
+        except AnalysisInputError:
+            return  # nothing the analysis can read: no verdict hinges on anything yet
+        ckpts = {r.key: r for r in ledger.records(self.store.read("checkpoints"))}
+        for key in top_ups(data.points, frontiers(data.points, n_boot=0), self.store.read("evals")):
+            if key in ckpts and key[0] in self.by_id:
+                self.evaluate(ckpts[key], at_least=sys.maxsize)
+        self.drain()
 
     def close(self) -> None:
         import ray
@@ -292,13 +323,13 @@ class SweepRun:
         else:
             raise TypeError(f"unknown report {type(rec).__name__} from trial {tid}")
 
-    def evaluate(self, rec: ledger.CheckpointRecord, known_unevaluated: bool = False) -> None:
+    def evaluate(self, rec: ledger.CheckpointRecord, known_unevaluated: bool = False, at_least: int = 0) -> None:
         self.book.known_checkpoint(rec.trial_id, rec.step)
         t = self.by_id[rec.trial_id]
         self.tracker.submit(EvalRequest(
             trial_id=t.trial_id, model=t.model, method=t.method, series=t.series, optimizer=t.optimizer,
             lr=t.lr, epochs=t.epochs, seed=t.seed, step=rec.step, epoch=rec.epoch, checkpoint=rec.uri,
-            kind=rec.kind), known_unevaluated=known_unevaluated)
+            kind=rec.kind, rule=self.rule, at_least=at_least), known_unevaluated=known_unevaluated)
 
     def reconcile(self) -> None:
         """From the store: every reported checkpoint of this grid that lacks an evaluation is

@@ -75,12 +75,17 @@ SCHEMAS: dict[str, pa.Schema] = {
         # (evals/canary.py; half precision's kernel noise, measured on every GPU sweep); null for
         # the hf backend's base model (nothing to check against) and in older files
         ("canary_distance", pa.float64()),
+        # a staged evaluation (issue 51, evaluator/staged.py): the items scored (= n) of the task's
+        # n_items, and the anytime-valid interval on the accuracy on every item; a full one has
+        # n_scored = n_items and no interval; older files: null
+        ("n_scored", pa.int64()), ("n_items", pa.int64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
     ]),
     "samples": pa.schema([
         ("trial_id", pa.string()), ("step", pa.int64()), ("task", pa.string()),
         ("example_id", pa.string()), ("correct", pa.bool_()), ("prediction", pa.string()),
         ("score", pa.float64()),  # a loss task's item NLL (evals/tasks/loss.py); else and in older files: null
         ("reference", pa.string()),  # the item's reference answer as text (the dashboard's); older files: null
+        ("stage", pa.int64()),  # a staged evaluation's stage (issue 51, stage_key); a full one: null
     ]),
     "errors": pa.schema([
         ("trial_id", pa.string()), ("step", pa.int64()), ("kind", pa.string()),
@@ -340,6 +345,22 @@ class Store:
             return True
         return _safe(key) in self._folded_units(table)
 
+    def read_unit(self, table: str, key: str) -> pd.DataFrame | None:
+        """The rows of write unit `key` of `table` (its unit file, else its folded rows), or None
+        when it holds none: one unit read without reading the table (a staged evaluation's
+        stages and its base's items, evaluator/staged.py)."""
+        import pandas  # noqa: F401 - to_pandas needs it
+
+        name = f"{table}/{_safe(key)}.parquet"
+        if self.exists(name):
+            return self._retry(f"read {name}", lambda: self._read_files([f"{self.root}/{name}"], SCHEMAS[table])).to_pandas()
+        if _safe(key) not in self._folded_units(table):
+            return None
+        manifest = json.loads(self.read_bytes(f"{table}/{MANIFEST}"))
+        folded = self._retry(f"read {table}/{manifest['file']}", lambda: pq.read_table(
+            f"{self.root}/{table}/{manifest['file']}", filesystem=self.fs, filters=[(UNIT, "==", _safe(key))]))
+        return folded.drop_columns([UNIT]).cast(SCHEMAS[table]).to_pandas()
+
     def _folded_units(self, table: str) -> set[str]:
         """Unit keys folded into `table`'s compacted file (cached per compacted file)."""
         if not self.exists(f"{table}/{MANIFEST}"):
@@ -412,3 +433,9 @@ def steps_key(trial_id: str, first_step: int) -> str:
 def eval_key(trial_id: str, step: int, task: str) -> str:
     """Write-unit key of one evaluation: re-evaluating the same point replaces it."""
     return f"{trial_id}__{step:08d}__{task}"
+
+
+def stage_key(trial_id: str, step: int, task: str, stage: int) -> str:
+    """Write-unit key of one stage's `samples` of a staged evaluation (issue 51): stage k holds
+    the items the stages before it did not, so writing it again replaces it, never adds."""
+    return f"{eval_key(trial_id, step, task)}__stage{stage:02d}"

@@ -241,9 +241,36 @@ class RecipeSpec(_Strict):
 DEFAULT_MAX_MODEL_LEN = 4096
 
 
+class AdaptiveSpec(_Strict):
+    """Evaluate until the verdict is settled (issue 51, evals/stopping.py, docs/design.md): each
+    checkpoint is scored in stages on one seeded item order per model (the base: every item)
+    until every decision the analysis reads from it is settled at `error`, or its interval is
+    narrower than `width`. Tasks scored by lm-eval, loss tasks and sampled ones are scored in
+    full (docs/tasks.md)."""
+
+    error: float = Field(0.05, gt=0, lt=0.5)
+    """The chance that a stopped checkpoint's interval misses its accuracy on every item."""
+    width: float = Field(0.15, gt=0, le=1)
+    """An interval this narrow (in accuracy) stops whatever it straddles."""
+    first: int = Field(32, ge=8)
+    """Items of the first stage."""
+    growth: float = Field(1.5, gt=1, le=4)
+    """Each stage's items over the one before; the last stage is every item."""
+
+
 class EvalSpec(_Strict):
+    adaptive: AdaptiveSpec | None = None
+    """None (`adaptive: false`): every checkpoint is scored on every item, as the seeds'
+    protocols do. `adaptive: true` or a mapping: the staged rule (AdaptiveSpec)."""
     points_per_trial: int = Field(3, ge=1, le=MAX_POINTS_PER_TRIAL)
     """Evenly spaced checkpoints per trial; the last is the end of training."""
+
+    @field_validator("adaptive", mode="before")
+    @classmethod
+    def _adaptive_switch(cls, v: Any) -> Any:
+        if v is True:
+            return {}
+        return None if v is False else v
     every_epoch: bool = False
     """Also evaluate at each epoch end."""
     backend: Literal["vllm", "hf"] = "vllm"

@@ -144,3 +144,62 @@ def item_order(n_items: int, seed: int, label: str) -> np.ndarray:
     (so that they are paired), and the same in every run: a permutation of range(n_items)."""
     digest = int.from_bytes(hashlib.sha256(label.encode()).digest()[:8], "little")
     return np.random.default_rng([seed, digest, n_items]).permutation(n_items)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Where a checkpoint's staged evaluation of one task stands: the interval on its accuracy on
+    every item (paired with its base where the base's items are at hand), and whether every
+    decision read from it is settled."""
+
+    interval: Interval
+    settled: bool
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """The rule an evaluator stops by (issue 51), typed across Ray in the request: the error, the
+    width (in accuracy), the stages, and the cuts the analysis reads a checkpoint against, as
+    shares of its base (analysis/classify.py `Thresholds`, turned into cuts by the driver, which
+    may read the analysis; the evaluator may not)."""
+
+    error: float
+    width: float
+    first: int
+    growth: float
+    retain_cuts: tuple[float, ...]
+    """Retention shares R / R0 (`retention_cuts`)."""
+    learn_gain: float
+    """Thresholds.paper_min_learning: a learn task's cut is L0 + learn_gain (1 - L0)."""
+
+    def cuts(self, role: str, base_accuracy: float) -> tuple[float, ...]:
+        """The shares of the base's accuracy a task of `role` is read against."""
+        if role == "retain":
+            return self.retain_cuts
+        return (1 + self.learn_gain * (1 - base_accuracy) / max(base_accuracy, 1e-9),)
+
+    def read(self, role: str, scores, base_scores=None) -> Reading:
+        """The reading after `scores` (the checkpoint's first items in the model's order, each in
+        [0, 1]); `base_scores`: the base's scores on every item in that order, or None when the
+        base is not evaluated yet (then only the width can settle it).
+
+        Settled: no cut lies inside the share's interval, or the interval is narrower than
+        `width`, and the mean of the items scored (what the store keeps and the analysis reads)
+        lies on the same side of every cut as the interval, so that the value read agrees with
+        the decision the interval settled."""
+        x = np.asarray(scores, dtype=float)
+        if base_scores is None:
+            inner = mean_interval(x, self.error)
+            return Reading(inner, inner.width <= self.width)
+        base = np.asarray(base_scores, dtype=float)
+        b0 = float(base.mean())
+        change = change_interval(x, base[: x.size], self.error)
+        accuracy = Interval(max(0.0, b0 + change.low), min(1.0, b0 + change.high))
+        if b0 <= 0:
+            return Reading(accuracy, accuracy.width <= self.width)
+        share = share_interval(change, b0)
+        cuts = self.cuts(role, b0)
+        plain = float(x.mean()) / b0
+        # each cut outside the interval: the mean read lies on the interval's side of it
+        agrees = all((plain - c) * (share.low - c) > 0 for c in cuts if not share.low < c < share.high)
+        return Reading(accuracy, agrees and share.settles(cuts, self.width / b0))

@@ -1,0 +1,81 @@
+"""The analysis's side of evaluating until the verdict is settled (issue 51 parts 2-3): the rule
+an evaluator stops by, made from the classifier's thresholds, and the checkpoints a series'
+verdict hinges on, which are then scored on every item (a top-up). Pure functions.
+
+Why a top-up at all: the rule settles each checkpoint on its own, against the cuts on its own
+retention share (evals/stopping.py). A series' verdict also compares checkpoints with each other:
+the critical bracket is the lr pair with the largest collapse, the highest safe lr is the last lr
+within forget_min of the base and the one after it is the first that is not. Those few points are
+where a verdict turns, so they are read from every item, as a full evaluation reads them. The rest
+keep what the rule scored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from cliffsweep.analysis.classify import Thresholds
+from cliffsweep.evals.stopping import StopRule, retention_cuts
+from cliffsweep.sweep.spec import AdaptiveSpec
+
+SERIES = ["model", "series", "epochs"]
+HINGES = ("critical_lr_low", "critical_lr_high", "max_safe_lr", "max_safe_lr_next")
+"""The frontier table's lrs (analysis/frontiers.py) at which a series' verdict is read."""
+
+
+def stop_rule(adaptive: AdaptiveSpec | None, th: Thresholds | None = None) -> StopRule | None:
+    """The rule an evaluator stops by (None: score every item), its cuts the classifier's."""
+    if adaptive is None:
+        return None
+    th = th or Thresholds()
+    return StopRule(error=adaptive.error, width=adaptive.width, first=adaptive.first, growth=adaptive.growth,
+                    retain_cuts=retention_cuts(th.forget_min, th.near_base, th.cliff_drop),
+                    learn_gain=th.paper_min_learning)
+
+
+def hinging(points: pd.DataFrame, table: pd.DataFrame) -> list[tuple[str, int]]:
+    """(trial, step) of the points each series' verdict is read at (HINGES), among `points` (the
+    analysis's points, one per trial) and `table` (frontiers' table, one row per series)."""
+    out: set[tuple[str, int]] = set()
+    pts = points[points["series"] != "base"]
+    for _, row in table.iterrows():
+        lrs = [float(row[c]) for c in HINGES if c in row and pd.notna(row[c])]
+        if not lrs:
+            continue
+        mine = pts[(pts[SERIES] == row[SERIES].to_numpy()).all(axis=1)]
+        hit = mine[np.isclose(mine["lr"].to_numpy(float)[:, None], lrs, rtol=1e-9).any(axis=1)]
+        out |= {(str(t), int(s)) for t, s in zip(hit["trial_id"], hit["step"])}
+    return sorted(out)
+
+
+def partial(evals: pd.DataFrame) -> set[tuple[str, int]]:
+    """(trial, step) of checkpoints that some task scored on fewer than all its items."""
+    if evals.empty or "n_items" not in evals:
+        return set()
+    short = evals[evals["n_items"].notna() & (evals["n_scored"] < evals["n_items"])]
+    return {(str(t), int(s)) for t, s in zip(short["trial_id"], short["step"])}
+
+
+def top_ups(points: pd.DataFrame, table: pd.DataFrame, evals: pd.DataFrame) -> list[tuple[str, int]]:
+    """The checkpoints to score on every item: hinging and scored in part."""
+    short = partial(evals)
+    return [k for k in hinging(points, table) if k in short]
+
+
+def within_evaluations(samples: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
+    """`samples` without the stages an `evals` row does not count yet: a top-up's stages written
+    before its rows (evaluator/staged.py writes each stage, then the rows), so the items read
+    are always those the stored accuracy was taken on. A stage counts while the items of it and
+    of the stages before it are at most the row's n_scored."""
+    if samples.empty or "stage" not in samples or samples["stage"].isna().all():
+        return samples
+    staged = samples[samples["stage"].notna()]
+    sizes = staged.groupby(["trial_id", "step", "task", "stage"]).size().rename("k").reset_index()
+    sizes = sizes.sort_values("stage")
+    sizes["upto"] = sizes.groupby(["trial_id", "step", "task"])["k"].cumsum()
+    n = evals.drop_duplicates(["trial_id", "step", "task"]).set_index(["trial_id", "step", "task"])["n_scored"]
+    cap = n.reindex(pd.MultiIndex.from_frame(sizes[["trial_id", "step", "task"]])).to_numpy(float)
+    keep = sizes[np.isnan(cap) | (sizes["upto"].to_numpy(float) <= cap)][["trial_id", "step", "task", "stage"]]
+    kept = staged.merge(keep, on=["trial_id", "step", "task", "stage"], how="inner")
+    return pd.concat([samples[samples["stage"].isna()], kept], ignore_index=True)

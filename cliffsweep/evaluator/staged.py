@@ -1,0 +1,105 @@
+"""One task of one checkpoint scored in stages until the stopping rule settles (issue 51).
+
+Invariant: every item of a task is scored at most once per checkpoint in the store, however often
+the evaluation is interrupted and re-run. The items are put in one seeded order per model and
+task (evals/stopping.py `item_order`); stage k scores the items between the stages' cumulative
+counts (`stages`) and is one `samples` write unit of its own (store.stage_key), so writing it
+again replaces it. An evaluation resumed after a kill reads the stages stored and scores only
+the next ones. The `evals` rows are written last, once the rule has settled (or every item is
+scored): as before, their presence is what makes the checkpoint evaluated (storage/ledger.py).
+
+The base model is scored on every item, once per model (evaluator/actor.py sends it in full):
+each checkpoint's interval is paired with the base's items. While the base's items are not in
+the store yet, a checkpoint is read on its own, and only its interval's width can stop it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from cliffsweep.evaluator.request import EvalRequest
+from cliffsweep.evaluator.results import sample_rows
+from cliffsweep.evals.result import TaskResult
+from cliffsweep.evals.stopping import StopRule, item_order, stages
+from cliffsweep.storage.store import Store, eval_key, stage_key
+from cliffsweep.sweep.grid import base_trial_id
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A task's items in the model's order and the stages over them."""
+
+    ids: list[str]
+    """Example ids in scoring order."""
+    order: np.ndarray
+    """Positions in `task.eval_examples()`, in scoring order."""
+    bounds: list[int]
+    """Cumulative items after each stage."""
+
+
+def plan_for(model: str, label: str, example_ids: list[str], rule: StopRule) -> Plan:
+    order = item_order(len(example_ids), 0, f"{model}/{label}")
+    return Plan([example_ids[i] for i in order], order, stages(len(example_ids), rule.first, rule.growth))
+
+
+def base_scores(store: Store, model: str, label: str, ids: list[str]) -> np.ndarray | None:
+    """The base's correctness on every item, in `ids`' order; None until it is in the store."""
+    rows = store.read_unit("samples", eval_key(base_trial_id(model), 0, label))
+    if rows is None:
+        return None
+    by_id = dict(zip(rows["example_id"], rows["correct"].astype(float)))
+    if any(i not in by_id for i in ids):
+        return None  # a base scored on other items (another task size): nothing to pair with
+    return np.array([by_id[i] for i in ids])
+
+
+def stored_stage(store: Store, req: EvalRequest, label: str, k: int, ids: list[str]) -> np.ndarray | None:
+    """Stage k's correctness as stored, in order; None if it is not stored."""
+    rows = store.read_unit("samples", stage_key(req.trial_id, req.step, label, k))
+    if rows is None:
+        return None
+    by_id = dict(zip(rows["example_id"], rows["correct"].astype(float)))
+    if sorted(by_id) != sorted(ids):
+        raise RuntimeError(f"{req.trial_id}@{req.step} {label}: stage {k} holds other items than the order gives "
+                           "(the task's items changed since it was written)")
+    return np.array([by_id[i] for i in ids])
+
+
+def evaluate_staged(score_stage, store: Store, req: EvalRequest, role: str, label: str, example_ids: list[str],
+                    base: np.ndarray | None) -> TaskResult:
+    """Score `label` (a task of `role`) on `req`'s checkpoint in stages, each stage's samples
+    written before the next starts, until `req.rule` settles and `req.at_least` items are scored.
+    `score_stage(positions)` scores those items of the task (evals/runner.evaluate_task with
+    `items`) and returns their TaskResult. Returns the result the `evals` rows are written from:
+    the accuracy on the items scored, with its interval (headline metric only: a stage read back
+    from the store has no secondary metrics)."""
+    from cliffsweep.faults import maybe_fail
+
+    rule = req.rule
+    plan = plan_for(req.model, label, example_ids, rule)
+    scored: list[np.ndarray] = []
+    seconds, lo = 0.0, 0
+    for k, hi in enumerate(plan.bounds):
+        ids = plan.ids[lo:hi]
+        x = stored_stage(store, req, label, k, ids)
+        if x is None:
+            t0 = time.perf_counter()
+            res = score_stage([int(i) for i in plan.order[lo:hi]])
+            store.write("samples", stage_key(req.trial_id, req.step, label, k), sample_rows(req, res, stage=k))
+            seconds += time.perf_counter() - t0
+            by_id = {str(e): float(ok) for e, ok, _ in res.samples}
+            x = np.array([by_id[i] for i in ids])
+            maybe_fail(f"stage:{req.trial_id}:{req.step}:{label}:{k}")  # the tests' kill between stages
+        scored.append(x)
+        lo = hi
+        reading = rule.read(role, np.concatenate(scored), base)
+        # a stage stored already (by a top-up killed before its `evals` rows) is read, never dropped
+        if reading.settled and hi >= min(req.at_least, len(example_ids)) and not (
+                k + 1 < len(plan.bounds) and store.has("samples", stage_key(req.trial_id, req.step, label, k + 1))):
+            break
+    values = np.concatenate(scored)
+    return TaskResult(task=label, accuracy=float(values.mean()), n=int(values.size), seconds=seconds,
+                      n_items=len(example_ids), interval=(reading.interval.low, reading.interval.high))
