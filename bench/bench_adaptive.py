@@ -3,9 +3,10 @@
 Takes stores that hold every item's result (the `samples` table), puts each task's items in one
 seeded order per model (evals/stopping.py `item_order`, shared by every checkpoint and the
 base), and scores each checkpoint stage by stage (32, 48, 72, ... items: the defaults) until the rule says
-its decisions are settled (`stopping`). Each checkpoint's accuracy is then read from the items
-it scored, paired with its base (R0 + the mean change on those items), and the analysis runs on
-both readings (analysis/frontiers.py, the bootstrap off). It prints the items scored against all
+its decisions are settled (`StopRule.read`, as the evaluator calls it). Each checkpoint's
+accuracy is then the mean of the items it scored (what the store keeps), the checkpoints each
+series' verdict hinges on are topped up to every item (analysis/topup.py, as a sweep does at its
+end), and the analysis runs on both readings (analysis/frontiers.py, the bootstrap off). It prints the items scored against all
 items and how often each verdict agrees with the full evaluation's: regimes (ours and the
 paper's), critical-lr brackets, highest safe lr, frontier membership.
 
@@ -28,10 +29,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cliffsweep.analysis.classify import Thresholds  # noqa: E402
 from cliffsweep.analysis.frontiers import frontiers  # noqa: E402
 from cliffsweep.analysis.points import load_store  # noqa: E402
-from cliffsweep.evals.stopping import change_interval, item_order, retention_cuts, share_interval, stages  # noqa: E402
+from cliffsweep.analysis.topup import stop_rule, top_ups  # noqa: E402
+from cliffsweep.evals.stopping import item_order, stages  # noqa: E402
+from cliffsweep.sweep.spec import AdaptiveSpec  # noqa: E402
 
 
 def ordered(samples: pd.DataFrame, task: str, seed: int) -> dict[tuple[str, int], np.ndarray]:
@@ -48,34 +50,41 @@ def ordered(samples: pd.DataFrame, task: str, seed: int) -> dict[tuple[str, int]
     return out
 
 
-def settle(x: np.ndarray, base: np.ndarray, cuts, width: float, error: float, first: int, growth: float) -> int:
-    """Items scored when the share's interval settles (every item: never)."""
-    r0 = float(base.mean())
-    for n in stages(len(x), first, growth):
-        if share_interval(change_interval(x[:n], base[:n], error), r0).settles(cuts, width):
+def settle(x: np.ndarray, base: np.ndarray, rule, role: str) -> int:
+    """Items scored when the rule settles (evals/stopping.py StopRule.read, as the evaluator
+    calls it after each stage: evaluator/staged.py)."""
+    for n in stages(len(x), rule.first, rule.growth):
+        if rule.read(role, x[:n], base).settled:
             return n
     return len(x)
 
 
-def replay(points: pd.DataFrame, samples: pd.DataFrame, learn: str, retain: str, th: Thresholds, error: float,
-           width: float, learn_width: float, first: int, growth: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(points read from the items the rule scored, one row per (checkpoint, task) with n_scored)."""
+def replay(points: pd.DataFrame, samples: pd.DataFrame, learn: str, retain: str, rule) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(points read from the items the rule scored, then topped up where the verdict hinges as a
+    sweep does it (analysis/topup.py); one row per (checkpoint, task) with n_scored)."""
     got = points.copy()
-    rows = []
-    for task, col, cuts_of, w in ((retain, "R", lambda r0: retention_cuts(th.forget_min, th.near_base, th.cliff_drop),
-                                   width),
-                                  (learn, "L", lambda l0: (1 + th.paper_min_learning * (1 - l0) / max(l0, 1e-9),),
-                                   learn_width)):
+    rows, full = [], {}
+    for task, col, role in ((retain, "R", "retain"), (learn, "L", "learn")):
         by_point = ordered(samples, task, seed=0)
         for model, mpts in got.groupby("model"):
             base = by_point[(f"{model}-base", 0)]
-            b0 = float(base.mean())
             for idx, p in mpts[mpts["series"] != "base"].iterrows():
                 x = by_point[(p["trial_id"], int(p["step"]))]
-                n = settle(x, base, cuts_of(b0), w / max(b0, 1e-9), error, first, growth)  # w: in accuracy
-                got.loc[idx, col] = b0 + float((x[:n] - base[:n]).mean())  # paired: R0 + the change seen
-                rows.append({"model": model, "task": task, "n_scored": n, "n_items": len(x)})
-    return got, pd.DataFrame(rows)
+                n = settle(x, base, rule, role)
+                got.loc[idx, col] = float(x[:n].mean())  # what the store keeps: the mean of the items scored
+                full[(p["trial_id"], int(p["step"]), col)] = float(x.mean())
+                rows.append({"model": model, "task": task, "trial_id": p["trial_id"], "step": int(p["step"]),
+                             "n_scored": n, "n_items": len(x)})
+    scored = pd.DataFrame(rows)
+    hinge = set(top_ups(got, frontiers(got, n_boot=0), scored))
+    for idx, p in got[got["series"] != "base"].iterrows():
+        key = (p["trial_id"], int(p["step"]))
+        if key in hinge:
+            for col in ("L", "R"):
+                got.loc[idx, col] = full[(*key, col)]
+    topped = scored.apply(lambda r: (r["trial_id"], r["step"]) in hinge, axis=1)
+    scored.loc[topped, "n_scored"] = scored.loc[topped, "n_items"]
+    return got, scored
 
 
 def agreement(full: pd.DataFrame, fast: pd.DataFrame) -> dict[str, float]:
@@ -116,18 +125,16 @@ def main(argv=None) -> int:
     ap.add_argument("--paper", type=Path, help="folder for the paper-sized synthetic stores (420 items a task)")
     ap.add_argument("--store", nargs="*", default=[], help="stores with every item's result")
     ap.add_argument("--error", type=float, default=0.05)
-    ap.add_argument("--width", type=float, default=0.15, help="a retain interval this narrow (in accuracy) stops")
-    ap.add_argument("--learn-width", type=float, default=0.15, help="a learn interval this narrow (in accuracy) stops")
+    ap.add_argument("--width", type=float, default=0.15, help="an interval this narrow (in accuracy) stops")
     ap.add_argument("--first", type=int, default=32, help="items of the first stage")
     ap.add_argument("--growth", type=float, default=1.5, help="each stage's items over the one before")
     args = ap.parse_args(argv)
     uris = list(args.store) + (paper_stores(args.paper) if args.paper else [])
-    th = Thresholds()
+    rule = stop_rule(AdaptiveSpec(error=args.error, width=args.width, first=args.first, growth=args.growth))
     for uri in uris:
         t0 = time.time()
         data = load_store(uri)
-        fast_points, scored = replay(data.points, data.samples, data.learn_task, data.retain_task, th, args.error,
-                                     args.width, args.learn_width, args.first, args.growth)
+        fast_points, scored = replay(data.points, data.samples, data.learn_task, data.retain_task, rule)
         full = frontiers(data.points, n_boot=0)
         fast = frontiers(fast_points, n_boot=0)
         agree = agreement(full, fast)

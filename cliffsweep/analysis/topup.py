@@ -36,9 +36,9 @@ def stop_rule(adaptive: AdaptiveSpec | None, th: Thresholds | None = None) -> St
 
 def hinging(points: pd.DataFrame, table: pd.DataFrame) -> list[tuple[str, int]]:
     """(trial, step) of the points each series' verdict is read at (HINGES), among `points` (the
-    analysis's points, one per trial) and `table` (frontiers' table, one row per series)."""
+    analysis's points; the one each trial is classified on) and `table` (frontiers' table, one row per series)."""
     out: set[tuple[str, int]] = set()
-    pts = points[points["series"] != "base"]
+    pts = points[(points["series"] != "base") & points["classified"].astype(bool)]  # the checkpoint read per trial
     for _, row in table.iterrows():
         lrs = [float(row[c]) for c in HINGES if c in row and pd.notna(row[c])]
         if not lrs:
