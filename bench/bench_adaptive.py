@@ -50,13 +50,17 @@ def ordered(samples: pd.DataFrame, task: str, seed: int) -> dict[tuple[str, int]
     return out
 
 
-def settle(x: np.ndarray, base: np.ndarray, rule, role: str) -> int:
-    """Items scored when the rule settles (evals/stopping.py StopRule.read, as the evaluator
-    calls it after each stage: evaluator/staged.py)."""
-    for n in stages(len(x), rule.first, rule.growth):
-        if rule.read(role, x[:n], base).settled:
-            return n
-    return len(x)
+def settle(x: np.ndarray, base: np.ndarray, rule, role: str) -> tuple[int, int]:
+    """(items scored, generation calls) when the rule settles, its stages chosen as the evaluator
+    chooses them (evaluator/staged.py: StopRule.next_total, then StopRule.read)."""
+    done, calls, reading = 0, 0, None
+    while done < len(x):
+        done = rule.next_total(done, len(x), reading)
+        calls += 1
+        reading = rule.read(role, x[:done], base)
+        if reading.settled:
+            break
+    return done, calls
 
 
 def replay(points: pd.DataFrame, samples: pd.DataFrame, learn: str, retain: str, rule) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -70,11 +74,11 @@ def replay(points: pd.DataFrame, samples: pd.DataFrame, learn: str, retain: str,
             base = by_point[(f"{model}-base", 0)]
             for idx, p in mpts[mpts["series"] != "base"].iterrows():
                 x = by_point[(p["trial_id"], int(p["step"]))]
-                n = settle(x, base, rule, role)
+                n, calls = settle(x, base, rule, role)
                 got.loc[idx, col] = float(x[:n].mean())  # what the store keeps: the mean of the items scored
                 full[(p["trial_id"], int(p["step"]), col)] = float(x.mean())
                 rows.append({"model": model, "task": task, "trial_id": p["trial_id"], "step": int(p["step"]),
-                             "n_scored": n, "n_items": len(x)})
+                             "n_scored": n, "n_items": len(x), "calls": calls})
     scored = pd.DataFrame(rows)
     hinge = set(top_ups(got, frontiers(got, n_boot=0), scored))
     for idx, p in got[got["series"] != "base"].iterrows():
@@ -83,6 +87,7 @@ def replay(points: pd.DataFrame, samples: pd.DataFrame, learn: str, retain: str,
             for col in ("L", "R"):
                 got.loc[idx, col] = full[(*key, col)]
     topped = scored.apply(lambda r: (r["trial_id"], r["step"]) in hinge, axis=1)
+    scored.loc[topped & (scored["n_scored"] < scored["n_items"]), "calls"] += 1  # the top-up's one call
     scored.loc[topped, "n_scored"] = scored.loc[topped, "n_items"]
     return got, scored
 
@@ -128,6 +133,8 @@ def main(argv=None) -> int:
     ap.add_argument("--width", type=float, default=0.15, help="an interval this narrow (in accuracy) stops")
     ap.add_argument("--first", type=int, default=32, help="items of the first stage")
     ap.add_argument("--growth", type=float, default=1.5, help="each stage's items over the one before")
+    ap.add_argument("--call-s", type=float, default=0.25, help="a generation call's own seconds (the cost model)")
+    ap.add_argument("--item-s", type=float, default=0.0024, help="each item's seconds in a call (the cost model)")
     args = ap.parse_args(argv)
     uris = list(args.store) + (paper_stores(args.paper) if args.paper else [])
     rule = stop_rule(AdaptiveSpec(error=args.error, width=args.width, first=args.first, growth=args.growth))
@@ -139,10 +146,14 @@ def main(argv=None) -> int:
         fast = frontiers(fast_points, n_boot=0)
         agree = agreement(full, fast)
         share = scored["n_scored"].sum() / scored["n_items"].sum()
+        modeled = (args.call_s * scored["calls"] + args.item_s * scored["n_scored"]).sum() / \
+            (args.call_s + args.item_s * scored["n_items"]).sum()
         per_task = scored.groupby("task").apply(lambda g: g["n_scored"].sum() / g["n_items"].sum()).to_dict()
         print(f"{uri}: {len(full)} series, {len(scored) // 2} checkpoints; items scored {share:.1%} of all "
               f"({', '.join(f'{t} {v:.1%}' for t, v in per_task.items())}); agreement with the full evaluation: "
-              + ", ".join(f"{k} {v:.1%}" for k, v in agree.items()) + f" ({time.time() - t0:.0f} s)", flush=True)
+              + ", ".join(f"{k} {v:.1%}" for k, v in agree.items())
+              + f"; {scored['calls'].mean():.2f} calls per checkpoint and task, modeled evaluation seconds "
+              f"{modeled:.1%} of the full evaluation's ({time.time() - t0:.0f} s)", flush=True)
     return 0
 
 

@@ -6,6 +6,7 @@ the `steps` table once."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pyarrow.fs as pafs
 
 from cliffsweep.storage.store import PRIMARY_METRICS
@@ -45,7 +46,13 @@ def assert_invariant(store, spec, curve: bool = True, diverged: frozenset[str] =
     reported = set(zip(ck["trial_id"], ck["step"].astype(int)))
     assert checkpoint_folders(spec) <= reported, "a checkpoint in storage is missing from the ledger"
     assert not ev.duplicated(["trial_id", "step", "task", "metric"]).any(), "an evaluation is duplicated"
+    samples = store.read("samples")
+    assert not samples.duplicated(["trial_id", "step", "task", "example_id"]).any(), "an item is scored twice"
     acc = ev[ev["metric"].isin(PRIMARY_METRICS)]  # one primary row per task: accuracy, or a loss task's loss
+    staged = samples[samples["stage"].notna()].groupby(["trial_id", "step", "task"]).size()
+    if len(staged):  # a staged evaluation (issue 51): its rows count every item stored, no more, no less
+        n = acc.set_index(["trial_id", "step", "task"])["n_scored"].reindex(staged.index)
+        assert (n == staged).all(), pd.concat([n, staged], axis=1)[n != staged]
     evaluated = acc.groupby(["trial_id", "step"])["task"].apply(set).to_dict()
     for key in reported:
         assert evaluated.get(key) == tasks, f"checkpoint {key} evaluated on {evaluated.get(key)}, not {tasks}"

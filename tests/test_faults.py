@@ -129,6 +129,46 @@ def test_ctrl_c_sigterm_a_killed_driver_and_a_worker_killed_while_uploading_then
     assert not list(folders.rglob("train_state.pt"))  # a 4-step trial never reaches resume_every_s
 
 
+def test_a_driver_killed_between_two_stages_of_a_checkpoint_scores_no_item_twice(tmp_path):
+    """Issue 51 part 4: evaluated in stages (eval.adaptive: 16, 32, 64, ... items), trial A's
+    first checkpoint is held by its evaluator once the first stage of its retain task is in the
+    store (faults.py `hold`), and the driver is SIGKILLed there. The same command then finishes
+    the sweep: that stage is read back, not scored again (scoring it raises in the re-run), every item is stored at most once, the rows count exactly the items stored, and every
+    checkpoint is evaluated on every task (tests/invariant.py)."""
+    from cliffsweep.evals.tasks import task_label
+    from cliffsweep.faults import wait_reached
+
+    data = sweep(tmp_path / "store", lrs=(1e-3, 3e-2), eval={"points_per_trial": 2, "backend": "hf",
+                                                               "cpus_per_evaluator": 0.5,
+                                                               "adaptive": {"first": 16, "growth": 2.0}},
+                 tasks={"learn": {"name": "toy_facts", "params": {"n_eval": 60, "n_train": 32}},
+                        "retain": [{"name": "toy_arith", "params": {"n_eval": 120}}]})
+    a = ids(data)[0]
+    retain = task_label("toy_arith", {"n_eval": 120})
+    point = f"stage:{a}:2:{retain}:0"
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data))
+    env = {**os.environ, "CLIFFSWEEP_FAULTS": f"{point}=hold", "CLIFFSWEEP_FAULTS_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "cliffsweep.cli", "run", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        wait_reached(point, str(tmp_path), timeout_s=900)
+    finally:
+        proc.kill()  # SIGKILL: no handler runs
+    out, _ = proc.communicate(timeout=120)
+    store = Store(str(tmp_path / "store"))
+    stage0 = tmp_path / "store" / "samples" / f"{a}__00000002__{retain}__stage00.parquet"
+    assert stage0.exists() and not (tmp_path / "store" / "evals" / f"{a}__00000002__{retain}.parquet").exists(), out
+    # the point fires only where a stage is scored, not where it is read back: scored again, the
+    # stage would raise here, its evaluation would fail, and the invariant below with it
+    again = cli(path, {**env, "CLIFFSWEEP_FAULTS": f"{point}=raise"}, timeout=900)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert store.read("errors").empty, store.read("errors")[["kind", "message"]]
+    row = store.read("evals").set_index(["trial_id", "step", "task", "metric"]).loc[(a, 2, retain, "accuracy")]
+    assert row["n_scored"] > 16 and row["n_items"] == 120, row  # it went on past the stage stored
+    assert_invariant(store, parse_spec(data))
+
+
 def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_work(tmp_path, monkeypatch):
     """Two faults in one run, trials A and B in one Train job (A first). (1) The job's worker is
     SIGKILLed right after reporting A's final checkpoint, before recording it or reporting A's

@@ -52,6 +52,8 @@ import numpy as np
 
 TRUNCATION = 0.5
 """c of Theorem 3: the largest share of its capital a bettor stakes (the paper's default)."""
+JUMP = 0.6
+"""A stage that would end past this share of the items ends at the last one."""
 GRID = 2001
 """Candidate means on [0, 1]: a step of 0.0005, far below any width the rule stops at."""
 
@@ -154,6 +156,10 @@ class Reading:
 
     interval: Interval
     settled: bool
+    need: float = math.inf
+    """Items at which it would settle if its interval keeps narrowing as 1 / sqrt(n) around the
+    mean read now: where the next stage ends (`StopRule.next_total`). A forecast, never a
+    decision: the interval decides, and it is valid whatever the stages' sizes."""
 
 
 @dataclass(frozen=True)
@@ -190,16 +196,30 @@ class StopRule:
         x = np.asarray(scores, dtype=float)
         if base_scores is None:
             inner = mean_interval(x, self.error)
-            return Reading(inner, inner.width <= self.width)
+            return Reading(inner, inner.width <= self.width, x.size * (inner.width / self.width) ** 2)
         base = np.asarray(base_scores, dtype=float)
         b0 = float(base.mean())
         change = change_interval(x, base[: x.size], self.error)
         accuracy = Interval(max(0.0, b0 + change.low), min(1.0, b0 + change.high))
+        by_width = x.size * (accuracy.width / self.width) ** 2
         if b0 <= 0:
-            return Reading(accuracy, accuracy.width <= self.width)
+            return Reading(accuracy, accuracy.width <= self.width, by_width)
         share = share_interval(change, b0)
         cuts = self.cuts(role, b0)
         plain = float(x.mean()) / b0
         # each cut outside the interval: the mean read lies on the interval's side of it
         agrees = all((plain - c) * (share.low - c) > 0 for c in cuts if not share.low < c < share.high)
-        return Reading(accuracy, agrees and share.settles(cuts, self.width / b0))
+        inside = [abs(plain - c) for c in cuts if share.low < c < share.high]
+        gap = min(inside, default=math.inf)
+        by_cut = x.size * (share.width / 2 / gap) ** 2 if gap > 0 else math.inf
+        return Reading(accuracy, agrees and share.settles(cuts, self.width / b0), min(by_width, by_cut))
+
+    def next_total(self, done: int, n_items: int, reading: Reading | None) -> int:
+        """Where the next stage ends, `done` items scored: the first stage's size; then `growth`
+        times `done`, or further where the reading forecasts it settles only further; every item
+        once that is past JUMP of them (a stage costs a generation call whatever its size, so a
+        few large stages beat many small ones: docs/design.md)."""
+        if done == 0 or reading is None:
+            return min(n_items, self.first)
+        target = max(done + 1, int(round(done * self.growth)), int(min(reading.need, n_items)))
+        return n_items if target >= JUMP * n_items else target

@@ -119,13 +119,12 @@ class Evaluator:
         """`task` on the served checkpoint in stages (evaluator/staged.py), paired with the base's
         items, which are read once per task (the base is scored once per model, in full)."""
         from cliffsweep.evals.runner import evaluate_task
-        from cliffsweep.evaluator.staged import base_scores, evaluate_staged, plan_for
+        from cliffsweep.evaluator.staged import base_scores, evaluate_staged, item_ids
 
         ids = [str(ex.id) for ex in task.eval_examples()]
         key = (req.model, task.label)
         if self.bases.get(key) is None:
-            self.bases[key] = base_scores(self.store, req.model, task.label, plan_for(req.model, task.label, ids,
-                                                                                     req.rule).ids)
+            self.bases[key] = base_scores(self.store, req.model, task.label, item_ids(req.model, task.label, ids)[0])
         return evaluate_staged(lambda items: evaluate_task(self.backend, task, self.system, items), self.store, req,
                                role, task.label, ids, self.bases[key])
 

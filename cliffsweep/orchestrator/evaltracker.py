@@ -95,6 +95,10 @@ class EvalTracker:
         """The error of this run's failed evaluation of (trial, step), or None."""
         return self.failed_keys.get((trial_id, step))
 
+    def in_flight(self, trial_id: str, step: int) -> bool:
+        """Whether (trial, step) waits in the driver or is being evaluated."""
+        return (trial_id, step) in self.queued
+
     def was_evaluated(self, trial_id: str, step: int) -> bool:
         return (trial_id, step) in self.evaluated
 

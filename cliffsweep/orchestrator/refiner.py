@@ -105,6 +105,10 @@ class Refiner:
             self.queue_configs(added)
         return added
 
+    def final_round(self, series, rnd: int) -> bool:
+        """Whether refinement adds no round to `series` after round `rnd`."""
+        return not self.on or rnd >= self.cfg.rounds
+
     def more_may_come(self) -> bool:
         """Whether a trial not yet terminal (or not yet checked) could still start a round."""
         if not self.on:

@@ -11,7 +11,6 @@ store at once: the store, not these objects, is the truth a re-run starts from
 from __future__ import annotations
 
 import os
-import sys
 import time
 from functools import partial
 
@@ -31,6 +30,7 @@ from cliffsweep.orchestrator.failures import FailureLog
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.jobqueue import JobQueue
 from cliffsweep.orchestrator.refiner import Refiner, stored_refined_trials
+from cliffsweep.orchestrator.topups import TopUps
 from cliffsweep.orchestrator.trialbook import TrialBook, now
 from cliffsweep.storage import ledger
 from cliffsweep.storage.store import LIVE_FILE, Store, absolute_uri
@@ -78,8 +78,9 @@ class SweepRun:
         self.broken: dict[str, str] = {}  # model -> its base evaluation's error (drop_broken_models)
         self.refiner = Refiner(spec, store, self.book, self.tracker, self.grid, self.queue_refined)
         self.rule = stop_rule(spec.eval.adaptive)  # None: every checkpoint scored on every item
-        # with the rule on, a done trial's checkpoints are kept until the sweep's top-up has read
-        # the verdicts (finish_evaluations): a checkpoint the verdict hinges on is scored in full
+        # with the rule on, a checkpoint the verdict hinges on is scored in full once its series'
+        # trials are all in (topups.py), and a done trial's folders wait for that
+        self.topups = TopUps(store, self.book, self.tracker, self.grid, self.refiner.final_round, self.top_up)
         self.prune_later: list[tuple[str, int | None, set[int]]] = []
 
     # --- a run, step by step (driver.run_sweep) -----------------------------------------------
@@ -155,10 +156,16 @@ class SweepRun:
 
     def count_settled(self) -> None:
         for tid, final, steps in self.book.settle(self.tracker.was_evaluated):
-            if self.rule is None:
+            self.prune_later.append((tid, final, steps))
+        if self.rule is not None:
+            self.topups.check()
+        waiting = []
+        for tid, final, steps in self.prune_later:
+            if self.rule is None or self.topups.final(self.by_id[tid]):
                 self.prune(tid, final, steps)
             else:
-                self.prune_later.append((tid, final, steps))
+                waiting.append((tid, final, steps))
+        self.prune_later = waiting
 
     def rebalance_evaluators(self) -> None:
         """Evaluators follow the load (evaltracker.EvalTracker.rebalance): the free resources no
@@ -249,30 +256,17 @@ class SweepRun:
         self.reconcile()
         self.drain()
         self.count_settled()
-        if self.rule is not None:
-            self.top_up()
-            for tid, final, steps in self.prune_later:
-                self.prune(tid, final, steps)
+        if self.rule is not None:  # series refinement left short of its last round are checked now
+            self.topups.check(last=True)
+            self.drain()
+            self.count_settled()
         self.progress.phase = Phase.FINISHED
         self.write_live()
 
-    def top_up(self) -> None:
-        """The checkpoints each series' verdict hinges on, scored in part by the rule, are scored
-        on every item (analysis/topup.py); a run killed meanwhile does it again from the store,
-        scoring only the items not yet scored."""
-        from cliffsweep.analysis.frontiers import frontiers
-        from cliffsweep.analysis.points import AnalysisInputError, load_store
-        from cliffsweep.analysis.topup import top_ups
-
-        try:
-            data = load_store(self.store.uri)
-        except AnalysisInputError:
-            return  # nothing the analysis can read: no verdict hinges on anything yet
-        ckpts = {r.key: r for r in ledger.records(self.store.read("checkpoints"))}
-        for key in top_ups(data.points, frontiers(data.points, n_boot=0), self.store.read("evals")):
-            if key in ckpts and key[0] in self.by_id:
-                self.evaluate(ckpts[key], at_least=sys.maxsize)
-        self.drain()
+    def top_up(self, rec: ledger.CheckpointRecord, at_least: int) -> None:
+        """Score `rec`'s checkpoint on at least `at_least` items of each task (topups.py)."""
+        if rec.trial_id in self.by_id:
+            self.evaluate(rec, at_least=at_least)
 
     def close(self) -> None:
         import ray

@@ -435,7 +435,8 @@ def eval_key(trial_id: str, step: int, task: str) -> str:
     return f"{trial_id}__{step:08d}__{task}"
 
 
-def stage_key(trial_id: str, step: int, task: str, stage: int) -> str:
-    """Write-unit key of one stage's `samples` of a staged evaluation (issue 51): stage k holds
-    the items the stages before it did not, so writing it again replaces it, never adds."""
-    return f"{eval_key(trial_id, step, task)}__stage{stage:02d}"
+def stage_key(trial_id: str, step: int, task: str, start: int) -> str:
+    """Write-unit key of one stage's `samples` of a staged evaluation (issue 51): the stage that
+    begins at item `start` of the model's order. Each stage begins where the one before ended, so
+    a stage written again replaces itself, never adds, and the stages stored read as one chain."""
+    return f"{eval_key(trial_id, step, task)}__from{start:06d}"

@@ -1,0 +1,85 @@
+"""Top-ups inside a running sweep (issue 51 part 3): once a series' trials are all terminal (its
+last refinement round included), the checkpoints its verdict hinges on and that the stopping
+rule scored in part are scored on every item (the policy: analysis/topup.py). It runs on the
+driver's tick, as refinement does, so a series' top-ups overlap the other series' training.
+
+A done trial's checkpoint folders are pruned only once its series has been checked and none of
+its top-ups is in flight: a folder is kept until its evaluation is final.
+
+Resume needs nothing more: a re-run checks every terminal series again from the store; a top-up
+that was cut short is asked again and scores only the items not yet scored (evaluator/staged.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from cliffsweep.storage import ledger
+from cliffsweep.sweep.grid import Trial, base_trial_id, series_key
+from cliffsweep.sweep.status import TERMINAL
+
+Series = tuple[str, str, int]
+
+
+class TopUps:
+    def __init__(self, store, book, tracker, grid: list[Trial], final_round: Callable[[Series, int], bool],
+                 evaluate: Callable[[ledger.CheckpointRecord, int], None]):
+        """`grid`: the run's trials (the list the run extends); `final_round(series, round)`:
+        whether refinement adds no round after `round`; `evaluate(record, at_least)` sends one."""
+        self.store, self.book, self.tracker, self.grid = store, book, tracker, grid
+        self.final_round, self.evaluate = final_round, evaluate
+        self.checked: dict[Series, int] = {}  # series -> its trials when checked
+        self.sent: dict[str, set[int]] = {}  # trial -> steps topped up by this run
+        self.seen_changes = -1
+
+    def ready(self, last: bool) -> list[Series]:
+        """Series whose trials are all terminal in their final round (`last`: the sweep's end,
+        where no round comes any more), not checked since."""
+        series: dict[Series, list[Trial]] = {}
+        for t in self.grid:
+            series.setdefault(series_key(t), []).append(t)
+        out = []
+        for key, trials in series.items():
+            if self.checked.get(key) == len(trials) or not (last or self.final_round(key, max(t.round for t in trials))):
+                continue
+            if all(self.book.status.get(t.trial_id) in TERMINAL for t in trials) and \
+                    self.tracker.was_evaluated(base_trial_id(key[0]), 0):
+                out.append(key)
+        return out
+
+    def check(self, last: bool = False) -> None:
+        """Top up every series that became ready (after a trial reached a terminal status; `last`:
+        at the sweep's end, every series not checked yet)."""
+        if self.book.terminal_changes == self.seen_changes and not last:
+            return
+        self.seen_changes = self.book.terminal_changes
+        ready = self.ready(last)
+        if not ready:
+            return
+        from cliffsweep.analysis.frontiers import frontiers
+        from cliffsweep.analysis.points import AnalysisInputError, load_store
+        from cliffsweep.analysis.topup import SERIES, top_ups
+
+        for key in ready:
+            self.checked[key] = sum(series_key(t) == key for t in self.grid)
+        try:
+            data = load_store(self.store.uri)
+        except AnalysisInputError:
+            return  # nothing the analysis can read yet: no verdict hinges on anything
+        pts = data.points
+        mine = pts[(pts["series"] == "base") | pts[SERIES].apply(tuple, axis=1).isin(ready)]
+        ckpts = {r.key: r for r in ledger.records(self.store.read("checkpoints"))}
+        for key in top_ups(mine, frontiers(mine, n_boot=0), self.store.read("evals")):
+            if key in ckpts:
+                self.sent.setdefault(key[0], set()).add(key[1])
+                self.evaluate(ckpts[key], sys.maxsize)
+
+    def final(self, trial: Trial) -> bool:
+        """Whether `trial`'s evaluations are final: its series checked, none of its top-ups in
+        flight (then its folders may go)."""
+        if series_key(trial) not in self.checked:
+            return False
+        # a top-up that failed keeps the folders: a re-run tops it up from them
+        return not any(self.tracker.in_flight(trial.trial_id, s) or self.tracker.error_of(trial.trial_id, s)
+                       for s in self.sent.get(trial.trial_id, ()))
