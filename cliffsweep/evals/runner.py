@@ -21,6 +21,7 @@ from cliffsweep.evals.backends.base import Backend
 from cliffsweep.evals.scoring import logprob_choice
 from cliffsweep.evals.scoring.passk import sampled_metrics
 from cliffsweep.evals.result import TaskResult
+from cliffsweep.evals.stopping import stageable
 from cliffsweep.evals.tasks.base import EvalExample, Score, Task, system_for
 
 
@@ -74,15 +75,6 @@ def sampled(backend: Backend, task: Task, examples: list[EvalExample], prompts: 
     extra.update(sampled_metrics(correct, how.ks))
     return [(ex.id, j, ok, gen) for ex, gens, oks in zip(examples, drawn, correct)
             for j, (gen, ok) in enumerate(zip(gens, oks))]
-
-
-def stageable(task: Task) -> bool:
-    """Whether `task` can be scored a stage at a time (issue 51): cliffsweep's own greedy tasks,
-    whose items are scored one by one, right or wrong. lm-eval builds its own requests and
-    metrics over its whole document set, a loss task's value is a mean NLL (unbounded, where the
-    interval needs [0, 1]), and a sampled task's avg@n and pass@k are read from n samples per
-    item: those are scored in full (docs/tasks.md)."""
-    return task.harness not in ("lm_eval", "loss") and getattr(task.params, "sampling", None) is None
 
 
 def evaluate_task(backend: Backend, task: Task, system: str = "", items: list[int] | None = None) -> TaskResult:

@@ -223,3 +223,12 @@ class StopRule:
             return min(n_items, self.first)
         target = max(done + 1, int(round(done * self.growth)), int(min(reading.need, n_items)))
         return n_items if target >= JUMP * n_items else target
+
+
+def stageable(task) -> bool:
+    """Whether `task` can be scored a stage at a time (issue 51): cliffsweep's own greedy tasks,
+    whose items are scored one by one, right or wrong. lm-eval builds its own requests and
+    metrics over its whole document set, a loss task's value is a mean NLL (unbounded, where the
+    interval needs [0, 1]), and a sampled task's avg@n and pass@k are read from n samples per
+    item: those are scored in full (docs/tasks.md)."""
+    return task.harness not in ("lm_eval", "loss") and getattr(task.params, "sampling", None) is None

@@ -83,7 +83,8 @@ class Evaluator:
         return self.engine_seconds
 
     def evaluate(self, req: EvalRequest) -> dict[str, float]:
-        from cliffsweep.evals.runner import evaluate_task, stageable
+        from cliffsweep.evals.runner import evaluate_task
+        from cliffsweep.evals.stopping import stageable
         from cliffsweep.faults import maybe_fail
 
         maybe_fail(f"eval:{req.trial_id}:{req.step}")

@@ -141,6 +141,13 @@ class TrialCost:
     """The once-per-model statistics it needs (None: none)."""
 
 
+ADAPTIVE_ITEMS = 0.35
+"""The share of a checkpoint's items the stopping rule scores (eval.adaptive, issue 51), top-ups
+of the checkpoints each verdict hinges on included: measured by replaying full evaluations,
+bench/bench_adaptive.py --paper (2026-11-28: 32.8 %, 32.9 % and 35.0 % of the items of the three
+paper-sized synthetic stores; docs/benchmarks.md). The base is scored on every item. Items, not
+seconds: each stage is one more generation call, which a GPU's decode batches less well."""
+
 ENGINE_START_S = 60.0
 """An evaluator's engine start on a GPU (vLLM: weights load, CUDA graphs). Assumed, not measured
 on a GPU (on this 2-core CPU: 3 s in process for a toy model, docs/evals.md)."""

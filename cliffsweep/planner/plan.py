@@ -40,7 +40,12 @@ class ModelPlan:
     prompt_tokens: float = 0.0
     """Prompt tokens of every evaluation (prefill), from the tasks' example lengths."""
     eval_s: float = 0.0
-    """GPU-seconds of evaluation (bill.eval_seconds)."""
+    """GPU-seconds of evaluation (bill.eval_seconds), every item of every checkpoint."""
+    eval_rule_s: float = 0.0
+    """The same under the stopping rule (eval.adaptive: bill.ADAPTIVE_ITEMS of a checkpoint's
+    stageable tasks' items; the base in full)."""
+    adaptive: bool = False
+    """Whether the sweep evaluates under the rule: its bill counts eval_rule_s."""
     ckpt_blocked_s: float = 0.0
     """GPU-seconds training GPUs wait on checkpoints (bill.blocked_seconds, H100 pace)."""
     setup_s: float = 0.0
@@ -62,7 +67,8 @@ class ModelPlan:
     def hours(self) -> dict[str, float]:
         """The whole bill in H100-hours, by part: training (at this model's MFU), evaluation, GPUs
         waiting on checkpoints, per-point setup. `plan`'s table and the dashboard add these up."""
-        return {"train": gpu_hours(self.flops, GPUS[1], self.mfu), "eval": self.eval_s / 3600,
+        return {"train": gpu_hours(self.flops, GPUS[1], self.mfu),
+                "eval": (self.eval_rule_s if self.adaptive else self.eval_s) / 3600,
                 "ckpt wait": self.ckpt_blocked_s / 3600, "setup": self.setup_s / 3600}
     stats_s: dict[str, float] = field(default_factory=dict)
     """Seconds of each distinct statistics task on one GPU (key as TrialCost.stats_key)."""
@@ -106,6 +112,8 @@ class SweepFacts:
     per_eval: tuple[int, int]
     grid: list
     gpus_per_trial: float
+    rule_share: float
+    """A checkpoint's evaluation seconds under the stopping rule, as a share of every item's."""
 
     @classmethod
     def of(cls, spec, measured: tuple[MeasuredMFU, ...], bandwidth: float) -> SweepFacts:
@@ -117,7 +125,18 @@ class SweepFacts:
         built = [build_task(s.name, s.params) for _, _, s in spec.tasks.evaluated]
         return cls(spec, measured, bandwidth, grad_ckpt, Batching.of(r.batch_size, res.workers_per_trial, micro),
                    built, eval_load([(t.eval_size * draws(t), t.sampling.max_tokens) for t in built]), expand_grid(spec),
-                   res.workers_per_trial * max(1.0, res.gpus_per_worker))
+                   res.workers_per_trial * max(1.0, res.gpus_per_worker), rule_share(built))
+
+
+def rule_share(tasks: list) -> float:
+    """One checkpoint's evaluation under the stopping rule as a share of the full one, weighted by
+    each task's generated tokens (decoding dominates): bill.ADAPTIVE_ITEMS of a task scored in
+    stages, all of one scored in full (lm-eval's, loss and sampled tasks: evals/runner.stageable)."""
+    from cliffsweep.evals.stopping import stageable
+
+    weights = [(t.eval_size * draws(t) * max(1, t.sampling.max_tokens), stageable(t)) for t in tasks]
+    total = sum(w for w, _ in weights)
+    return sum(w * (bill.ADAPTIVE_ITEMS if staged else 1.0) for w, staged in weights) / total if total else 1.0
 
 
 @dataclass
@@ -145,7 +164,7 @@ def plan_model(facts: SweepFacts, m) -> ModelPlan:
     from cliffsweep.planner.archs import arch_for
 
     r = facts.spec.recipe
-    plan = ModelPlan(m.name, arch_for(m.path), dtype=m.dtype)
+    plan = ModelPlan(m.name, arch_for(m.path), dtype=m.dtype, adaptive=facts.spec.eval.adaptive is not None)
     plan.mfu, plan.mfu_source = measured_mfu(plan.arch.params, m.dtype, r.precision, r.master_weights,
                                              r.kernels, facts.measured)
     learn_t = facts.spec.tasks.learn
@@ -160,6 +179,7 @@ def plan_model(facts: SweepFacts, m) -> ModelPlan:
     plan.gen_tokens += facts.per_eval[1]
     plan.prompt_tokens += prompts
     plan.eval_s += work.per_eval_s
+    plan.eval_rule_s += work.per_eval_s  # the base: every item
     plan.base_eval_s = work.per_eval_s
     return plan
 
@@ -188,6 +208,7 @@ def add_trial(facts: SweepFacts, plan: ModelPlan, work: ModelWork, t) -> None:
     plan.gen_tokens += points * facts.per_eval[1]
     plan.prompt_tokens += points * work.prompts
     plan.eval_s += points * work.per_eval_s
+    plan.eval_rule_s += points * work.per_eval_s * facts.rule_share
     # the trial's wall time of training on its GPUs at the H100's pace (the bill's unit)
     train_s = gpu_hours(cost.flops, GPUS[1], plan.mfu) * 3600 / facts.gpus_per_trial
     ckb = add_checkpoints(facts, plan, t, points, train_s)

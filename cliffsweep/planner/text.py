@@ -49,13 +49,16 @@ def budget_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]]]:
 def bill_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]]]:
     """The whole bill in H100-hours: training (as priced above), evaluation, GPUs waiting on
     checkpoints, per-point setup; and training's share of it."""
-    header = ["model", "train h", "eval h", "ckpt wait h", "setup h", "total h", "train share",
-              "ckpt written", "prompt tokens"]
+    adaptive = any(p.adaptive for p in plans)
+    # beside what the sweep runs, what the other choice of eval.adaptive would cost (issue 51)
+    header = ["model", "train h", "eval h", "eval h, every item" if adaptive else "eval h, adaptive", "ckpt wait h",
+              "setup h", "total h", "train share", "ckpt written", "prompt tokens"]
 
     def cells(name: str, ps: list[ModelPlan]) -> list[str]:
         train, ev, ck, su = (sum(p.hours()[part] for p in ps) for part in ("train", "eval", "ckpt wait", "setup"))
+        other = sum(p.eval_s if p.adaptive else p.eval_rule_s for p in ps) / 3600
         total = train + ev + ck + su
-        return [name, f"{train:,.2f}", f"{ev:,.2f}", f"{ck:,.2f}", f"{su:,.2f}", f"{total:,.2f}",
+        return [name, f"{train:,.2f}", f"{ev:,.2f}", f"{other:,.2f}", f"{ck:,.2f}", f"{su:,.2f}", f"{total:,.2f}",
                 f"{train / total:.0%}" if total else "-", _si(sum(p.ckpt_written for p in ps), "B"),
                 _si(sum(p.prompt_tokens for p in ps))]
 
@@ -125,7 +128,10 @@ ASSUMPTIONS = """Assumptions (cliffsweep/planner/costs.py):
    method state, only where resume_every_s of training has passed, the two latest kept; none
    under fsdp); waits priced by bill.blocked_seconds at --bandwidth. Evaluation: prompt tokens
    (n_eval x (1 + shots) x the task's mean example length) and generated tokens at the vLLM
-   throughput of bill.EVAL_THROUGHPUT (assumed until measured on a GPU). Setup: per point, the
+   throughput of bill.EVAL_THROUGHPUT (assumed until measured on a GPU); under eval.adaptive
+   (the stopping rule, issue 51) a checkpoint's tasks scored in stages cost bill.ADAPTIVE_ITEMS of
+   their items (replayed on paper-sized stores, top-ups included; the base in full), the other
+   column of the bill shows the other choice. Setup: per point, the
    measured fixed part (bill.SETUP_FIXED_S) + the base model read at --bandwidth. "ckpt kept" = after each trial is done,
    under keep_checkpoints (final: the final export only); a running trial holds more ("largest
    running trial" below, times the trials that run at once). Memory: no CUDA context/fragmentation."""
