@@ -18,7 +18,7 @@ import pandas as pd
 
 from cliffsweep.analysis.learnsuite import with_learn_suite
 from cliffsweep.analysis.suite import n_column, suite_label, suite_retention, task_column
-from cliffsweep.analysis.topup import within_evaluations
+from cliffsweep.analysis.topup import scored_notes, within_evaluations
 from cliffsweep.storage.health import ensure_readable
 from cliffsweep.storage.store import LIKELIHOOD, Store
 from cliffsweep.sweep.status import TrialStatus
@@ -329,6 +329,7 @@ def store_data(tables: dict[str, list[pd.DataFrame]], specs: list[dict], uris: l
         raise AnalysisInputError(f"{where} no {what}")
     learn_suite = next(filter(None, (_spec_tasks(s, "learn_suite") for s in specs)), [])
     samples = sample_scores(within_evaluations(read["samples"], raw), raw)
+    notes += scored_notes(raw)
     if metric != "accuracy":  # the stored items are greedy replies: only a loss task's still fit
         samples = samples[samples["task"].isin(set(raw.loc[raw["metric"] == "loss", "task"]))]
         notes.append(f"learning and retention read on metric {metric!r}, not greedy accuracy; its confidence "

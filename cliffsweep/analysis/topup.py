@@ -79,3 +79,15 @@ def within_evaluations(samples: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFra
     keep = sizes[np.isnan(cap) | (sizes["upto"].to_numpy(float) <= cap)][["trial_id", "step", "task", "stage"]]
     kept = staged.merge(keep, on=["trial_id", "step", "task", "stage"], how="inner")
     return pd.concat([samples[samples["stage"].isna()], kept], ignore_index=True)
+
+
+def scored_notes(evals: pd.DataFrame) -> list[str]:
+    """What the report says of a store evaluated under the rule: the items scored and how each
+    checkpoint is read from them."""
+    short = evals[evals["metric"].isin(("accuracy", "loss")) & (evals["series"] != "base")] if len(evals) else evals
+    if short.empty or "n_items" not in short or not (short["n_scored"] < short["n_items"]).any():
+        return []
+    scored, items = int(short["n_scored"].fillna(short["n"]).sum()), int(short["n_items"].fillna(short["n"]).sum())
+    return [f"evaluated until the verdict is settled (eval.adaptive): {scored:,} of {items:,} items scored "
+            f"({scored / items:.0%}); each checkpoint is read from the items it scored, and its bootstrap draws "
+            "from those only; the checkpoints each series' verdict is read at were scored on every item"]

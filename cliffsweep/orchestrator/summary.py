@@ -22,6 +22,7 @@ def final_points(store: Store) -> pd.DataFrame:
     wide = ev.pivot_table(index=["model", "series", "epochs", "lr", "trial_id", "step"],
                           columns="role", values="value").reset_index()
     wide.columns.name = None
+    wide = wide.merge(items_scored(ev), on=["trial_id", "step"], how="left")
     # the last step of each trial with every role evaluated (a checkpoint still being scored
     # has only some of its tasks in the store)
     complete = wide.dropna(subset=[c for c in ("learn", "retain") if c in wide.columns])
@@ -37,21 +38,45 @@ def final_points(store: Store) -> pd.DataFrame:
     return out.sort_values(["model", "series", "epochs", "lr"]).reset_index(drop=True)
 
 
+def items_scored(ev: pd.DataFrame) -> pd.DataFrame:
+    """(trial, step) -> the items its primary rows were read on and the tasks' items: a staged
+    evaluation (eval.adaptive, issue 51) scores fewer than all; older rows count as every item."""
+    n = ev["n_scored"].fillna(ev["n"]) if "n_scored" in ev else ev["n"]
+    of = ev["n_items"].fillna(n) if "n_items" in ev else n
+    return pd.DataFrame({"trial_id": ev["trial_id"], "step": ev["step"], "scored": n, "items": of}) \
+        .groupby(["trial_id", "step"], as_index=False)[["scored", "items"]].sum()
+
+
+def items_line(evals: pd.DataFrame) -> list[str]:
+    """What the stopping rule scored and saved, over every checkpoint (the base aside: it is
+    scored in full); nothing when every checkpoint was scored on every item."""
+    ev = evals[evals["metric"].isin(PRIMARY_METRICS) & (evals["series"] != "base")]
+    if ev.empty or "n_items" not in ev or not (ev["n_scored"] < ev["n_items"]).any():
+        return []
+    got = items_scored(ev)
+    scored, items = int(got["scored"].sum()), int(got["items"].sum())
+    short = int((got["scored"] < got["items"]).sum())
+    return [f"items scored: {scored:,} of {items:,} ({scored / items:.0%}) under eval.adaptive; {short} of "
+            f"{len(got)} checkpoint(s) stopped before their last item, {items - scored:,} items not generated"]
+
+
 def summary_text(store: Store) -> str:
     pts = final_points(store)
     trials = store.read("trials")
     lines = []
     if pts.empty:
         return "no evaluations in the store yet"
+    staged = bool((pts["scored"] < pts["items"]).any())  # the column only where the rule stopped early
     for (model, series, epochs), g in pts.groupby(["model", "series", "epochs"], sort=True):
         lines.append(f"\n{model} / {series} / " + (f"{epochs} epoch(s)" if epochs else "a step budget"))
-        lines.append(f"  {'lr':>10}  {'learn':>7}  {'retain':>7}  {'status':>9}")
+        lines.append(f"  {'lr':>10}  {'learn':>7}  {'retain':>7}  {'status':>9}" + (f"  {'items':>11}" if staged else ""))
         for _, r in g.iterrows():
             st = "base" if r["lr"] == 0 else trials.set_index("trial_id")["status"].get(r["trial_id"], "?")
             learn = "" if pd.isna(r.get("learn")) else f"{r['learn']:.3f}"
             retain = "" if pd.isna(r.get("retain")) else f"{r['retain']:.3f}"
-            lines.append(f"  {r['lr']:>10.3g}  {learn:>7}  {retain:>7}  {st:>9}")
-    return "\n".join(lines)
+            items = f"  {int(r['scored']):>5}/{int(r['items']):<5}" if staged else ""
+            lines.append(f"  {r['lr']:>10.3g}  {learn:>7}  {retain:>7}  {st:>9}{items}")
+    return "\n".join(lines + [""] + items_line(store.read("evals")) if staged else lines)
 
 
 def status_text(store: Store) -> str:
@@ -63,7 +88,7 @@ def status_text(store: Store) -> str:
     lines = [f"store: {store.uri}",
              f"trials: {len(trials)} (" + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")",
              f"evaluated checkpoints: {n_points} ({len(evals)} metric rows)",
-             f"recorded errors: {len(errors)}"]
+             f"recorded errors: {len(errors)}", *items_line(evals)]
     for _, t in trials[trials["status"] == TrialStatus.RUNNING].iterrows():
         steps = "?" if pd.isna(t["steps"]) else int(t["steps"])
         total = "?" if pd.isna(t["total_steps"]) else int(t["total_steps"])
