@@ -329,7 +329,37 @@ def cmd_analyze(args) -> int:
             for name, err in log_analysis(store, table, args.out).items():
                 print(f"{name}: " + ("regimes tagged, report attached" if err is None else f"not updated: {err[:300]}"))
 
+    if args.top_up:
+        for uri in args.store:
+            code = top_up(uri, args)
+            if code:
+                return code
     return args.func(args, after=to_trackers)
+
+
+def top_up(uri: str, args) -> int:
+    """`analyze --top-up`: the store's own sweep run again (every trial is done, so nothing
+    trains), whose end scores the checkpoints each verdict hinges on in full (orchestrator/topups.py)."""
+    from cliffsweep.orchestrator.driver import run_sweep
+    from cliffsweep.orchestrator.raystart import RayStartError
+    from cliffsweep.storage.store import Store, is_store
+    from cliffsweep.sweep.spec import SweepSpec
+
+    if not is_store(uri):
+        print(f"error: no cliffsweep store at {uri} (no spec.json there)", file=sys.stderr)
+        return 2
+    data = Store(uri).read_json("spec.json")
+    spec = SweepSpec.model_validate(dict(data, store=uri))
+    if spec.eval.adaptive is None:
+        print(f"{uri}: its sweep scored every checkpoint on every item (eval.adaptive off): nothing to top up")
+        return 0
+    print(f"{uri}: topping up the checkpoints each verdict hinges on ...", flush=True)
+    try:
+        run_sweep(spec)
+    except RayStartError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

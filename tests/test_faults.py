@@ -134,7 +134,12 @@ def test_a_driver_killed_between_two_stages_of_a_checkpoint_scores_no_item_twice
     first checkpoint is held by its evaluator once the first stage of its retain task is in the
     store (faults.py `hold`), and the driver is SIGKILLed there. The same command then finishes
     the sweep: that stage is read back, not scored again (scoring it raises in the re-run), every item is stored at most once, the rows count exactly the items stored, and every
-    checkpoint is evaluated on every task (tests/invariant.py)."""
+    checkpoint is evaluated on every task (tests/invariant.py). That run is SIGKILLed in its turn
+    once every trial is done, before its top-ups; `cliffsweep analyze --top-up` then scores the
+    checkpoints the verdicts hinge on in full (issue 51 part 3)."""
+    from cliffsweep.analysis.frontiers import frontiers
+    from cliffsweep.analysis.points import load_store
+    from cliffsweep.analysis.topup import partial, top_ups
     from cliffsweep.evals.tasks import task_label
     from cliffsweep.faults import wait_reached
 
@@ -157,13 +162,25 @@ def test_a_driver_killed_between_two_stages_of_a_checkpoint_scores_no_item_twice
         proc.kill()  # SIGKILL: no handler runs
     out, _ = proc.communicate(timeout=120)
     store = Store(str(tmp_path / "store"))
-    stage0 = tmp_path / "store" / "samples" / f"{a}__00000002__{retain}__stage00.parquet"
+    stage0 = tmp_path / "store" / "samples" / f"{a}__00000002__{retain}__from000000.parquet"
     assert stage0.exists() and not (tmp_path / "store" / "evals" / f"{a}__00000002__{retain}.parquet").exists(), out
     # the point fires only where a stage is scored, not where it is read back: scored again, the
-    # stage would raise here, its evaluation would fail, and the invariant below with it
-    again = cli(path, {**env, "CLIFFSWEEP_FAULTS": f"{point}=raise"}, timeout=900)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    # stage would raise here, its evaluation would fail, and the invariant below with it. This run
+    # is killed in its turn once every trial is done, before its top-ups (orchestrator/topups.py)
+    no_rescoring = {**env, "CLIFFSWEEP_FAULTS": f"{point}=raise"}
+    again = cli(path, {**no_rescoring, "CLIFFSWEEP_FAULTS": f"{point}=raise;topups=kill"}, timeout=900)
+    assert again.returncode == -signal.SIGKILL, again.stdout[-3000:] + again.stderr[-3000:]
+    assert (store.read("trials")["status"] == "done").all()
+    data_now = load_store(str(tmp_path / "store"))
+    hinging = top_ups(data_now.points, frontiers(data_now.points, n_boot=0), store.read("evals"))
+    assert hinging  # what the killed run left to top up
+    # `analyze --top-up` finishes them: the store's sweep again, nothing trained
+    analyzed = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "analyze", str(tmp_path / "store"), "--out",
+                               str(tmp_path / "report"), "--top-up", "--n-boot", "0"],
+                              capture_output=True, text=True, env=no_rescoring, timeout=900)
+    assert analyzed.returncode == 0, analyzed.stdout[-3000:] + analyzed.stderr[-3000:]
     assert store.read("errors").empty, store.read("errors")[["kind", "message"]]
+    assert not set(hinging) & partial(store.read("evals"))  # each scored on every item now
     row = store.read("evals").set_index(["trial_id", "step", "task", "metric"]).loc[(a, 2, retain, "accuracy")]
     assert row["n_scored"] > 16 and row["n_items"] == 120, row  # it went on past the stage stored
     assert_invariant(store, parse_spec(data))

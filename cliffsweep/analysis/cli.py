@@ -38,6 +38,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--min-confidence", type=float, default=MIN_CONFIDENCE,
                    help="below this bootstrap agreement a regime is reported as inconclusive")
     p.add_argument("--no-report", action="store_true", help="write the tables only")
+    p.add_argument("--top-up", action="store_true",
+                   help="first score on every item the checkpoints each verdict hinges on that a sweep under "
+                        "eval.adaptive scored in part (runs the store's sweep again: nothing is trained)")
     p.add_argument("--checkpoint", choices=["final", "best_learn"], default="final",
                    help="which checkpoint of a trial is classified: its last (the cliff paper) or its best on the "
                         "learn task (003's best-target checkpoint)")

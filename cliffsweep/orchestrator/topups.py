@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
+from cliffsweep.faults import maybe_fail
 from cliffsweep.storage import ledger
 from cliffsweep.sweep.grid import Trial, base_trial_id, series_key
 from cliffsweep.sweep.status import TERMINAL
@@ -70,7 +71,10 @@ class TopUps:
         pts = data.points
         mine = pts[(pts["series"] == "base") | pts[SERIES].apply(tuple, axis=1).isin(ready)]
         ckpts = {r.key: r for r in ledger.records(self.store.read("checkpoints"))}
-        for key in top_ups(mine, frontiers(mine, n_boot=0), self.store.read("evals")):
+        keys = top_ups(mine, frontiers(mine, n_boot=0), self.store.read("evals"))
+        if keys:
+            maybe_fail("topups")  # the tests' kill of a driver before its top-ups
+        for key in keys:
             if key in ckpts:
                 self.sent.setdefault(key[0], set()).add(key[1])
                 self.evaluate(ckpts[key], sys.maxsize)
