@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from cliffsweep.storage.store import PRIMARY_METRICS
 from cliffsweep.sweep.status import STATUSES, TrialStatus
 
 ERRORS_SHOWN = 50
@@ -75,7 +76,8 @@ def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, 
         "total": int(len(latest)),
         "grid": cells,
         "evals": {"checkpoints_done": int(len(points)), "base_done": int(evals.loc[evals["series"] == "base", "trial_id"].nunique())
-                  if len(evals) else 0, "queued": progress.get("evals_queued"), "errors": int(len(eval_errors))},
+                  if len(evals) else 0, "queued": progress.get("evals_queued"), "errors": int(len(eval_errors)),
+                  **items_scored(evals)},
         "errors": records(errors.sort_values("at", ascending=False).head(ERRORS_SHOWN),
                           ["trial_id", "step", "kind", "message", "at"]),
         "n_errors": int(len(errors)),
@@ -85,6 +87,16 @@ def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, 
         "eta_s": progress.get("eta_s") if not _finished(live) else 0,
         "cost": cost_view(latest, evals, spec, planned_hours),
     }
+
+
+def items_scored(evals: pd.DataFrame) -> dict[str, int]:
+    """The checkpoints' items scored and their tasks' items (eval.adaptive, issue 51: fewer where
+    the stopping rule settled early); the base aside, scored in full."""
+    if evals.empty or "n_items" not in evals:
+        return {"items_scored": 0, "items": 0}
+    ev = evals[(evals["series"] != "base") & evals["metric"].isin(PRIMARY_METRICS)]
+    n = ev["n_scored"].fillna(ev["n"])
+    return {"items_scored": int(n.sum()), "items": int(ev["n_items"].fillna(n).sum())}
 
 
 def merge_sweeps(runs: list[dict]) -> dict:
@@ -215,6 +227,10 @@ def trial_view(tid: str, trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.D
     # the engine's canary check at each checkpoint's load (half precision's noise on a GPU); the
     # column is read as null from files written before it
     canary = mine.dropna(subset=["canary_distance"]).groupby("step")["canary_distance"].max()
+    # a staged evaluation's items scored of each task's (eval.adaptive): shown where fewer than all
+    staged = mine[mine["metric"].isin(PRIMARY_METRICS) & (mine["n_scored"] < mine["n_items"])] \
+        if "n_items" in mine else mine.iloc[:0]
+    items = {(int(r.step), r.task): f"{int(r.n_scored)} of {int(r.n_items)}" for r in staged.itertuples()}
     gens = samples[(samples["trial_id"] == tid)]
     if len(gens):
         gens = gens[gens["step"] == gens["step"].max()].head(GENERATIONS_SHOWN)
@@ -225,7 +241,8 @@ def trial_view(tid: str, trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.D
                          ["step", "loss", "lr", "grad_norm", "epoch"]),
         "checkpoints": records(checkpoints[checkpoints["trial_id"] == tid].sort_values("step"), ["step", "epoch", "kind", "reported_at"]),
         "scores": [{"step": clean(step), "values": {**{f"{t} {m}": clean(v) for (t, m), v in row.items() if v == v},
-                                                     **({"canary distance": clean(canary[step])} if step in canary.index else {})}}
+                                                     **({"canary distance": clean(canary[step])} if step in canary.index else {}),
+                                                     **{f"{t} items scored": n for (st, t), n in items.items() if st == step}}}
                    for step, row in scores.iterrows()],
         "generations": records(gens, ["task", "example_id", "correct", "prediction", "reference", "score"]),
     }

@@ -64,7 +64,8 @@ function renderSweep(sw) {
   const pool = Object.entries(live.evaluators || {}).map(([m, n]) => `${m} ${n}`).join(", ") || "none running";
   const planned = c.planned_hours === null || c.planned_hours === undefined ? `plan: ${c.planned_said}` : `plan: ${num(c.planned_hours, 2)} ${c.planned_said}`;
   $("sweep-facts").innerHTML = [
-    `evaluated checkpoints ${ev.checkpoints_done} (+${ev.base_done} base), queued ${ev.queued ?? "?"}, failed ${ev.errors}`,
+    `evaluated checkpoints ${ev.checkpoints_done} (+${ev.base_done} base), queued ${ev.queued ?? "?"}, failed ${ev.errors}` +
+      (ev.items_scored < ev.items ? `; items scored ${ev.items_scored} of ${ev.items} (${Math.round(100 * ev.items_scored / ev.items)} %: eval.adaptive)` : ""),
     `evaluators: ${esc(pool)}` + (live.extra_evaluators_started ? ` (${live.extra_evaluators_started} started for backlogs, ${live.evaluators_stopped} stopped when idle)` : ""),
     `jobs running ${live.running_jobs ?? "?"}, queued ${live.queued_jobs ?? "?"}`,
     ...Object.entries(sw.waits || {}).map(([why, n]) => `${n} pending wait for ${esc(why)}`),
@@ -260,7 +261,7 @@ async function openTrial(tid) {
   const history = v.history.length ? v.history.map((h) => `<tr><td>${esc((h.at || "").slice(0, 19))}</td><td>${esc(h.kind)}</td><td>${esc(h.step)}</td><td><pre>${esc((h.message || "").slice(0, 400))}</pre></td></tr>`).join("") : `<tr><td colspan="4">no retries or errors recorded</td></tr>`;
   const cols = [...new Set(v.scores.flatMap((s) => Object.keys(s.values)))].sort();
   const scores = `<table class="scores"><tr><th>step</th>${cols.map((c) => `<th>${esc(c)}</th>`).join("")}</tr>` +
-    v.scores.map((s) => `<tr><td>${s.step}</td>${cols.map((c) => `<td>${num(s.values[c])}</td>`).join("")}</tr>`).join("") + "</table>";
+    v.scores.map((s) => `<tr><td>${s.step}</td>${cols.map((c) => `<td>${typeof s.values[c] === "string" ? esc(s.values[c]) : num(s.values[c])}</td>`).join("")}</tr>`).join("") + "</table>";
   const gens = v.generations.length ? v.generations.map((g) => `<tr class="generation"><td class="${g.correct ? "ok" : "bad"}">${g.correct ? "right" : "wrong"}</td><td>${esc(g.task)} ${esc(g.example_id)}</td>` +
     `<td><pre>${esc(g.prediction)}</pre></td><td><pre>${esc(g.reference ?? "(not kept)")}</pre></td></tr>`).join("") : `<tr><td colspan="4">none stored yet</td></tr>`;
   panel.innerHTML = `<span class="close" title="close">&times;</span><h2>${esc(tid)}</h2>` +
