@@ -52,13 +52,14 @@ import numpy as np
 
 TRUNCATION = 0.5
 """c of Theorem 3: the largest share of its capital a bettor stakes (the paper's default)."""
-JUMP = 0.8
+JUMP = 0.9
 """A stage that would end past this share of the items ends at the last one."""
-REACH = 3
+REACH = 2.5
 """A stage ends at most this many times the items scored before it (a forecast from few items
-is rough). JUMP and REACH as replayed (bench/bench_adaptive.py, docs/benchmarks.md): on a
-paper-sized store, 33 % of the items in 2.4 generation calls per checkpoint and task, where
-growth alone took 3.6 calls and the forecast uncapped, with every item past 60 %, 48 % of them."""
+is rough). JUMP and REACH as replayed (bench/bench_adaptive.py, docs/benchmarks.md): on the
+largest paper-sized store, 33.9 % of the items in 2.6 generation calls per checkpoint and task,
+where growth alone took 3.6 calls (32.8 %) and the forecast uncapped, with every item past
+60 %, 1.9 calls but 57 % of the items."""
 GRID = 2001
 """Candidate means on [0, 1]: a step of 0.0005, far below any width the rule stops at."""
 

@@ -218,8 +218,10 @@ def add_trial(facts: SweepFacts, plan: ModelPlan, work: ModelWork, t) -> None:
     key = add_stats(facts, plan, work, t, method, prec)
     setup_s = bill.setup_seconds(arch.params * BYTES[plan.dtype], facts.bandwidth)
     plan.setup_s += setup_s * facts.gpus_per_trial
+    # a checkpoint's evaluation as the sweep runs it: under the stopping rule, its expected share
+    per_eval_s = work.per_eval_s * (facts.rule_share if plan.adaptive else 1.0)
     plan.trial_costs.append(bill.TrialCost(t.trial_id, plan.name, facts.gpus_per_trial, setup_s, train_s, ckb.blocked_s,
-                                      points, work.per_eval_s, key))
+                                      points, per_eval_s, key))
 
 
 def add_checkpoints(facts: SweepFacts, plan: ModelPlan, t, points: int, train_s: float) -> bill.CheckpointBill:
