@@ -97,3 +97,31 @@ def test_the_default_sweep_shows_a_cliff_and_a_gradual_series(tmp_path):
         assert table.loc[key, "regime"] == "gradual" and table.loc[key, "confidence"] >= 0.9, table.loc[key]
     # qwen2-tiny / SFT collapses too (its bootstrap confidence sits near 90 %, docs/toy.md).
     assert table.loc[("qwen2-tiny", "sft"), "regime_point_estimate"] == "cliff"
+    # issue 51: the stopping rule replayed on this sweep's items (bench/bench_adaptive.py, as the
+    # evaluators stage them and top up the hinging checkpoints) reads every series as the full
+    # evaluation does, and stops early on the collapsed checkpoints
+    adaptive_agrees(str(tmp_path / "results" / "toy"))
+
+
+def adaptive_agrees(uri: str) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import bench_adaptive
+
+    from cliffsweep.analysis.frontiers import frontiers
+    from cliffsweep.analysis.points import load_store
+    from cliffsweep.analysis.topup import stop_rule
+    from cliffsweep.sweep.spec import AdaptiveSpec
+
+    data = load_store(uri)
+    fast, scored = bench_adaptive.replay(data.points, data.samples, data.learn_task, data.retain_task,
+                                         stop_rule(AdaptiveSpec()))
+    full, rule = (frontiers(p, n_boot=0).set_index(["model", "series"]) for p in (data.points, fast))
+    cols = ["regime", "regime_paper", "critical_lr_low", "critical_lr_high", "max_safe_lr"]
+    assert full[cols].fillna(0).equals(rule[cols].fillna(0)), pd.concat([full[cols], rule[cols]], axis=1)
+    collapsed = data.points[(data.points["R"] == 0) & (data.points["series"] != "base")]
+    assert len(collapsed), "no collapsed checkpoint in the toy sweep"
+    short = scored.set_index(["trial_id", "step", "task"])
+    for t, s in zip(collapsed["trial_id"], collapsed["step"]):
+        row = short.loc[(t, int(s), data.retain_task)]
+        assert row["n_scored"] < row["n_items"], (t, s, row)
+    assert scored["n_scored"].sum() < scored["n_items"].sum()
