@@ -144,8 +144,8 @@ class TrialCost:
 ADAPTIVE_ITEMS = 0.35
 """The share of a checkpoint's items the stopping rule scores (eval.adaptive, issue 51), top-ups
 of the checkpoints each verdict hinges on included: measured by replaying full evaluations,
-bench/bench_adaptive.py --paper (2026-11-28: 32.8 %, 32.9 % and 35.0 % of the items of the three
-paper-sized synthetic stores; docs/benchmarks.md). The base is scored on every item. Items, not
+bench/bench_adaptive.py --paper (2026-11-28: 33.9 %, 32.4 % and 34.3 % of the items of the three
+paper-sized synthetic stores, rounded up; docs/benchmarks.md). The base is scored on every item. Items, not
 seconds: each stage is one more generation call, which a GPU's decode batches less well."""
 
 ENGINE_START_S = 60.0
