@@ -259,9 +259,10 @@ class AdaptiveSpec(_Strict):
 
 
 class EvalSpec(_Strict):
-    adaptive: AdaptiveSpec | None = None
-    """None (`adaptive: false`): every checkpoint is scored on every item, as the seeds'
-    protocols do. `adaptive: true` or a mapping: the staged rule (AdaptiveSpec)."""
+    adaptive: AdaptiveSpec | None = Field(default_factory=AdaptiveSpec)
+    """The staged rule (AdaptiveSpec), on unless `adaptive: false`: then every checkpoint is
+    scored on every item, as the seeds' protocols do (docs/design.md "Evaluating until the verdict
+    is settled": the replay's agreement and the toy sweep's time, the reasons it is the default)."""
     points_per_trial: int = Field(3, ge=1, le=MAX_POINTS_PER_TRIAL)
     """Evenly spaced checkpoints per trial; the last is the end of training."""
 
