@@ -52,8 +52,9 @@ def spec_for(store: str, data: Path):
         "recipe": {"batch_size": 2, "max_seq_len": 256, "warmup_steps": 0, "cooldown_steps": 0,
                    "stats_examples": 2},
         # ChemL3 prompts reach ~900 tokens; fp32 KV of this model: 46 KB/token (30 layers x 3 kv heads x 64)
+        # every item, every metric: the real tasks' full path (the staged one is the toy sweeps')
         "eval": {"points_per_trial": 1, "backend": "vllm", "cpus_per_evaluator": 0.5, "kv_cache_mb": 96,
-                 "max_model_len": 1024},
+                 "max_model_len": 1024, "adaptive": False},
         "resources": {"workers_per_trial": 1, "cpus_per_worker": 2, "max_concurrent_trials": 1},
         "store": store,
     })

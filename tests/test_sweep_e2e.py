@@ -64,10 +64,12 @@ def test_every_grid_point_recorded_with_its_evaluations(swept):
         if t.lr == 1e-3:
             assert status == "done", trials.loc[t.trial_id, "error"]
             mine = acc[acc["trial_id"] == t.trial_id]
-            # 2 eval points x 2 tasks (learn + retain), each scored on n_eval examples
+            # 2 eval points x 2 tasks (learn + retain), each read on the items scored of n_eval (the
+            # learn task in stages under eval.adaptive, the default; the sampled retain task in full)
             assert sorted(mine["step"].unique()) == sorted({int(trials.loc[t.trial_id, "steps"]) // 2, int(trials.loc[t.trial_id, "steps"])})
             assert set(mine["role"]) == {"learn", "retain"} and len(mine) == 4
-            assert (mine["n"] == 40).all()
+            assert (mine["n_items"] == 40).all() and (mine["n"] == mine["n_scored"]).all() and (mine["n"] <= 40).all()
+            assert (mine.loc[mine["role"] == "retain", "n"] == 40).all()  # sampled: scored in full
             # the per-trial overhead split (bench/bench_overhead.py reads these)
             row = trials.loc[t.trial_id]
             assert 0 < row["setup_seconds"] < row["finished_at"].timestamp() - row["started_at"].timestamp()
@@ -83,7 +85,7 @@ def test_every_grid_point_recorded_with_its_evaluations(swept):
     assert set(base["role"]) == {"learn", "retain"} and (base["lr"] == 0).all() and (base["step"] == 0).all()
     samples = store.read("samples")
     greedy = samples[~samples["task"].str.endswith("@sampled")]  # the sampled ones: their own test below
-    assert len(greedy) == 40 * len(acc)  # per-example rows behind every accuracy
+    assert len(greedy) == acc["n"].sum()  # per-example rows behind every accuracy, one per item scored
 
 
 def test_every_sampled_evaluation_stores_avg_and_pass_at_k_as_its_samples_give(swept):
