@@ -335,10 +335,13 @@ def point_spread(points: pd.DataFrame, reps: tuple | None = None) -> pd.DataFram
 def sweep_counts(points: pd.DataFrame, trials: pd.DataFrame | None) -> dict:
     """What the report header states: seeds, evaluation sizes, trials by status, checkpoints."""
     trained = points[points["series"] != "base"]
+    # a task's size is its base's (scored on every item): under eval.adaptive the checkpoints'
+    # items scored vary, and the report's notes say how many (analysis/topup.scored_notes)
+    sized = points[points["series"] == "base"] if (points["series"] == "base").any() else points
     out = {"models": int(points["model"].nunique()), "series": int(trained.groupby(
         ["model", "series", "epochs"]).ngroups), "seeds": sorted(int(s) for s in trained["seed"].dropna().unique()),
-        "n_learn": sorted(int(n) for n in points["n_L"].dropna().unique()),
-        "n_retain": sorted(int(n) for n in points["n_R"].dropna().unique()),
+        "n_learn": sorted(int(n) for n in sized["n_L"].dropna().unique()),
+        "n_retain": sorted(int(n) for n in sized["n_R"].dropna().unique()),
         "checkpoints": int(len(trained)), "final_checkpoints": int(trained["classified"].sum())}
     if trials is not None and len(trials):
         latest = trials.drop_duplicates("trial_id", keep="last")
