@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cliffsweep.analysis.frontiers import frontiers  # noqa: E402
 from cliffsweep.analysis.points import load_store  # noqa: E402
 from cliffsweep.analysis.topup import stop_rule, top_ups  # noqa: E402
-from cliffsweep.evals.stopping import item_order, stages  # noqa: E402
+from cliffsweep.evals.stopping import item_order  # noqa: E402
 from cliffsweep.sweep.spec import AdaptiveSpec  # noqa: E402
 
 
