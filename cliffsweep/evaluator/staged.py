@@ -71,9 +71,11 @@ def evaluate_staged(score_stage, store: Store, req: EvalRequest, role: str, labe
     ids, order = item_ids(req.model, label, example_ids)
     scored: list[np.ndarray] = []
     seconds, done, reading = 0.0, 0, None
+    stored = True  # stages are written in order: past the first one missing, none is stored
     while done < n:
-        x = stored_stage(store, req, label, done, ids)
+        x = stored_stage(store, req, label, done, ids) if stored else None
         if x is None:
+            stored = False
             hi = rule.next_total(done, n, reading)
             t0 = time.perf_counter()
             res = score_stage([int(i) for i in order[done:hi]])
@@ -86,8 +88,8 @@ def evaluate_staged(score_stage, store: Store, req: EvalRequest, role: str, labe
         done += x.size
         reading = rule.read(role, np.concatenate(scored), base)
         # a stage stored already (by a top-up killed before its `evals` rows) is read, never dropped
-        if reading.settled and done >= min(req.at_least, n) and not store.has(
-                "samples", stage_key(req.trial_id, req.step, label, done)):
+        if reading.settled and done >= min(req.at_least, n) and not (
+                stored and store.has("samples", stage_key(req.trial_id, req.step, label, done))):
             break
     values = np.concatenate(scored)
     if req.at_least:  # a top-up: the seconds of the evaluation it continues count too
