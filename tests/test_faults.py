@@ -136,7 +136,8 @@ def test_a_driver_killed_between_two_stages_of_a_checkpoint_scores_no_item_twice
     the sweep: that stage is read back, not scored again (scoring it raises in the re-run), every item is stored at most once, the rows count exactly the items stored, and every
     checkpoint is evaluated on every task (tests/invariant.py). That run is SIGKILLed in its turn
     once every trial is done, before its top-ups; `cliffsweep analyze --top-up` then scores the
-    checkpoints the verdicts hinge on in full (issue 51 part 3)."""
+    checkpoints the verdicts hinge on in full (issue 51 part 3). The same sweep run uninterrupted in
+    a store of its own then reads the same verdicts (regimes, brackets, highest safe lr)."""
     from cliffsweep.analysis.frontiers import frontiers
     from cliffsweep.analysis.points import load_store
     from cliffsweep.analysis.topup import partial, top_ups
@@ -184,6 +185,14 @@ def test_a_driver_killed_between_two_stages_of_a_checkpoint_scores_no_item_twice
     row = store.read("evals").set_index(["trial_id", "step", "task", "metric"]).loc[(a, 2, retain, "accuracy")]
     assert row["n_scored"] > 16 and row["n_items"] == 120, row  # it went on past the stage stored
     assert_invariant(store, parse_spec(data))
+    # the same sweep uninterrupted, in a store of its own, reads the same verdicts
+    whole = {**data, "store": str(tmp_path / "whole")}
+    (tmp_path / "whole.yaml").write_text(yaml.safe_dump(whole))
+    ran = cli(tmp_path / "whole.yaml", {"CLIFFSWEEP_FAULTS": ""}, timeout=900)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    verdict = ["series", "regime", "regime_paper", "critical_lr_low", "critical_lr_high", "max_safe_lr"]
+    read = [frontiers(load_store(str(tmp_path / s)).points, n_boot=0)[verdict] for s in ("store", "whole")]
+    assert read[0].equals(read[1]), read
 
 
 def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_work(tmp_path, monkeypatch):
@@ -191,9 +200,11 @@ def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_w
     SIGKILLed right after reporting A's final checkpoint, before recording it or reporting A's
     end: the retried job resumes A from its newest complete checkpoint (the final one), records
     it, ends A, then trains B (attempt 1: B never started before); A's final checkpoint is
-    recorded and evaluated once. (2) The evaluator actor is SIGKILLed as it starts trial B's
-    first checkpoint, with more evaluations queued behind it: Ray restarts it and the calls are
-    redone, none lost. Two more retain tasks, lm-eval's and a loss task (issue 30): their
+    recorded and evaluated once. (2) The evaluator actor is SIGKILLed in the middle of trial B's
+    first checkpoint, once the first stage of its retain task is written and before the next
+    (eval.adaptive, first stage 8 of 20 items: issue 51 part 4), with more evaluations queued
+    behind it: Ray restarts it and the calls are redone, none lost; the redone call reads that
+    stage back and scores only the items after it (0 duplicate samples: tests/invariant.py). Two more retain tasks, lm-eval's and a loss task (issue 30): their
     evaluations too, once (a loss task's primary row is its `loss`). (3) Trial C's worker, in a
     job of its own, is SIGKILLed after C's first checkpoint is complete (meta file written,
     training state saved: resume_every_s 0) and before it is recorded or reported (a CI run once
@@ -201,16 +212,25 @@ def test_worker_killed_after_its_final_report_and_evaluator_killed_with_queued_w
     trains that step again: it must record and report it itself, or the checkpoint is resumed
     from and never evaluated."""
     # resume_every_s 0: every checkpoint saves the training state, so the retry resumes at step 4
+    from cliffsweep.evals.tasks import task_label
+    from cliffsweep.faults import marker
+
     lm_eval = {"name": "lm_eval", "params": {"task": "toy_arith_lm", "include_path": "toy", "apply_chat_template": True,
                                              "limit": 20}}
     data = sweep(tmp_path / "store", lrs=(1e-3, 3e-3, 1e-2),
-                 resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 2}, resume_every_s=0)
+                 resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 2}, resume_every_s=0,
+                 eval={"points_per_trial": 2, "backend": "hf", "cpus_per_evaluator": 0.5, "adaptive": {"first": 8}})
     data["tasks"]["retain"] += [lm_eval, {"name": "loss", "params": {"of": {"name": "toy_arith"}, "split": "train",
                                                                      "n_eval": 20}}]
     a, b, c = ids(data)
-    store = run_with_faults(data, f"reported:{a}:4=kill;eval:{b}:2=kill;written:{c}:2=kill", tmp_path, monkeypatch)
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("reported", "eval", "written"))) == [
-        f"eval_{b}_2", f"reported_{a}_4", f"written_{c}_2"]  # the three faults fired
+    retain = task_label("toy_arith", {"n_eval": 20})
+    mid_stage = f"stage:{b}:2:{retain}:0"
+    store = run_with_faults(data, f"reported:{a}:4=kill;{mid_stage}=kill;written:{c}:2=kill", tmp_path, monkeypatch)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("reported", "stage", "written"))) == [
+        f"reported_{a}_4", marker(mid_stage, str(tmp_path)).rsplit("/", 1)[1], f"written_{c}_2"]  # the faults fired
+    # the stage written before the kill was kept and read back: the redone call began after it
+    stages = store.read("samples").query("trial_id == @b and step == 2 and task == @retain")
+    assert sorted(stages["stage"].unique())[:1] == [0] and (stages.query("stage == 0")["example_id"].size == 8), stages
     row = store.read("trials").set_index("trial_id").loc[a]
     assert row["attempt"] == 2 and row["resumed_from_step"] == 4 and row["steps"] == 4, row
     assert store.read("trials").set_index("trial_id").loc[b, "attempt"] == 1
