@@ -241,7 +241,7 @@ def test_the_papers_reading_has_no_loophole_for_an_unmeasured_safe_side_or_a_dip
     lrs is unmeasured, and that is no pass. (b) "Learned after" counts from the safe side's best:
     a series that learns 0.60, dips to 0.45 at the collapse and reaches 0.61 after it learned
     nothing further (cliff), while one whose higher lrs pass the safe side's best by more than
-    max_gain_share of the span did (learned_after_cliff)."""
+    max_gain_share of the safe side's own learning did (learned_after_cliff)."""
     from cliffsweep.analysis.classify import paper_regime
 
     th = Thresholds()
@@ -255,10 +255,11 @@ def test_the_papers_reading_has_no_loophole_for_an_unmeasured_safe_side_or_a_dip
 
     lrs = [0.0, 1e-5, 2e-5, 4e-5, 8e-5, 1.6e-4]
     dip = classify(series([0.2, 0.5, 0.60, 0.45, 0.61, 0.6], [1.0, 0.98, 0.97, 0.2, 0.1, 0.1], lrs), th)
-    assert dip.regime == "cliff" and dip.learned_after_cliff == pytest.approx(0.01 / 0.41), dip
+    # shares of the safe side's own learning, 0.60 - 0.20 (issue 52: not of the span, which holds the gain)
+    assert dip.regime == "cliff" and dip.learned_after_cliff == pytest.approx(0.01 / 0.40), dip
     assert paper(dip) == "cliff"
     beyond = classify(series([0.2, 0.5, 0.60, 0.45, 0.9, 0.9], [1.0, 0.98, 0.97, 0.2, 0.1, 0.1], lrs), th)
-    assert beyond.regime == "cliff" and beyond.learned_after_cliff == pytest.approx(0.3 / 0.7), beyond
+    assert beyond.regime == "cliff" and beyond.learned_after_cliff == pytest.approx(0.3 / 0.4), beyond
     assert paper(beyond) == "learned_after_cliff"
 
 
@@ -272,4 +273,4 @@ def test_the_report_says_why_the_two_readings_differ():
     assert "2% of the headroom" in why_readings_differ("cliff", "collapse_without_learning", 0.02, 0.95, 0.0)
     assert "lost 35% of base R" in why_readings_differ("cliff", "forgot_before_cliff", 0.5, 0.65, 0.0)
     assert "unmeasured" in why_readings_differ("cliff", "unmeasured_before_cliff", 0.5, None, 0.0)
-    assert "learned 43% of the span" in why_readings_differ("cliff", "learned_after_cliff", 0.5, 0.95, 0.43)
+    assert "learned 43% more than the safe side" in why_readings_differ("cliff", "learned_after_cliff", 0.5, 0.95, 0.43)

@@ -62,11 +62,15 @@ rule-4 cliff as the paper does, each of its conditions a label of its own:
 - ``unmeasured_before_cliff``: no trained lr lies that far below the collapse, so the small
   lrs' "minimal forgetting" is not measured, and an unmeasured side is no pass (issue 40: lrs
   1e-5, 3e-5, 1e-4 at 65 % of R0 from the smallest read cliff); sweep lower lrs;
-- ``learned_after_cliff``: past the collapse, higher lrs still gained more than
-  ``max_gain_share`` of the learning span over the best the safe side learned (not "no
-  further learning"; issue 31: 6 % of the headroom before, 86 % more after, read cliff). It is
-  measured from the safe side's best, not from the first collapsed lr, whose learning may dip
-  (issue 40: 0.60 safe, 0.45 collapsed, 0.61 after is no further learning).
+- ``learned_after_cliff``: past the collapse, higher lrs still learned more than the best the
+  safe side learned (not "no further learning"; issue 31: 6 % of the headroom before, 86 % more
+  after, read cliff). It is measured from the safe side's best, not from the first collapsed lr,
+  whose learning may dip (issue 40: 0.60 safe, 0.45 collapsed, 0.61 after is no further
+  learning). Strict where the learn task's item counts are known (issue 52): a gain beyond
+  ``noise_z`` standard errors is further learning. The share of the span let learning through
+  (L .72 -> .80 past a collapse, 5 standard errors at 420 items, was 20 % of a span that itself
+  held that gain); without item counts the gain is read as a share of the safe side's own
+  learning, above ``max_gain_share``.
 
 The frontiers table reports both (``regime`` and ``regime_paper``), and the report counts regimes
 both ways.
@@ -126,6 +130,10 @@ class Thresholds(BaseModel):
     binomial standard error of a 200-question eval, so "learned" means beyond noise."""
     min_lrs: int = Field(2, ge=1)
     """Trained learning rates needed besides the base point. Our default 2 (3 points)."""
+    noise_z: float = Field(2.0, gt=0)
+    """How many standard errors make a difference real rather than noise (issue 52): learning
+    past a collapse (``learned_after_cliff``) and runs at one lr that disagree. Our default 2:
+    about a 2.3 % one-sided chance that noise alone passes it."""
 
 
 @dataclass(frozen=True)
@@ -162,8 +170,21 @@ class Classification:
     low."""
     learned_after_cliff: float | None = None
     """Cliffs only: how much more than the safe side's best (lr <= critical_lr_low) any lr from
-    critical_lr_high on learned, as a share of the learning span, 0 when none did (the paper's
-    "no further learning" after the transition)."""
+    critical_lr_high on learned, as a share of what the safe side itself learned (its best
+    minus L0, floored at min_span of the headroom), 0 when none did (the paper's "no further
+    learning" after the transition). Not a share of the whole span: that span already holds
+    the gain past the collapse (issue 52)."""
+    learned_after_cliff_z: float | None = None
+    """Cliffs only, where the learn task's item counts are known: that same gain in standard
+    errors of the difference of the two accuracies (binomial, from the items scored). Above
+    ``noise_z`` the paper's reading is ``learned_after_cliff`` (issue 52)."""
+    closest_lr_low: float | None = None
+    """The lower lr of the largest retention drop within cliff_lr_ratio (a cliff's bracket, or
+    a gradual verdict's closest call: the lrs that decided it; issue 52's verification runs)."""
+    closest_lr_high: float | None = None
+    """The upper lr of that drop."""
+    closest_drop: float | None = None
+    """That drop, as a share of base retention."""
     unresolved_lr_low: float | None = None
     """Rule 6 only: the lower lr of a collapsing grid step wider than cliff_lr_ratio."""
     unresolved_lr_high: float | None = None
@@ -221,8 +242,38 @@ def _witnesses(lr: np.ndarray, L: np.ndarray, r: np.ndarray, span: float, th: Th
     return close & start & drop & gain
 
 
-def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds) -> Classification:
-    """:func:`classify` on per-lr arrays sorted by lr with unique lrs (the bootstrap's hot path)."""
+def _closest(lr: np.ndarray, r: np.ndarray, th: Thresholds) -> dict:
+    """The largest retention drop between two trained lrs within cliff_lr_ratio of each other."""
+    close = (lr[None, :] <= th.cliff_lr_ratio * lr[:, None] * (1 + _EPS)) & np.triu(np.ones((len(lr),) * 2, bool), 1)
+    if not close.any():
+        return {}
+    drops = np.where(close, r[:, None] - r[None, :], -np.inf)
+    i, j = np.unravel_index(int(np.argmax(drops)), drops.shape)
+    return {"closest_lr_low": float(lr[i]), "closest_lr_high": float(lr[j]), "closest_drop": float(drops[i, j])}
+
+
+def _after_z(L: np.ndarray, n_L: np.ndarray | None, a: int, b: int) -> float | None:
+    """(L_b - L_a) in binomial standard errors of the difference; None without item counts."""
+    if n_L is None or not (np.isfinite(n_L[[a, b]]).all() and (n_L[[a, b]] > 0).all()):
+        return None
+    var = [max(L[k] * (1 - L[k]), 1.0 / n_L[k]) / n_L[k] for k in (a, b)]  # floored: 0 of n is not certainty
+    return float((L[b] - L[a]) / np.sqrt(sum(var)))
+
+
+def _after_cliff(L: np.ndarray, n_L: np.ndarray | None, L0: float, i: int, j: int, th: Thresholds) -> dict:
+    """The paper's "no further learning" measures of a cliff i -> j (Classification fields)."""
+    a = int(np.argmax(L[:i + 1]))
+    b = j + int(np.argmax(L[j:]))
+    own = max(L[a] - L0, th.min_span * (1.0 - L0), 1e-12)
+    return {"learned_after_cliff": float(max(0.0, L[b] - L[a]) / own),
+            "learned_after_cliff_z": _after_z(L, n_L, a, b)}
+
+
+def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds,
+                    n_L: np.ndarray | None = None) -> Classification:
+    """:func:`classify` on per-lr arrays sorted by lr with unique lrs (the bootstrap's hot path).
+    ``n_L``: the learn task's items scored per lr (summed over its runs; base first), for
+    ``learned_after_cliff_z``; the regime itself never reads it."""
     n_points = len(lr)
     if n_points == 0 or lr[0] != 0:
         return Classification("inconclusive", "no base point (lr = 0)", n_points)
@@ -234,7 +285,7 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
     r = R / R0
     lost = 1.0 - r
     span = max(L.max() - L0, th.min_span * (1.0 - L0), 1e-12)
-    summary = {"max_forgetting": float(lost.max()), "max_learning": float(L.max() - L0)}
+    summary = {"max_forgetting": float(lost.max()), "max_learning": float(L.max() - L0), **_closest(lr, r, th)}
     if lost.max() < th.forget_min:
         return Classification("no_forgetting", f"every lr keeps > {1 - th.forget_min:.0%} of base retention",
                               n_points, **summary)
@@ -257,7 +308,7 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
             drop_at_cliff_abs=float(R[i] - R[j]), gain_at_cliff=float(gain),
             gain_at_cliff_share=float(gain / span), learned_before_cliff=float((L[i] - L0) / max(1.0 - L0, 1e-12)),
             kept_before_cliff=_kept_below(lr, r, lr[j] / th.cliff_lr_ratio),
-            learned_after_cliff=float(max(0.0, L[j:].max() - L[:i + 1].max()) / span), **summary)
+            **_after_cliff(L, None if n_L is None else np.asarray(n_L, float)[1:], L0, i, j, th), **summary)
     if wit.any():
         i, j = (int(x[0]) for x in np.nonzero(wit))
         return Classification("inconclusive", f"retention collapses at lr {lr[i]:g} -> {lr[j]:g} but recovers "
@@ -276,12 +327,16 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
 
 
 def paper_regime(regime: str, learned_before_cliff: float | None, th: Thresholds,
-                 kept_before_cliff: float | None = None, learned_after_cliff: float | None = None) -> str:
+                 kept_before_cliff: float | None = None, learned_after_cliff: float | None = None,
+                 learned_after_cliff_z: float | None = None) -> str:
     """The paper's reading of a regime (module docstring): a rule-4 cliff is the paper's cliff
     only if its safe side learned (``collapse_without_learning`` otherwise) with minimal
     forgetting (``forgot_before_cliff``) and nothing more is learned past it
     (``learned_after_cliff``); every other regime reads the same. The small lrs' side must be
-    measured (``unmeasured_before_cliff``: no lr a transition width below the collapse)."""
+    measured (``unmeasured_before_cliff``: no lr a transition width below the collapse).
+    "Nothing more" is strict where the learn task's item counts are known: any gain over the
+    safe side's best beyond ``noise_z`` standard errors is further learning; without them, a gain
+    above ``max_gain_share`` of the safe side's own learning (issue 52)."""
     if regime != "cliff":
         return regime
     if learned_before_cliff is None or learned_before_cliff < th.paper_min_learning - _EPS:
@@ -290,6 +345,8 @@ def paper_regime(regime: str, learned_before_cliff: float | None, th: Thresholds
         return "unmeasured_before_cliff"
     if kept_before_cliff < 1.0 - th.forget_min - _EPS:
         return "forgot_before_cliff"
+    if _known(learned_after_cliff_z):
+        return "learned_after_cliff" if learned_after_cliff_z > th.noise_z + _EPS else regime
     if _known(learned_after_cliff) and learned_after_cliff > th.max_gain_share + _EPS:
         return "learned_after_cliff"
     return regime
@@ -308,7 +365,7 @@ def why_readings_differ(regime: str, regime_paper: str, learned_before_cliff: fl
     if regime_paper == "unmeasured_before_cliff":
         return "no lr was swept a transition width below the collapse: the small lrs are unmeasured"
     if regime_paper == "learned_after_cliff":
-        return f"higher lrs learned {learned_after_cliff:.0%} of the span beyond the safe side's best"
+        return f"higher lrs learned {learned_after_cliff:.0%} more than the safe side's own learning"
     return ""
 
 

@@ -19,6 +19,7 @@ import pandas as pd
 from cliffsweep.analysis.classify import REGIMES, Thresholds, classify_arrays, lr_curve_arrays, paper_regime
 from cliffsweep.analysis.confidence import replicate_accuracies
 from cliffsweep.analysis.pareto import dominates_all, frontier_area, margins, pareto_mask
+from cliffsweep.analysis.runs import run_weights, runs_at, unreproduced
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 
 SERIES_KEY = ["model", "series", "epochs"]
@@ -33,10 +34,12 @@ FRONTIER_COLUMNS = [
     "bracket_agreement", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff", "gain_at_cliff_share",
     "max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "max_safe_lr_confidence", "max_forgetting", "max_learning", "base_L", "base_R", "frontier_area", "pareto_point_ids",
     "model_pareto_point_ids", "model_pareto_share", "dominated_by", "n_points", "n_lrs", "n_refined_lrs",
-    "n_checkpoints", "reason",
+    "n_checkpoints", "runs_at_bracket", "confidence_over", "learned_after_cliff_z", "closest_lr_low",
+    "closest_lr_high", "closest_drop", "reason",
 ]
 _CLIFF_FIELDS = ["critical_lr_low", "critical_lr_high", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff",
-                 "gain_at_cliff_share", "learned_before_cliff", "kept_before_cliff", "learned_after_cliff"]
+                 "gain_at_cliff_share", "learned_before_cliff", "kept_before_cliff", "learned_after_cliff",
+                 "learned_after_cliff_z"]
 
 
 def series_labels(points: pd.DataFrame) -> pd.Series:
@@ -49,30 +52,40 @@ def series_labels(points: pd.DataFrame) -> pd.Series:
                                   points["series"] + " e" + points["epochs"].astype(str))
 
 
-def _bootstrap(lr: np.ndarray, L_reps: np.ndarray, R_reps: np.ndarray, th: Thresholds) -> tuple[list, list] | None:
+def _bootstrap(lr: np.ndarray, L_reps: np.ndarray, R_reps: np.ndarray, th: Thresholds,
+               rng: np.random.Generator) -> tuple[list, list] | None:
     """Re-classify each replicate and find its highest safe lr (seeds averaged per lr as in the
-    point estimate); `lr`: the classified points' lrs, the replicates' rows."""
+    point estimate); `lr`: the classified points' lrs, the replicates' rows. Where an lr has
+    several runs, each replicate first draws them with replacement (runs.run_weights: the
+    hierarchical bootstrap, issue 52), then their items (the replicates)."""
     if np.isnan(L_reps).any() or np.isnan(R_reps).any():
         return None
     lrs, inv = np.unique(lr, return_inverse=True)
     G = np.zeros((len(lrs), len(lr)))
     G[inv, np.arange(len(lr))] = 1.0
-    G /= G.sum(1, keepdims=True)
-    Lc, Rc = G @ L_reps, G @ R_reps
+    W = run_weights(lr, L_reps.shape[1], rng)
+    if W is None:
+        G /= G.sum(1, keepdims=True)
+        Lc, Rc = G @ L_reps, G @ R_reps
+    else:
+        Lc, Rc = G @ (W * L_reps), G @ (W * R_reps)
     B = L_reps.shape[1]
     return ([classify_arrays(lrs, Lc[:, b], Rc[:, b], th) for b in range(B)],
             [max_safe_lr_arrays(lrs, Lc[:, b], Rc[:, b], th).max_safe_lr for b in range(B)])
 
 
 def _series_row(key: tuple, first: dict, n_rows: int, n_refined: int, cls: np.ndarray, n_base: int,
-                columns: dict[str, np.ndarray], reps: tuple | None, th: Thresholds, min_confidence: float) -> dict:
+                columns: dict[str, np.ndarray], reps: tuple | None, th: Thresholds, min_confidence: float,
+                rng: np.random.Generator) -> dict:
     """One series' row. `first`: its first point's method, optimizer and label; `n_rows` its
-    points, `n_refined` its _refined_lrs. `cls`: positions (into `columns`, the points' lr, L and
-    R) of its model's classified base points (the first `n_base`) and its own classified points."""
+    points, `n_refined` its _refined_lrs. `cls`: positions (into `columns`, the points' lr, L, R
+    and their item counts) of its model's classified base points (the first `n_base`) and its
+    own classified points."""
     model, series, epochs = key
     lr, L, R = (columns[c][cls] for c in ("lr", "L", "R"))
     curve = lr_curve_arrays(lr, L, R)
-    point = classify_arrays(*curve, th)
+    lrs, inv = np.unique(lr, return_inverse=True)
+    point = classify_arrays(*curve, th, n_L=np.bincount(inv, columns["n_L"][cls], len(lrs)))
     safe = max_safe_lr_arrays(*curve, th)
     out = {**point.as_dict(), **safe.as_dict()}
     for k in ("unresolved_lr_low", "unresolved_lr_high"):  # in the reason; next_lrs.py reads them
@@ -83,10 +96,34 @@ def _series_row(key: tuple, first: dict, n_rows: int, n_refined: int, cls: np.nd
                n_refined_lrs=n_refined,
                n_checkpoints=n_rows, base_L=float(L[:n_base].mean()) if n_base else np.nan,
                base_R=float(R[:n_base].mean()) if n_base else np.nan)
+    # the lrs that decided the verdict: a cliff's bracket, else the closest call (issue 52)
+    bracket = (point.critical_lr_low, point.critical_lr_high) if point.regime == "cliff" else (
+        point.closest_lr_low, point.closest_lr_high)
+    runs = runs_at(lr[n_base:], *bracket)
+    out["runs_at_bracket"] = np.nan if runs is None else runs
+    _confidence(out, point, safe, lr, cls, reps, th, min_confidence, rng)
+    out["confidence_over"] = "none" if out["confidence_method"] == "none" else (
+        "runs and items" if (runs or 0) >= 2 else "items")
+    if out["regime"] == "cliff":
+        why = unreproduced(lr[n_base:], R[n_base:], columns["n_R"][cls][n_base:], float(curve[2][0]),
+                           point.critical_lr_low, point.critical_lr_high, th.near_base, th.cliff_drop, th.noise_z)
+        if why:
+            out.update(regime="inconclusive", reason=why)
+    if out["regime"] != "cliff":
+        out.update({f: np.nan for f in _CLIFF_FIELDS})
+    out["regime_paper"] = paper_regime(out["regime"], out["learned_before_cliff"], th, out["kept_before_cliff"],
+                                       out["learned_after_cliff"], out["learned_after_cliff_z"])
+    return out
+
+
+def _confidence(out: dict, point, safe, lr: np.ndarray, cls: np.ndarray, reps: tuple | None, th: Thresholds,
+                min_confidence: float, rng: np.random.Generator) -> None:
+    """The bootstrap's columns of a series' row `out` (confidence, shares, agreement); a regime
+    below `min_confidence` becomes inconclusive."""
     reps_cls = None
     if reps is not None:
         L_reps, R_reps, src = reps
-        boot = _bootstrap(lr, L_reps[cls], R_reps[cls], th)
+        boot = _bootstrap(lr, L_reps[cls], R_reps[cls], th, rng)
         reps_cls, reps_safe = boot if boot is not None else (None, None)
         out["confidence_method"] = "none" if reps_cls is None else (
             "bootstrap" if (src[cls] == "samples").all() else "binomial" if (src[cls] == "binomial").all()
@@ -95,23 +132,18 @@ def _series_row(key: tuple, first: dict, n_rows: int, n_refined: int, cls: np.nd
         out["confidence_method"] = "none"
     if reps_cls is None:
         out.update(confidence=np.nan, regime_shares="{}", bracket_agreement=np.nan, max_safe_lr_confidence=np.nan)
-    else:
-        out["max_safe_lr_confidence"] = float(np.mean([x == safe.max_safe_lr for x in reps_safe]))
-        regimes = [c.regime for c in reps_cls]
-        shares = {r: regimes.count(r) / len(regimes) for r in REGIMES if regimes.count(r)}
-        out["confidence"] = shares.get(point.regime, 0.0)
-        out["regime_shares"] = json.dumps(shares, sort_keys=True)
-        out["bracket_agreement"] = (np.mean([(c.critical_lr_low, c.critical_lr_high) == (
-            point.critical_lr_low, point.critical_lr_high) for c in reps_cls]) if point.regime == "cliff" else np.nan)
-        if out["confidence"] < min_confidence and point.regime != "inconclusive":
-            out["regime"] = "inconclusive"
-            out["reason"] = (f"only {out['confidence']:.0%} of bootstrap replicates agree with the point "
-                             f"estimate '{point.regime}' ({point.reason})")
-    if out["regime"] != "cliff":
-        out.update({f: np.nan for f in _CLIFF_FIELDS})
-    out["regime_paper"] = paper_regime(out["regime"], out["learned_before_cliff"], th, out["kept_before_cliff"],
-                                       out["learned_after_cliff"])
-    return out
+        return
+    out["max_safe_lr_confidence"] = float(np.mean([x == safe.max_safe_lr for x in reps_safe]))
+    regimes = [c.regime for c in reps_cls]
+    shares = {r: regimes.count(r) / len(regimes) for r in REGIMES if regimes.count(r)}
+    out["confidence"] = shares.get(point.regime, 0.0)
+    out["regime_shares"] = json.dumps(shares, sort_keys=True)
+    out["bracket_agreement"] = (np.mean([(c.critical_lr_low, c.critical_lr_high) == (
+        point.critical_lr_low, point.critical_lr_high) for c in reps_cls]) if point.regime == "cliff" else np.nan)
+    if out["confidence"] < min_confidence and point.regime != "inconclusive":
+        out["regime"] = "inconclusive"
+        out["reason"] = (f"only {out['confidence']:.0%} of bootstrap replicates agree with the point "
+                         f"estimate '{point.regime}' ({point.reason})")
 
 
 def _refined_lrs(pts: pd.DataFrame) -> dict[tuple, int]:
@@ -189,6 +221,9 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     reps = replicates if replicates is not None else (
         replicate_accuracies(pts, samples, learn_task, retain_task, n_boot, seed) if n_boot > 0 else None)
     columns = {c: pts[c].to_numpy(float) for c in ("lr", "L", "R")}
+    for c in ("n_L", "n_R"):  # item counts: the strict paper reading and the runs' noise (issue 52)
+        columns[c] = pts[c].astype("Float64").to_numpy(float, na_value=np.nan) if c in pts else np.full(len(pts), np.nan)
+    rng = np.random.default_rng(seed)
     is_base, classified = (pts["series"] == "base").to_numpy(), pts["classified"].to_numpy(bool)
     bases = np.flatnonzero(is_base & classified)
     base_of = {m: bases[v] for m, v in pts.iloc[bases].groupby("model").indices.items()}
@@ -204,12 +239,13 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
         cls = np.concatenate([base, pos[classified[pos]]])
         first = {c: v[pos[0]] for c, v in meta.items()}
         rows.append(_series_row(key, first, len(pos), refined.get(key, 0), cls, len(base), columns, reps, th,
-                                min_confidence))
+                                min_confidence, rng))
     table = pd.DataFrame(rows)
     if table.empty:
         return pd.DataFrame(columns=FRONTIER_COLUMNS)
     for col in ("max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "learned_before_cliff", "kept_before_cliff",
-                "learned_after_cliff"):
+                "learned_after_cliff", "learned_after_cliff_z", "closest_lr_low", "closest_lr_high", "closest_drop",
+                "runs_at_bracket"):
         table[col] = table[col].astype(float)  # None -> NaN, a float column
     info = models if models is not None else pd.DataFrame(columns=["model", "family", "size_b"])
     info = info.reindex(columns=["model", "family", "size_b", "pretrain_optimizer"])  # older callers: no optimizer

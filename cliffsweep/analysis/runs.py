@@ -1,0 +1,77 @@
+"""Several training runs at one lr: how many there are where a verdict is decided, whether they
+reproduce a collapse, and the weights of a bootstrap over them (issue 52).
+
+A series' verdict rests on one training run per lr unless the sweep has several seeds or
+verification runs (`verify:`). An evaluation-item bootstrap cannot see run-to-run training
+variance, which is largest near a transition: one run's deviation of -0.11 at one lr can turn a
+gradual series into a cliff. So, where an lr has several runs:
+
+- the bootstrap is hierarchical (Davison & Hinkley 1997, Sec. 3.8, "two-stage" resampling):
+  each replicate draws that lr's runs with replacement, then (confidence.py) items within each
+  run; the replicate's point at that lr is the mean of the runs drawn;
+- a collapse is a cliff only if every run at its bracket shows it, within that run's own item
+  noise: each run at the safe lr keeps ``1 - near_base`` of R0, each run past it lost
+  ``cliff_drop`` from the safe lr's mean. A collapse one run makes and another does not is no
+  cliff in either reading.
+
+Pure functions over per-point arrays (one row per checkpoint, base rows at lr 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_EPS = 1e-9
+
+
+def runs_at(lr: np.ndarray, *lrs: float | None) -> int | None:
+    """The fewest runs (points) at any of ``lrs`` (None: no lr given or none known)."""
+    known = [x for x in lrs if x is not None and x == x]
+    if not known:
+        return None
+    return int(min(np.isclose(lr, x, rtol=1e-9, atol=0).sum() for x in known))
+
+
+def run_weights(lr: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray | None:
+    """(len(lr), n_boot) weights: per replicate, each lr's runs drawn with replacement, a run's
+    weight the times it was drawn over the lr's run count (the weights of one lr sum to 1).
+    None where every lr has one run: the item bootstrap alone is then the whole bootstrap."""
+    lrs, inv, counts = np.unique(lr, return_inverse=True, return_counts=True)
+    if counts.max() < 2:
+        return None
+    w = np.zeros((len(lr), n_boot))
+    for u in np.flatnonzero(counts > 1):
+        rows = np.flatnonzero(inv == u)
+        k = len(rows)
+        w[rows] = rng.multinomial(k, np.full(k, 1.0 / k), size=n_boot).T / k
+    single = counts[inv] == 1
+    w[single] = 1.0
+    return w
+
+
+def _share_se(R: np.ndarray, n: np.ndarray, R0: float) -> np.ndarray:
+    """A run's binomial standard error of its retention share R / R0 (0 where n is unknown)."""
+    ok = np.isfinite(n) & (n > 0)
+    nn = np.where(ok, n, 1.0)
+    return np.where(ok, np.sqrt(np.maximum(R * (1 - R), 1.0 / nn) / nn), 0.0) / R0
+
+
+def unreproduced(lr: np.ndarray, R: np.ndarray, n_R: np.ndarray, R0: float, low: float, high: float,
+                 near_base: float, cliff_drop: float, z: float) -> str | None:
+    """Why the runs at a cliff's bracket (``low`` -> ``high``) do not reproduce its collapse, or
+    None where they do (or where each lr has one run: nothing to compare). ``lr``, ``R``,
+    ``n_R``: the series' trained points (one per run)."""
+    at_low, at_high = (np.isclose(lr, x, rtol=1e-9, atol=0) for x in (low, high))
+    if at_low.sum() < 2 and at_high.sum() < 2:
+        return None
+    r, tol = R / R0, z * _share_se(R, n_R, R0)
+    kept = r[at_low] + tol[at_low] >= 1.0 - near_base - _EPS
+    if not kept.all():
+        return (f"a run at lr {low:g} already lost {1 - r[at_low][~kept].min():.0%} of base retention beyond its "
+                f"noise: the runs at the cliff's bracket disagree, so the collapse is not reproduced")
+    safe = float(r[at_low].mean())
+    fell = safe - r[at_high] + tol[at_high] >= cliff_drop - _EPS
+    if not fell.all():
+        return (f"a run at lr {high:g} kept {r[at_high][~fell].max():.0%} of base retention, more than its noise "
+                f"allows for a collapse of {cliff_drop:.0%} from lr {low:g}: the runs at the cliff's bracket disagree")
+    return None

@@ -1,0 +1,99 @@
+"""Issue 52 parts 2 and 3: a cliff survives its own noise. The issue's two series, through
+`analysis.frontiers.frontiers`: a gradual series that one run's deviation turns into a cliff
+(three runs per lr average it out; one run is marked as such), and a cliff that keeps learning
+past its collapse (the strict paper reading). Item counts are the paper's: ChemL3 420, GSM8K 500."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cliffsweep.analysis.classify import Thresholds, classify_arrays, paper_regime
+from cliffsweep.analysis.frontiers import frontiers
+from cliffsweep.analysis.runs import run_weights, runs_at, unreproduced
+
+LRS5 = [1e-6, 3e-6, 1e-5, 3e-5, 1e-4]
+GRADUAL_L, GRADUAL_R = [0.40, 0.48, 0.55, 0.60, 0.62], [0.485, 0.43, 0.31, 0.20, 0.11]
+DEVIATION = [0.0, 0.025, 0.04, -0.11, -0.035]  # one run's, on the last four retentions
+
+
+def points(lrs, runs, base=(0.30, 0.50), n=(420, 500)) -> pd.DataFrame:
+    """A series' points: the base, then one row per (run, lr); `runs`: [(L list, R list)]."""
+    rows = [{"model": "m", "series": "base", "epochs": 0, "lr": 0.0, "L": base[0], "R": base[1]}]
+    for k, (Ls, Rs) in enumerate(runs):
+        rows += [{"model": "m", "series": "sft", "epochs": 1, "lr": lr, "L": l, "R": r, "seed": k}
+                 for lr, l, r in zip(lrs, Ls, Rs)]
+    out = pd.DataFrame(rows)
+    out["n_L"], out["n_R"] = n
+    return out
+
+
+def row(pts, **kw) -> pd.Series:
+    t = frontiers(pts, **kw)
+    return t[t["series"] == "sft"].iloc[0]
+
+
+def test_one_runs_deviation_reads_a_cliff_marked_one_run_and_three_runs_read_gradual():
+    deviant = list(np.add(GRADUAL_R, DEVIATION))
+    clean = row(points(LRS5, [(GRADUAL_L, GRADUAL_R)]), n_boot=200)
+    assert clean["regime"] == "gradual", clean["reason"]
+    one = row(points(LRS5, [(GRADUAL_L, deviant)]), n_boot=200)
+    # the issue's numbers: lr 1e-5 -> 3e-5 loses 52 % of base retention for +16 % of the span
+    assert one["regime"] == "cliff", one["reason"]
+    # (the strict paper reading also sees .55 -> .62 past it, 2.1 standard errors at 420 items)
+    assert one["regime_paper"] == "learned_after_cliff" and one["learned_after_cliff_z"] > 2
+    assert one["drop_at_cliff"] == pytest.approx(0.52) and one["gain_at_cliff_share"] == pytest.approx(0.05 / 0.32)
+    assert one["runs_at_bracket"] == 1 and one["confidence_over"] == "items"
+    three = row(points(LRS5, [(GRADUAL_L, deviant), (GRADUAL_L, GRADUAL_R), (GRADUAL_L, GRADUAL_R)]), n_boot=200)
+    assert three["regime"] == "gradual", three["reason"]
+    assert three["runs_at_bracket"] == 3 and three["confidence_over"] == "runs and items"
+    # the bootstrap over runs sees the deviant run: some replicates draw it twice or thrice and read
+    # a cliff, which an item bootstrap of the run means cannot
+    assert 0 < three["regime_shares"].count("cliff") and 0.6 <= three["confidence"] < 1.0, three["regime_shares"]
+
+
+def test_learning_past_the_collapse_beyond_the_learn_tasks_noise_is_no_papers_cliff():
+    lrs = [1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3]
+    L, R = [0.50, 0.62, 0.70, 0.72, 0.75, 0.78, 0.80], [0.70, 0.69, 0.67, 0.12, 0.06, 0.04, 0.02]
+    late = row(points(lrs, [(L, R)], base=(0.30, 0.70)), n_boot=0)
+    assert late["regime"] == "cliff" and (late["critical_lr_low"], late["critical_lr_high"]) == (1e-5, 3e-5)
+    # .70 -> .80 at 420 items each: 3.4 standard errors of the difference; a quarter of the safe side's .40
+    assert late["learned_after_cliff_z"] == pytest.approx(0.10 / np.sqrt((0.7 * 0.3 + 0.8 * 0.2) / 420))
+    assert late["learned_after_cliff"] == pytest.approx(0.25)
+    assert late["regime_paper"] == "learned_after_cliff"
+    # the paper's own shape: learning after the collapse moves within noise (.70 -> .72, 0.7 SE)
+    within = [0.50, 0.62, 0.70, 0.69, 0.72, 0.70, 0.71]
+    clean = row(points(lrs, [(within, R)], base=(0.30, 0.70)), n_boot=0)
+    assert clean["regime_paper"] == "cliff" and clean["learned_after_cliff_z"] < 2, clean
+    # without item counts, a gain above max_gain_share of the safe side's own learning (not of the span)
+    th = Thresholds()
+    assert paper_regime("cliff", 0.57, th, 0.99, 0.30) == "learned_after_cliff"
+    assert paper_regime("cliff", 0.57, th, 0.99, 0.20) == "cliff"
+    assert paper_regime("cliff", 0.57, th, 0.99, 0.30, 1.5) == "cliff"  # within noise where it is known
+
+
+def test_a_collapse_the_runs_at_its_bracket_do_not_reproduce_is_no_cliff():
+    """Three runs at each lr; at the bracket's upper lr one run keeps its retention: the other
+    two's collapse is not reproduced, in either reading. Where all three collapse it stays a cliff."""
+    lrs, L = [1e-5, 3e-5, 1e-4, 3e-4], [0.5, 0.6, 0.65, 0.66]
+    fell, kept = [0.49, 0.48, 0.10, 0.08], [0.49, 0.48, 0.45, 0.08]
+    mixed = row(points(lrs, [(L, fell), (L, fell), (L, kept)]), n_boot=0)
+    assert mixed["regime_point_estimate"] == "cliff" and mixed["regime"] == "inconclusive", mixed
+    assert mixed["regime_paper"] == "inconclusive" and "disagree" in mixed["reason"], mixed["reason"]
+    agreed = row(points(lrs, [(L, fell), (L, fell), (L, [0.49, 0.47, 0.13, 0.07])]), n_boot=0)
+    assert agreed["regime"] == "cliff" and agreed["runs_at_bracket"] == 3, agreed["reason"]
+
+
+def test_runs_helpers():
+    lr = np.array([1e-5, 1e-5, 3e-5, 1e-4, 1e-4, 1e-4])
+    assert runs_at(lr, 1e-5, 1e-4) == 2 and runs_at(lr, 3e-5, 1e-4) == 1 and runs_at(lr, None, None) is None
+    w = run_weights(lr, 500, np.random.default_rng(0))
+    assert w.shape == (6, 500) and np.allclose(w[[0, 1]].sum(0), 1) and np.allclose(w[3:].sum(0), 1)
+    assert (w[2] == 1).all() and (w[0] != 0.5).any()  # the single run always counts; the pairs get drawn
+    assert run_weights(np.array([1e-5, 3e-5]), 10, np.random.default_rng(0)) is None
+    # one run: nothing to compare
+    assert unreproduced(np.array([1e-5, 3e-5]), np.array([0.5, 0.1]), np.array([500, 500]), 0.5, 1e-5, 3e-5,
+                        0.4, 0.4, 2.0) is None
+    # classify_arrays' closest call: a gradual series' largest drop within cliff_lr_ratio
+    c = classify_arrays(np.array([0.0, *LRS5]), np.array([0.3, *GRADUAL_L]), np.array([0.5, *GRADUAL_R]), Thresholds())
+    assert c.regime == "gradual" and (c.closest_lr_low, c.closest_lr_high) == (3e-6, 1e-5)
+    assert c.closest_drop == pytest.approx((0.43 - 0.31) / 0.5)
