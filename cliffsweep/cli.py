@@ -66,6 +66,12 @@ def cmd_validate(args) -> int:
         print(f"  + up to {max_refine_trials(spec)} refinement trial(s) = {r.rounds} round(s) x "
               f"{r.points_per_round} lr(s) x {len({(t.model, t.series, t.epochs) for t in grid})} series "
               f"x {len(spec.seeds)} seed(s); a bracket stops at {r.target_ratio:g}x")
+    if spec.verify is not None:
+        from cliffsweep.analysis.verify import verify_seeds
+
+        print(f"  + verification: seeds {verify_seeds(spec.seeds, spec.verify.seeds)} at the 2 lrs of each cliff or "
+              f"close call (drop within {spec.verify.margin:.0%} of cliff_drop): 2 x {spec.verify.seeds} trial(s) "
+              f"per verified series")
     print(f"  store: {spec.store_uri}")
     return 0
 

@@ -9,7 +9,8 @@ the phenomenon fails here. Slow stage: the default sweep (about 2 minutes) and i
 The sweep runs with `--dashboard` and is watched in headless Chromium (issue 41's browser test,
 tests/dashboard_page.py): the live page's counts change and match `status`, and afterwards
 `cliffsweep dashboard` shows each series with the regime `analyze` gives here (issue 38 folded
-the browser test's own 3-trial sweep into this one).
+the browser test's own 3-trial sweep into this one). The same sweep with `verify:` then runs on
+the finished store: verification runs at the cliffs' brackets only (issue 52).
 """
 
 from __future__ import annotations
@@ -101,6 +102,39 @@ def test_the_default_sweep_shows_a_cliff_and_a_gradual_series(tmp_path):
     # the regimes above are the ones the full evaluation gives (docs/benchmarks.md: the rule on and
     # off side by side), its collapsed checkpoints stopped early, and every item scored is stored once
     stopped_early_once(Store(str(tmp_path / "results" / "toy")), table)
+    verified_at_the_brackets(tmp_path, table)
+
+
+def verified_at_the_brackets(cwd: Path, table: pd.DataFrame) -> None:
+    """Issue 52 part 1: the same sweep with `verify: {seeds: 2}`, run on the finished store, adds
+    runs with seeds 1 and 2 at the cliffs' brackets and nowhere else (llama-tiny's gradual
+    series are no close call); the cliffs keep their regime, their confidence now over runs and
+    items. A bracket the averaged runs move is verified too (qwen2-tiny / SFT's may move down one
+    lr: its three runs at 1e-3 average nearer the collapse), so every added lr is a bracket lr,
+    before or after."""
+    import yaml
+
+    from cliffsweep.orchestrator.specfile import default_spec_path
+
+    data = yaml.safe_load(Path(default_spec_path()).read_text())
+    (cwd / "verify.yaml").write_text(yaml.safe_dump({**data, "store": "results/toy", "verify": {"seeds": 2}}))
+    run = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "run", "verify.yaml"], capture_output=True,
+                         text=True, cwd=cwd, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    after = analyzed(cwd, "results/toy", cwd / "verified")
+    trials = Store(str(cwd / "results" / "toy")).read("trials")
+    added = trials[trials["seed"] > 0]
+    assert set(added["seed"]) == {1, 2} and (added["status"] == "done").all(), added
+    assert set(added["model"]) == {CLIFF[0]}, added  # the gradual model: no verification
+    for (model, series), rows in added.groupby(["model", "series"]):
+        was, now = table.loc[(model, series)], after.loc[(model, series)]
+        brackets = {was.critical_lr_low, was.critical_lr_high, now.critical_lr_low, now.critical_lr_high}
+        assert set(rows["lr"]) <= brackets and {was.critical_lr_low, was.critical_lr_high} <= set(rows["lr"]), rows
+        assert now.regime_point_estimate == "cliff" and now.runs_at_bracket == 3, now
+        assert now.confidence_over == "runs and items", now
+    assert after.loc[CLIFF, "regime"] == "cliff", after.loc[CLIFF]
+    for key in GRADUAL:
+        assert after.loc[key, "regime"] == "gradual" and after.loc[key, "confidence_over"] == "items"
 
 
 def stopped_early_once(store: Store, table: pd.DataFrame) -> None:

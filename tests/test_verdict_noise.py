@@ -97,3 +97,20 @@ def test_runs_helpers():
     c = classify_arrays(np.array([0.0, *LRS5]), np.array([0.3, *GRADUAL_L]), np.array([0.5, *GRADUAL_R]), Thresholds())
     assert c.regime == "gradual" and (c.closest_lr_low, c.closest_lr_high) == (3e-6, 1e-5)
     assert c.closest_drop == pytest.approx((0.43 - 0.31) / 0.5)
+
+
+def test_verification_goes_to_a_cliffs_bracket_and_a_close_call_only():
+    """Issue 52 part 1's policy (analysis/verify.py): a cliff's two bracket lrs, a close call's
+    two lrs (a drop within verify.margin of cliff_drop), nothing for a clear gradual series; the
+    seeds continue the sweep's."""
+    from cliffsweep.analysis.verify import verify_lrs, verify_seeds
+
+    th = Thresholds()
+    assert verify_seeds([0], 2) == [1, 2] and verify_seeds([0, 3], 1) == [4]
+    cliff = row(points(LRS5, [(GRADUAL_L, list(np.add(GRADUAL_R, DEVIATION)))]), n_boot=0)
+    assert verify_lrs(cliff, th, 0.1) == [1e-5, 3e-5]
+    gradual = row(points(LRS5, [(GRADUAL_L, GRADUAL_R)]), n_boot=0)  # largest drop 24 % of base R
+    assert gradual["closest_drop"] == pytest.approx(0.24) and verify_lrs(gradual, th, 0.1) == []
+    assert verify_lrs(gradual, th, 0.2) == [3e-6, 1e-5]  # within 20 % of cliff_drop: a close call
+    flat = row(points(LRS5, [(GRADUAL_L, [0.5] * 5)]), n_boot=0)
+    assert flat["regime"] == "no_forgetting" and verify_lrs(flat, th, 0.5) == []

@@ -179,12 +179,16 @@ class Classification:
     errors of the difference of the two accuracies (binomial, from the items scored). Above
     ``noise_z`` the paper's reading is ``learned_after_cliff`` (issue 52)."""
     closest_lr_low: float | None = None
-    """The lower lr of the largest retention drop within cliff_lr_ratio (a cliff's bracket, or
-    a gradual verdict's closest call: the lrs that decided it; issue 52's verification runs)."""
+    """The lower lr of the pair within cliff_lr_ratio that comes closest to a collapse (rule 4):
+    a cliff's witness, or a gradual verdict's closest call, the lrs that decided it (issue 52's
+    verification runs and runs_at_bracket)."""
     closest_lr_high: float | None = None
-    """The upper lr of that drop."""
+    """The upper lr of that pair."""
     closest_drop: float | None = None
-    """That drop, as a share of base retention."""
+    """Its retention drop, as a share of base retention."""
+    closest_shortfall: float | None = None
+    """How far it falls short of rule 4: the largest of (1 - near_base) - r_low, cliff_drop -
+    drop, and gain share - max_gain_share (0 for a cliff's witness)."""
     unresolved_lr_low: float | None = None
     """Rule 6 only: the lower lr of a collapsing grid step wider than cliff_lr_ratio."""
     unresolved_lr_high: float | None = None
@@ -242,14 +246,21 @@ def _witnesses(lr: np.ndarray, L: np.ndarray, r: np.ndarray, span: float, th: Th
     return close & start & drop & gain
 
 
-def _closest(lr: np.ndarray, r: np.ndarray, th: Thresholds) -> dict:
-    """The largest retention drop between two trained lrs within cliff_lr_ratio of each other."""
+def _closest(lr: np.ndarray, L: np.ndarray, r: np.ndarray, span: float, th: Thresholds) -> dict:
+    """The pair of trained lrs within cliff_lr_ratio that comes closest to rule 4's collapse: the
+    smallest shortfall, over its three conditions, of kept retention at the lower lr (1 -
+    near_base), drop (cliff_drop, shares of R0) and gain (at most max_gain_share of the span).
+    A cliff's witnesses fall short by 0; a steep decline that learns as it falls is far."""
     close = (lr[None, :] <= th.cliff_lr_ratio * lr[:, None] * (1 + _EPS)) & np.triu(np.ones((len(lr),) * 2, bool), 1)
     if not close.any():
         return {}
-    drops = np.where(close, r[:, None] - r[None, :], -np.inf)
-    i, j = np.unravel_index(int(np.argmax(drops)), drops.shape)
-    return {"closest_lr_low": float(lr[i]), "closest_lr_high": float(lr[j]), "closest_drop": float(drops[i, j])}
+    drop = r[:, None] - r[None, :]
+    short = np.maximum.reduce([np.broadcast_to((1.0 - th.near_base - r)[:, None], drop.shape), th.cliff_drop - drop,
+                               (L[None, :] - L[:, None]) / span - th.max_gain_share, np.zeros_like(drop)])
+    short = np.where(close, short, np.inf)
+    i, j = np.unravel_index(int(np.argmin(short - 1e-6 * drop)), short.shape)  # ties: the larger drop
+    return {"closest_lr_low": float(lr[i]), "closest_lr_high": float(lr[j]), "closest_drop": float(drop[i, j]),
+            "closest_shortfall": float(short[i, j])}
 
 
 def _after_z(L: np.ndarray, n_L: np.ndarray | None, a: int, b: int) -> float | None:
@@ -285,7 +296,7 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
     r = R / R0
     lost = 1.0 - r
     span = max(L.max() - L0, th.min_span * (1.0 - L0), 1e-12)
-    summary = {"max_forgetting": float(lost.max()), "max_learning": float(L.max() - L0), **_closest(lr, r, th)}
+    summary = {"max_forgetting": float(lost.max()), "max_learning": float(L.max() - L0), **_closest(lr, L, r, span, th)}
     if lost.max() < th.forget_min:
         return Classification("no_forgetting", f"every lr keeps > {1 - th.forget_min:.0%} of base retention",
                               n_points, **summary)

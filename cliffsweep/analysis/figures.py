@@ -27,15 +27,19 @@ FAMILY_COLORS = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf
 
 
 def regime_text(row) -> str:
-    """'cliff (78 %)', 'gradual (no bootstrap)', or 'inconclusive (point estimate: cliff, 55 %
-    agree)': never a bare 'inconclusive (100%)' that reads as confident."""
+    """'cliff (78 %)', 'cliff (one run) (78 %)' where its bracket has one training run,
+    'gradual (no bootstrap)', or 'inconclusive (point estimate: cliff, 55 % agree)': never a bare
+    'inconclusive (100%)' that reads as confident."""
     conf = row["confidence"]
     if row["regime"] == "inconclusive":
         est = row["regime_point_estimate"]
         if est != "inconclusive" and np.isfinite(conf):
             return f"inconclusive (point estimate {est}: {conf:.0%} agree)"
         return "inconclusive (data cannot tell)"
-    return f"{row['regime']} ({conf:.0%})" if np.isfinite(conf) else row["regime"]
+    regime = row["regime"]
+    if regime == "cliff" and row.get("runs_at_bracket") == 1:
+        regime = "cliff (one run)"  # its confidence saw evaluation items only, not training runs (issue 52)
+    return f"{regime} ({conf:.0%})" if np.isfinite(conf) else regime
 
 
 def _model_title(rows: pd.DataFrame, model: str) -> str:

@@ -35,7 +35,7 @@ FRONTIER_COLUMNS = [
     "max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "max_safe_lr_confidence", "max_forgetting", "max_learning", "base_L", "base_R", "frontier_area", "pareto_point_ids",
     "model_pareto_point_ids", "model_pareto_share", "dominated_by", "n_points", "n_lrs", "n_refined_lrs",
     "n_checkpoints", "runs_at_bracket", "confidence_over", "learned_after_cliff_z", "closest_lr_low",
-    "closest_lr_high", "closest_drop", "reason",
+    "closest_lr_high", "closest_drop", "closest_shortfall", "reason",
 ]
 _CLIFF_FIELDS = ["critical_lr_low", "critical_lr_high", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff",
                  "gain_at_cliff_share", "learned_before_cliff", "kept_before_cliff", "learned_after_cliff",
@@ -245,7 +245,7 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
         return pd.DataFrame(columns=FRONTIER_COLUMNS)
     for col in ("max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "learned_before_cliff", "kept_before_cliff",
                 "learned_after_cliff", "learned_after_cliff_z", "closest_lr_low", "closest_lr_high", "closest_drop",
-                "runs_at_bracket"):
+                "closest_shortfall", "runs_at_bracket"):
         table[col] = table[col].astype(float)  # None -> NaN, a float column
     info = models if models is not None else pd.DataFrame(columns=["model", "family", "size_b"])
     info = info.reindex(columns=["model", "family", "size_b", "pretrain_optimizer"])  # older callers: no optimizer

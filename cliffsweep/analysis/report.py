@@ -55,15 +55,19 @@ collapse, with no further learning. A cliff whose last safe lr gained less than
 paper_min_learning of the headroom 1 - L0 reads there as **collapse_without_learning**; one whose
 safe side had already lost forget_min of base R as **forgot_before_cliff**; one with no trained lr a
 transition width (cliff_lr_ratio) below the collapse, so that its small lrs are unmeasured, as
-**unmeasured_before_cliff**; one whose higher lrs still learn more than max_gain_share of the span
-beyond the safe side's best as **learned_after_cliff**.
+**unmeasured_before_cliff**; one whose higher lrs still learn more than the safe side's best, by
+more than noise_z standard errors of the learn task's items (without item counts: by more than
+max_gain_share of the safe side's own learning), as **learned_after_cliff**. Where the runs at a
+cliff's bracket disagree about its collapse beyond their noise, it is no cliff in either reading.
 Both readings are reported and counted; the report leads with the paper's, and where ours differs
 the series table says why. Method effects by SFT's regime use the paper's reading.
 Highest safe lr: the highest trained lr keeping >= 1 - forget_min of base R (green ring); the next
 trained lr forgets, so the answer lies between the two.
 
 Points are seed means; bars are 5-95 % bootstrap intervals (examples resampled). Confidence = share
-of bootstrap replicates that re-classify the same. Frontier area: area dominated by the series in
+of bootstrap replicates that re-classify the same; where an lr has several training runs, each
+replicate draws the runs, then their examples (confidence over "runs and items"); a cliff whose
+bracket has one run per lr reads **cliff (one run)**: its confidence saw the items only. Frontier area: area dominated by the series in
 (L gain / headroom, R / base R), 1 = full learning, no forgetting. Pareto frontiers use every
 checkpoint (final and intermediate; intermediate ones are hollow in the plots)."""
 

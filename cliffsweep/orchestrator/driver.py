@@ -33,7 +33,7 @@ import yaml
 from cliffsweep.sweep.status import Phase
 from cliffsweep.orchestrator.policies import sweep_concurrency, trial_driver_resources
 from cliffsweep.orchestrator.jobqueue import JobQueue, sweep_searcher
-from cliffsweep.orchestrator.refiner import max_refine_trials
+from cliffsweep.orchestrator.refiner import max_refine_trials, max_verify_trials
 from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.orchestrator.sweeprun import SweepRun
 from cliffsweep.storage.health import ensure_readable
@@ -171,7 +171,8 @@ def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int) -> 
         tune.with_resources(trial_fn(), trial_driver_resources(r.cluster_roles)),
         tune_config=tune.TuneConfig(
             # an upper bound: the searcher says when it is finished (refiner.py)
-            search_alg=sweep_searcher(queue), num_samples=len(queue.items) + n_todo + max_refine_trials(spec),
+            search_alg=sweep_searcher(queue),
+            num_samples=len(queue.items) + n_todo + max_refine_trials(spec) + max_verify_trials(spec),
             max_concurrent_trials=concurrency, reuse_actors=True),
         run_config=tune.RunConfig(
             storage_path=absolute_uri(run.store.uri).rstrip("/") + "/_tune", name=f"run-{int(time.time())}",

@@ -13,13 +13,20 @@ The policy (which lrs) is `analysis/next_lrs.py`; this module is the glue to the
 Resume needs nothing more: refined trials are ordinary trials rows with a `round`; the driver
 rebuilds them from the store (`stored_refined_trials`), their pending ones are queued again,
 and the same stored points give the same next lrs.
+
+Verification (issue 52, `verify:`; the policy is analysis/verify.py) runs on the same tick: a
+series whose last round is all terminal, and whose verdict is a cliff or a close call, gets runs
+with new seeds at the two lrs that decided it. A series is asked again whenever its trials grew
+(the verification runs may move the bracket); an lr verified already adds nothing, so this
+ends. Its trials are ordinary trials rows too, seeds the grid lacks: `stored_verification_trials`
+rebuilds them on resume, and a finished store re-run (`run --store S`) verifies what it lacks.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid, refined_trials, series_key
+from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid, refined_trials, series_key, verification_trials
 from cliffsweep.sweep.status import TERMINAL
 
 
@@ -41,6 +48,23 @@ def stored_refined_trials(spec, grid: list[Trial], stored: list[dict]) -> list[T
     return out
 
 
+def stored_verification_trials(spec, grid: list[Trial], stored: list[dict]) -> list[Trial]:
+    """Verification trials of earlier runs (seeds the grid lacks), rebuilt from their rows."""
+    if spec.verify is None:
+        return []
+    like = {series_key(t): t for t in grid}
+    out = []
+    for row in stored:
+        base = like.get((row["model"], row["series"], int(row["epochs"])))
+        if base is None or int(row["seed"]) in spec.seeds:
+            continue
+        rnd = row.get("round")
+        (t,) = verification_trials(base, [float(row["lr"])], [int(row["seed"])], 0 if rnd is None or rnd != rnd else int(rnd))
+        if t.trial_id == row["trial_id"]:
+            out.append(t)
+    return out
+
+
 class Refiner:
     def __init__(self, spec, store, book, tracker, grid: list[Trial], queue_configs: Callable[[list[Trial]], None]):
         """`grid`: the run's trials, the very list the run extends as trials are added (refined
@@ -50,6 +74,7 @@ class Refiner:
         self.queue_configs = queue_configs
         self.cfg = spec.refine
         self.asked: dict[tuple, int] = {}  # series -> the round whose next lrs were computed
+        self.verified: dict[tuple, int] = {}  # series -> its trials when its verification was asked
         self.seen_changes = -1  # the trial book's terminal changes when last checked (-1: never)
 
     @property
@@ -61,48 +86,86 @@ class Refiner:
     def on(self) -> bool:
         return self.cfg is not None and self.cfg.rounds > 0
 
+    @property
+    def active(self) -> bool:
+        """Refinement or verification may add trials."""
+        return self.on or self.spec.verify is not None
+
     def check(self) -> list[Trial]:
-        """Add the next round of every series that is ready; returns the new trials."""
-        if not self.on or not self.dirty:
+        """Add the next round of every series that is ready, and the verification runs of every
+        series whose last round is in; returns the new trials."""
+        if not self.active or not self.dirty:
             return []
         self.seen_changes = self.book.terminal_changes
-        spec = self.spec
         series: dict[tuple, list[Trial]] = {}
         for t in self.grid:
             series.setdefault(series_key(t), []).append(t)
-        ready = []
+        ready, verify = [], []
         for key, trials in series.items():
             rnd = max(t.round for t in trials)
-            if rnd >= self.cfg.rounds or self.asked.get(key) == rnd:
-                continue
             if any(self.book.status.get(t.trial_id) not in TERMINAL for t in trials if t.round == rnd):
                 continue
             if not self.tracker.was_evaluated(base_trial_id(key[0]), 0):
                 continue
-            ready.append((key, trials, rnd))
-        if not ready:
+            if self.on and rnd < self.cfg.rounds and self.asked.get(key) != rnd:
+                ready.append((key, trials, rnd))
+            elif self.final_round(key, rnd) and self.spec.verify is not None and self.verified.get(key) != len(trials) \
+                    and all(self.book.status.get(t.trial_id) in TERMINAL for t in trials):
+                verify.append((key, trials))
+        if not ready and not verify:
             return []
+        points = self.points()
+        added = self.next_rounds(points, ready) + self.verification(points, verify)
+        if added:
+            self.queue_configs(added)
+        return added
+
+    def points(self):
+        """The store's points as `analyze` reads them (every retain task: several are a suite,
+        read on their aggregate; a learn suite on its mean)."""
         from cliffsweep.analysis.learnsuite import with_learn_suite
-        from cliffsweep.analysis.next_lrs import next_lrs, series_curve
         from cliffsweep.analysis.points import points_from_evals, scores_of
         from cliffsweep.evals.tasks import task_label
 
+        spec = self.spec
         learn = task_label(spec.tasks.learn.name, spec.tasks.learn.params)
-        # every retain task: several are a suite, refined on their aggregate as `analyze` reads them;
-        # a learn suite likewise on its mean
         retain = [task_label(t.name, t.params) for t in spec.tasks.retain]
         evals = scores_of(self.store.read("evals"))
         if spec.tasks.learn_suite:
             evals, _, learn = with_learn_suite(evals, evals.iloc[:0], [task_label(t.name, t.params)
                                                                         for t in spec.tasks.learn_suite])
-        points, _ = points_from_evals(evals, self.store.read("trials"), learn, retain)
+        return points_from_evals(evals, self.store.read("trials"), learn, retain)[0]
+
+    def next_rounds(self, points, ready: list[tuple]) -> list[Trial]:
+        from cliffsweep.analysis.next_lrs import next_lrs, series_curve
+
         added: list[Trial] = []
         for key, trials, rnd in ready:
             self.asked[key] = rnd
             lrs = next_lrs(series_curve(points, *key), self.cfg, rnd + 1, known_lrs=[t.lr for t in trials])
-            added += refined_trials(spec, trials[0], lrs, rnd + 1)
-        if added:
-            self.queue_configs(added)
+            added += refined_trials(self.spec, trials[0], lrs, rnd + 1)
+        return added
+
+    def verification(self, points, ready: list[tuple]) -> list[Trial]:
+        """Runs with new seeds at the lrs each ready series' verdict rests on (analysis/verify.py)."""
+        from cliffsweep.analysis.classify import Thresholds
+        from cliffsweep.analysis.frontiers import frontiers
+        from cliffsweep.analysis.next_lrs import series_curve
+        from cliffsweep.analysis.verify import verify_lrs, verify_seeds
+
+        th, cfg = Thresholds(), self.spec.verify
+        seeds = verify_seeds(self.spec.seeds, cfg.seeds)
+        known = {t.trial_id for t in self.grid}
+        added: list[Trial] = []
+        for key, trials in ready:
+            self.verified[key] = len(trials)
+            curve = series_curve(points, *key)
+            table = frontiers(curve, thresholds=th, n_boot=0)
+            if table.empty or not (curve["series"] != "base").any():
+                continue
+            for lr in verify_lrs(table.iloc[0], th, cfg.margin):
+                rnd = min((t.round for t in trials if abs(t.lr - lr) <= 1e-12 * lr), default=0)
+                added += [t for t in verification_trials(trials[0], [lr], seeds, rnd) if t.trial_id not in known]
         return added
 
     def final_round(self, series, rnd: int) -> bool:
@@ -110,8 +173,9 @@ class Refiner:
         return not self.on or rnd >= self.cfg.rounds
 
     def more_may_come(self) -> bool:
-        """Whether a trial not yet terminal (or not yet checked) could still start a round."""
-        if not self.on:
+        """Whether a trial not yet terminal (or not yet checked) could still start a round or a
+        verification."""
+        if not self.active:
             return False
         self.check()
         return self.dirty or any(self.book.status.get(t.trial_id) not in TERMINAL for t in self.grid)
@@ -125,3 +189,14 @@ def max_refine_trials(spec) -> int:
     n_series = len({series_key(t) for t in expand_grid(spec)})
     return n_series * len(spec.seeds) * spec.refine.rounds * spec.refine.points_per_round
 
+
+def max_verify_trials(spec) -> int:
+    """The most trials verification can add to ``spec``: verify.seeds runs at every lr a series
+    can have (its grid and refined lrs; each check adds at most two, but a bracket the runs move
+    is verified again)."""
+    if spec.verify is None:
+        return 0
+    n_series = len({series_key(t) for t in expand_grid(spec)})
+    refined = 0 if spec.refine is None else spec.refine.rounds * spec.refine.points_per_round
+    lrs = max(len(m.lrs or spec.lrs) for m in spec.methods) + refined
+    return n_series * spec.verify.seeds * lrs

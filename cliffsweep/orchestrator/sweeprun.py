@@ -29,7 +29,7 @@ from cliffsweep.orchestrator.statistics import ensure_stats
 from cliffsweep.orchestrator.failures import FailureLog
 from cliffsweep.orchestrator.progress import Progress
 from cliffsweep.orchestrator.jobqueue import JobQueue
-from cliffsweep.orchestrator.refiner import Refiner, stored_refined_trials
+from cliffsweep.orchestrator.refiner import Refiner, stored_refined_trials, stored_verification_trials
 from cliffsweep.orchestrator.topups import TopUps
 from cliffsweep.orchestrator.trialbook import TrialBook, now
 from cliffsweep.storage import ledger
@@ -90,6 +90,7 @@ class SweepRun:
         trials to train (recorded pending)."""
         stored = self.store.read("trials").to_dict("records")
         self.add_trials(stored_refined_trials(self.spec, self.grid, stored))
+        self.add_trials(stored_verification_trials(self.spec, self.grid, stored))
         self.progress.n_trials = len(self.grid)
         self.book.load(stored)
         self.book.show()

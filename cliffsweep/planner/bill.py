@@ -148,6 +148,11 @@ bench/bench_adaptive.py --paper (2026-11-28: 33.9 %, 32.4 % and 34.3 % of the it
 paper-sized synthetic stores, rounded up; docs/benchmarks.md). The base is scored on every item. Items, not
 seconds: each stage is one more generation call, which a GPU's decode batches less well."""
 
+VERIFIED_SHARE = 0.5
+"""The share of series a `verify:` section trains again (cliffs and close calls; issue 52), for
+`plan`'s expected bill. Our assumption, until a real grid measures it: the default toy sweep's
+(2 of its 4 series are cliffs, none a close call; tests/test_toy_regimes.py)."""
+
 ENGINE_START_S = 60.0
 """An evaluator's engine start on a GPU (vLLM: weights load, CUDA graphs). Assumed, not measured
 on a GPU (on this 2-core CPU: 3 s in process for a toy model, docs/evals.md)."""

@@ -109,10 +109,32 @@ def render(plans: list[ModelPlan], spec, source: str, bandwidth: float = bill.BA
     over = [(p.name, s, m.total / GB) for p in plans for s, m in p.memory.items() if m.total > 80 * GB]
     if over:
         out.append("   over 80 GB (A100/H100): " + ", ".join(f"{n} {s} {gb:.0f}" for n, s, gb in over))
+    out += verification_lines(plans, spec)
     notes = list(dict.fromkeys(n for p in plans for n in p.notes))
     out += ["", "Token lengths:", *(f"   {n}" for n in notes)]
     out += ["Architectures:", *(f"   {p.name}: {p.arch.source}" for p in plans)]
     return "\n".join(out)
+
+
+def verification_lines(plans: list[ModelPlan], spec) -> list[str]:
+    """What `verify:` adds (issue 52): verify.seeds runs at the two lrs of each verified series,
+    priced at each model's mean trial; at most (every series verified) and expected (at
+    bill.VERIFIED_SHARE of series)."""
+    if spec.verify is None:
+        return []
+    from collections import Counter
+
+    from cliffsweep.sweep.grid import expand_grid, series_key
+
+    series = Counter(key[0] for key in {series_key(t) for t in expand_grid(spec)})
+    per = 2 * spec.verify.seeds
+    most = per * sum(series.values())
+    hours = sum(series[p.name] * per * sum(p.hours().values()) / max(p.trials, 1) for p in plans)
+    share = bill.VERIFIED_SHARE
+    return ["", f"Verification (verify: {spec.verify.seeds} new seed(s) at the 2 lrs of each cliff or close call): "
+                f"expected {most * share:.0f} more trials, {hours * share:.1f} H100-hours (bill.VERIFIED_SHARE = "
+                f"{share:.0%} of series); at most {most} trials, {hours:.1f} H100-hours, if every series is verified "
+                "(each at its model's mean trial)"]
 
 
 ASSUMPTIONS = """Assumptions (cliffsweep/planner/costs.py):

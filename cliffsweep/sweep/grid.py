@@ -115,6 +115,18 @@ def refined_trials(spec: SweepSpec, like: Trial, lrs: list[float], round: int) -
             for lr in lrs for seed in spec.seeds]
 
 
+def verification_trials(like: Trial, lrs: list[float], seeds: list[int], round: int) -> list[Trial]:
+    """Verification runs (analysis/verify.py) of the series of ``like`` at ``lrs``, one per seed
+    of ``seeds`` (seeds the sweep's grid does not have); ``round``: that of the lr they verify
+    (0 on the grid). Ids as for every trial: a re-run rebuilds the same ones."""
+    return [Trial(trial_id=trial_id(like.model, like.method, like.method_params, like.optimizer, lr, like.epochs, seed,
+                                    like.max_steps),
+                  model=like.model, model_path=like.model_path, dtype=like.dtype, method=like.method,
+                  method_params=like.method_params, optimizer=like.optimizer, series=like.series, lr=float(lr),
+                  epochs=like.epochs, seed=seed, round=round, max_steps=like.max_steps)
+            for lr in lrs for seed in seeds]
+
+
 def base_trial_id(model: str) -> str:
     """The store id of a model's base evaluation (the lr = 0 point of all its frontiers)."""
     return f"{model}-base"

@@ -352,6 +352,21 @@ class RefineSpec(_Strict):
     Above 1.01 because new lrs are rounded to 3 significant digits (readable trial ids)."""
 
 
+class VerifySpec(_Strict):
+    """Verification runs (off unless the sweep file has a `verify:` section; issue 52,
+    analysis/verify.py): once a series' lrs are all in (its last refinement round included), a
+    series whose point estimate is a cliff, or a close call, is trained again with `seeds` new
+    seeds at the two lrs that decided it, so its verdict's confidence covers training runs too."""
+
+    seeds: int = Field(2, ge=1, le=8)
+    """New seeds per verified lr (the sweep's seeds continued: [0] and 2 -> seeds 1 and 2)."""
+    margin: float = Field(0.10, ge=0, lt=1)
+    """A close call: a series with two lrs within cliff_lr_ratio that fall short of a collapse
+    by at most this much (a drop of 30 % of base retention or more where cliff_drop is 40 %, a
+    gain within 10 % of the span of max_gain_share). Our default 0.10: about two binomial
+    standard errors of a retention share at 200 items."""
+
+
 class SweepSpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     models: list[ModelSpec] = Field(min_length=1)
@@ -368,6 +383,9 @@ class SweepSpec(_Strict):
     resources: ResourcesSpec = ResourcesSpec()
     refine: RefineSpec | None = None
     """Adaptive lr refinement; None (no `refine:` section) = the grid only."""
+    verify: VerifySpec | None = None
+    """Verification runs at cliffs' brackets and close calls; None (no `verify:` section) = one
+    run per lr and seed of the grid."""
     store: str = "results/{name}"
     """Local path or pyarrow/fsspec URI; '{name}' is replaced by the sweep name."""
     checkpoints: str | None = None

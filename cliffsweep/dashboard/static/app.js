@@ -170,7 +170,7 @@ function renderSeries(el, m) {
   const rows = m.series.filter(keep);
   el.innerHTML = `<table><tr><th>series</th><th>regime</th><th>confidence</th><th>critical lr</th><th>highest safe lr</th><th>lrs</th><th>why</th></tr>` +
     rows.map((s) => `<tr class="series-row" data-model="${esc(m.model)}" data-label="${esc(s.label)}"><td>${esc(s.label)}</td>` +
-      `<td class="regime regime-${esc(s.regime)}">${esc(s.regime)}${s.regime_paper && s.regime_paper !== s.regime ? ` (paper: ${esc(s.regime_paper)})` : ""}</td>` +
+      `<td class="regime regime-${esc(s.regime)}">${esc(s.regime)}${s.regime === "cliff" && s.runs_at_bracket === 1 ? " (one run)" : ""}${s.regime_paper && s.regime_paper !== s.regime ? ` (paper: ${esc(s.regime_paper)})` : ""}</td>` +
       `<td>${s.confidence === null ? (snap.confidence === "computing" ? "computing" : "-") : Math.round(100 * s.confidence) + "%"}</td>` +
       `<td>${s.regime === "cliff" ? `${lr(s.critical_lr_low)} -> ${lr(s.critical_lr_high)}` : "-"}</td>` +
       `<td>${lr(s.max_safe_lr)}</td><td>${s.n_lrs ?? "-"}</td><td class="muted">${esc(s.reason || "")}</td></tr>`).join("") + "</table>";
