@@ -114,3 +114,44 @@ def test_verification_goes_to_a_cliffs_bracket_and_a_close_call_only():
     assert verify_lrs(gradual, th, 0.2) == [3e-6, 1e-5]  # within 20 % of cliff_drop: a close call
     flat = row(points(LRS5, [(GRADUAL_L, [0.5] * 5)]), n_boot=0)
     assert flat["regime"] == "no_forgetting" and verify_lrs(flat, th, 0.5) == []
+
+
+def test_step_budgets_are_series_of_their_own_in_every_claims_table():
+    """Issue 52 part 4: with `recipe.max_steps: [9, 18]` every series has epochs 0, and the claims
+    keyed SFT's reference on (model, epochs): one SFT series served both budgets, and
+    `sft[muon]@9steps` kept its `[muon]` in the forgetting order (tau NaN). Now each budget
+    compares within itself, in every table, with no NaN where a number is due."""
+    from cliffsweep.analysis.paper_tables import paper_tables
+    from cliffsweep.sweep.grid import series_label
+
+    rows = [{"model": "m", "series": "base", "method": "base", "optimizer": "", "epochs": 0, "lr": 0.0, "L": 0.3,
+             "R": 0.5, "seed": 0}]
+    for steps, shift in ((9, 0.0), (18, 0.05)):
+        for opt, dip in (("adamw", 0.0), ("muon", 0.1)):
+            for method, keep in (("sft", 0.0), ("l2", 0.05)):
+                label = series_label(method, {}, opt, steps)
+                rows += [{"model": "m", "series": label, "method": method, "optimizer": opt if opt != "adamw" else "",
+                          "epochs": 0, "lr": lr, "L": l + shift, "R": min(r - dip + keep, 0.5), "seed": 0}
+                         for lr, l, r in zip(LRS5, GRADUAL_L, GRADUAL_R)]
+    pts = pd.DataFrame(rows).assign(n_L=420, n_R=500, classified=True, final=True, step=1,
+                                    trial_id=lambda t: t["series"] + t["lr"].astype(str))
+    pts["point_id"] = pts.index.astype(str)
+    table = frontiers(pts, n_boot=0)
+    assert len(table) == 8
+    out = paper_tables(pts, table, None, [])
+    gains = out["matched_gain"]
+    assert len(gains) == 6 and set(gains["budget"]) == {"9 steps", "18 steps"}, gains
+    for r in gains.itertuples():  # each series against SFT at its own budget
+        assert r.reference == f"sft@{r.budget.split()[0]}steps", (r.series, r.reference)
+    assert not gains[["gain_max", "learning_over_sft"]].isna().any().any(), gains
+    opt = out["optimizers"]
+    assert sorted(opt["series"]) == ["sft[muon]@18steps", "sft[muon]@9steps"], opt
+    order = out["forgetting_order"]
+    assert len(order) == 4 and not order["kendall_tau"].isna().any(), order  # 2 budgets x 2 optimizers
+    assert set(order["order"].str.split(" > ").sum()) == {"sft", "l2"}  # [muon] and @steps stripped
+    eff = out["epochs_effect"]
+    assert len(eff) == 8 and set(eff["n_epochs"]) == {2}, eff  # each series across its two budgets
+    safe = eff["max_safe_lr"].notna()  # (the muon series forget at every lr: no safe lr, no slope)
+    assert safe.sum() == 4 and not eff.loc[safe, "max_safe_lr_slope"].isna().any(), eff
+    size = out["size_effect"]
+    assert sorted(size["budget"]) == ["18 steps", "9 steps"], size

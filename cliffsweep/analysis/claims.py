@@ -32,6 +32,26 @@ OWN_FIGURES = ("sft", "sib", "lora")
 continual-learning methods."""
 
 
+_STEPS = r"@(\d+)steps$"
+"""A step budget's suffix of a series label (sweep/grid.series_label: 'sft[muon]@800steps')."""
+
+
+def budget(table: pd.DataFrame) -> pd.Series:
+    """Each series' training budget: '800 steps' (recipe.max_steps, whose series have epochs 0)
+    or '3 epochs'. Series are compared only within one budget (issue 52: keyed on epochs alone,
+    every step budget shared one SFT reference)."""
+    steps = table["series"].astype(str).str.extract(_STEPS, expand=False)
+    return pd.Series(np.where(steps.notna(), steps.fillna("") + " steps", table["epochs"].astype(str) + " epochs"),
+                     index=table.index)
+
+
+def method_of(labels: pd.Series) -> pd.Series:
+    """A series label without its epochs, its step budget and its optimizer: the method it runs
+    with its params ('sft[muon]@800steps' -> 'sft')."""
+    return (labels.str.replace(r" e\d+$", "", regex=True).str.replace(_STEPS, "", regex=True)
+            .str.replace(r"\[[^\]]*\]$", "", regex=True))
+
+
 def main_epochs(table: pd.DataFrame) -> int:
     """The epoch count the per-model figures use: 3 (the paper's default, Sec. 5.2: "the results
     reported had fixed three epochs") where swept, else the most common one."""
@@ -46,12 +66,14 @@ def reference_series(table: pd.DataFrame) -> pd.DataFrame:
     names it (models[].pretrain_optimizer: 001's claim is that finetuning with it beats the
     others) and SFT ran with it, else the series named 'sft' (where SFT runs with several
     settings)."""
-    sft = table[table["method"] == REFERENCE]
+    sft = table[table["method"] == REFERENCE].assign(budget=lambda t: budget(t))
+    key = ["model", "epochs", "budget"]
     own = (sft["optimizer"] == sft["pretrain_optimizer"]) if "pretrain_optimizer" in sft.columns \
         else pd.Series(False, index=sft.index)
-    plain = pd.concat([sft[own], sft[sft["series"] == REFERENCE]]).drop_duplicates(["model", "epochs"])
-    rest = sft[~sft.set_index(["model", "epochs"]).index.isin(plain.set_index(["model", "epochs"]).index)]
-    return pd.concat([plain, rest]).drop_duplicates(["model", "epochs"]).reset_index(drop=True)
+    named = sft["series"].str.replace(_STEPS, "", regex=True) == REFERENCE  # 'sft', 'sft@800steps'
+    plain = pd.concat([sft[own], sft[named]]).drop_duplicates(key)
+    rest = sft[~sft.set_index(key).index.isin(plain.set_index(key).index)]
+    return pd.concat([plain, rest]).drop_duplicates(key).reset_index(drop=True)
 
 
 def _final(points: pd.DataFrame, model: str, series: str, epochs) -> pd.DataFrame:
@@ -89,11 +111,11 @@ def matched_gain(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None =
     and its largest learning over SFT's. ``reps``: (L_reps, R_reps) bootstrap replicates
     aligned with ``points`` rows, for ``gain_max_lo`` / ``gain_max_hi``."""
     rows = []
-    ref = reference_series(table).set_index(["model", "epochs"])
-    for r in table.itertuples():
-        if (r.model, r.epochs) not in ref.index:
+    ref = reference_series(table).set_index(["model", "epochs", "budget"])
+    for r in table.assign(budget=budget(table)).itertuples():
+        if (r.model, r.epochs, r.budget) not in ref.index:
             continue
-        sft = ref.loc[(r.model, r.epochs)]
+        sft = ref.loc[(r.model, r.epochs, r.budget)]
         if r.series == sft["series"]:
             continue  # SFT itself; SFT under another optimizer (sft[muon]) is compared (001's claim)
         a, b = _final(points, r.model, sft["series"], r.epochs), _final(points, r.model, r.series, r.epochs)
@@ -104,7 +126,8 @@ def matched_gain(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None =
         gains = retention_gain(ca["L"].to_numpy(), ca["R"].to_numpy(), cb["L"].to_numpy(), cb["R"].to_numpy(),
                                _se(cb["L"].to_numpy(), b))
         ok = np.isfinite(gains)
-        row = {"model": r.model, "family": r.family, "size_b": r.size_b, "epochs": r.epochs, "method": r.method,
+        row = {"model": r.model, "family": r.family, "size_b": r.size_b, "epochs": r.epochs, "budget": r.budget,
+               "method": r.method,
                "series": r.series, "label": r.label, "reference": sft["label"],
                # in the paper's reading (issue 40): a cliff there is the paper's cliff, not rule 4's
                "sft_regime": sft["regime_paper"], "regime": r.regime_paper, "n_matched": int(ok.sum()),
@@ -115,8 +138,8 @@ def matched_gain(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None =
                "dominates_sft": r.label in sft["dominated_by"], "dominated_by_sft": sft["label"] in r.dominated_by}
         row.update(_gain_interval(reps, a, b) if reps is not None else {"gain_max_lo": np.nan, "gain_max_hi": np.nan})
         rows.append(row)
-    cols = ["model", "family", "size_b", "epochs", "method", "series", "label", "reference", "sft_regime", "regime",
-            "n_matched", "gain_max", "gain_max_lo", "gain_max_hi", "gain_mean", "L_at_gain_max",
+    cols = ["model", "family", "size_b", "epochs", "budget", "method", "series", "label", "reference", "sft_regime",
+            "regime", "n_matched", "gain_max", "gain_max_lo", "gain_max_hi", "gain_mean", "L_at_gain_max",
             "learning_over_sft", "dominates_sft", "dominated_by_sft"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -190,7 +213,7 @@ def optimizer_consistency(gains: pd.DataFrame) -> pd.DataFrame:
     SFT under each other optimizer (`sft[muon]`, `sft[sgd]`) against SFT's reference series at
     the same model x epochs, from `matched_gain`'s rows (retention gain at matched learning,
     learning over it, Pareto dominance both ways). Empty when the sweep has one optimizer."""
-    cols = ["model", "family", "epochs", "series", "reference", "sft_regime", "regime", "gain_max", "gain_max_lo",
+    cols = ["model", "family", "epochs", "budget", "series", "reference", "sft_regime", "regime", "gain_max", "gain_max_lo",
             "gain_max_hi", "learning_over_sft", "dominates_sft", "dominated_by_sft"]
     return gains.loc[gains["method"] == REFERENCE, cols].reset_index(drop=True)
 
@@ -210,12 +233,11 @@ def forgetting_order(table: pd.DataFrame, reference: str = "adamw") -> pd.DataFr
     whether that order is the one under `reference` (Kendall's tau over the methods both
     optimizers ran; 1 = the same order). Methods are the series labels without their
     `[optimizer]` suffix (sweep/grid.series_label). Empty with one optimizer."""
-    cols = ["model", "epochs", "optimizer", "order", "n_methods", "reference", "kendall_tau", "same_order"]
-    t = table.assign(optimizer=table["optimizer"].replace("", reference),
-                     base=table["label"].str.replace(r" e\d+$", "", regex=True).str.replace(r"\[[^\]]*\]$", "",
-                                                                                          regex=True))
+    cols = ["model", "epochs", "budget", "optimizer", "order", "n_methods", "reference", "kendall_tau", "same_order"]
+    t = table.assign(optimizer=table["optimizer"].replace("", reference), base=method_of(table["label"]),
+                     budget=budget(table))
     rows = []
-    for (model, epochs), g in t.groupby(["model", "epochs"], sort=True):
+    for (model, epochs, bud), g in t.groupby(["model", "epochs", "budget"], sort=True):
         if g["optimizer"].nunique() < 2:
             continue
         orders = {o: s.sort_values(["frontier_area", "base"], ascending=[False, True])["base"].tolist()
@@ -223,8 +245,10 @@ def forgetting_order(table: pd.DataFrame, reference: str = "adamw") -> pd.DataFr
         ref = reference if reference in orders else next(iter(orders))
         for opt, order in orders.items():
             shared = [m for m in order if m in orders[ref]]
+            if len(shared) < 2:
+                continue  # one method is no order: nothing to compare (a NaN tau said so before)
             tau = _kendall(shared, [m for m in orders[ref] if m in shared])
-            rows.append({"model": model, "epochs": epochs, "optimizer": opt, "order": " > ".join(order),
+            rows.append({"model": model, "epochs": epochs, "budget": bud, "optimizer": opt, "order": " > ".join(order),
                          "n_methods": len(order), "reference": ref, "kendall_tau": tau,
                          "same_order": bool(tau == 1.0) if np.isfinite(tau) else None})
     return pd.DataFrame(rows, columns=cols)
@@ -244,14 +268,20 @@ def epochs_effect(table: pd.DataFrame) -> pd.DataFrame:
     epochs act like a larger lr, so both move down: slope < 0)."""
     cols = ["model", "family", "size_b", "series", "method", "label", "epochs", "regime", "regime_paper",
             "critical_lr_low", "critical_lr_high", "max_safe_lr", "max_learning", "max_forgetting"]
-    out = table[cols].sort_values(["model", "series", "epochs"]).reset_index(drop=True)
+    out = table[cols].assign(budget=budget(table))
+    # one curve per series across budgets: epochs, or step budgets (the series label names them)
+    steps = out["series"].astype(str).str.extract(_STEPS, expand=False).astype(float)
+    out = out.assign(length=steps.fillna(out["epochs"].astype(float)),
+                     across=out["series"].astype(str).str.replace(_STEPS, "", regex=True))
+    out = out.sort_values(["model", "across", "length"]).reset_index(drop=True)
     slopes = []
-    for (model, series), g in out.groupby(["model", "series"], sort=False):
-        slopes.append({"model": model, "series": series, "n_epochs": g["epochs"].nunique(),
-                       "critical_lr_slope": _log_slope(g["epochs"], g["critical_lr_high"]),
-                       "max_safe_lr_slope": _log_slope(g["epochs"], g["max_safe_lr"])})
-    return out.merge(pd.DataFrame(slopes, columns=["model", "series", "n_epochs", "critical_lr_slope",
-                                                   "max_safe_lr_slope"]), on=["model", "series"], how="left")
+    for (model, across), g in out.groupby(["model", "across"], sort=False):
+        slopes.append({"model": model, "across": across, "n_epochs": g["length"].nunique(),
+                       "critical_lr_slope": _log_slope(g["length"], g["critical_lr_high"]),
+                       "max_safe_lr_slope": _log_slope(g["length"], g["max_safe_lr"])})
+    return out.merge(pd.DataFrame(slopes, columns=["model", "across", "n_epochs", "critical_lr_slope",
+                                                   "max_safe_lr_slope"]), on=["model", "across"], how="left"
+                     ).drop(columns=["length", "across"])
 
 
 def steepness(curve: pd.DataFrame) -> float:
@@ -276,11 +306,12 @@ def size_effect(points: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in ref.itertuples():
         curve = lr_curve(_final(points, r.model, r.series, r.epochs))
-        rows.append({"model": r.model, "family": r.family, "size_b": r.size_b, "epochs": ep, "regime": r.regime,
+        rows.append({"model": r.model, "family": r.family, "size_b": r.size_b, "epochs": ep, "budget": r.budget,
+                     "regime": r.regime,
                      "regime_paper": r.regime_paper, "critical_lr_high": r.critical_lr_high,
                      "max_safe_lr": r.max_safe_lr, "steepness": steepness(curve), "frontier_area": r.frontier_area,
                      "max_learning": r.max_learning, "base_L": r.base_L, "base_R": r.base_R})
-    out = pd.DataFrame(rows, columns=["model", "family", "size_b", "epochs", "regime", "regime_paper",
+    out = pd.DataFrame(rows, columns=["model", "family", "size_b", "epochs", "budget", "regime", "regime_paper",
                                       "critical_lr_high", "max_safe_lr", "steepness", "frontier_area",
                                       "max_learning", "base_L", "base_R"])
     rho = {}
