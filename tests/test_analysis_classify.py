@@ -168,6 +168,10 @@ def test_dominates_all():
     assert dominates_all([0.5, 0.8], [0.6, 0.4], [0.4, 0.7], [0.5, 0.3])
     assert not dominates_all([0.5], [0.6], [0.4, 0.9], [0.5, 0.1])
     assert not dominates_all([0.5], [0.6], [0.5], [0.6])  # identical: no strict improvement
+    # 001's robust margin c (issue 52): every point of b beaten by c on one axis, else no dominance
+    assert dominates_all([0.5, 0.8], [0.6, 0.4], [0.4, 0.7], [0.5, 0.3], robust=0.05)
+    assert not dominates_all([0.5, 0.8], [0.6, 0.4], [0.49, 0.7], [0.59, 0.3], robust=0.05)
+    assert dominates_all([0.5, 0.8], [0.6, 0.4], [0.49, 0.7], [0.59, 0.3])  # without c it does
 
 
 def test_frontier_area():

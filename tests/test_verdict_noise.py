@@ -155,3 +155,39 @@ def test_step_budgets_are_series_of_their_own_in_every_claims_table():
     assert safe.sum() == 4 and not eff.loc[safe, "max_safe_lr_slope"].isna().any(), eff
     size = out["size_effect"]
     assert sorted(size["budget"]) == ["18 steps", "9 steps"], size
+
+
+def test_001s_gain_pools_every_checkpoint_and_a_robust_margin_applies_to_dominance():
+    """Issue 52 part 4: SFT under another optimizer (001's claim) is compared on every
+    checkpoint, intermediate ones too (001 Sec. 2: "we evaluate intermediate checkpoints ...
+    gather all the data points"); a method against SFT keeps the final points. With the robust
+    frontier's c, a dominance within c is none."""
+    from cliffsweep.analysis.claims import matched_gain
+
+    rows = [{"model": "m", "series": "base", "method": "base", "optimizer": "", "epochs": 3, "lr": 0.0, "L": 0.3,
+             "R": 0.5, "final": True, "step": 0}]
+    for series, opt, L, R in (("sft", "", [0.5, 0.6, 0.7], [0.45, 0.40, 0.10]),
+                              ("sft[muon]", "muon", [0.48, 0.58, 0.66], [0.44, 0.40, 0.12])):
+        for lr, l, r in zip([1e-5, 1e-4, 1e-3], L, R):
+            rows.append({"model": "m", "series": series, "method": "sft", "optimizer": opt, "epochs": 3, "lr": lr,
+                         "L": l, "R": r, "final": True, "step": 2})
+            # an intermediate checkpoint (half the steps): muon's at 1e-4 keeps far more at L .55
+            mid = (0.55, 0.49) if (series, lr) == ("sft[muon]", 1e-4) else (l - 0.1, r)
+            rows.append({"model": "m", "series": series, "method": "sft", "optimizer": opt, "epochs": 3, "lr": lr,
+                         "L": mid[0], "R": mid[1], "final": False, "step": 1})
+    pts = pd.DataFrame(rows).assign(n_L=420, n_R=500, seed=0)
+    pts["classified"] = pts["final"]
+    pts["point_id"] = pts.index.astype(str)
+    pts["trial_id"] = pts["series"] + pts["lr"].astype(str)
+    table = frontiers(pts, n_boot=0)
+    gain = matched_gain(pts.assign(_row=range(len(pts))), table).set_index("series").loc["sft[muon]"]
+    assert bool(gain["pooled_checkpoints"])
+    # .49 at L .55 against SFT's best at L >= .55 - se: its final .40 at L .60 -> +.09
+    assert gain["gain_max"] == pytest.approx(0.09), gain
+    # a series 0.01 above SFT at every checkpoint dominates it, but not beyond a margin c of 0.05
+    above = pts[pts["series"] == "sft"].assign(series="l2", method="l2", R=lambda t: t["R"] + 0.01,
+                                               trial_id=lambda t: "l2" + t["lr"].astype(str))
+    both = pd.concat([pts, above], ignore_index=True).assign(point_id=lambda t: t.index.astype(str))
+    plain = frontiers(both, n_boot=0).set_index("series")
+    robust = frontiers(both, n_boot=0, robust=0.05).set_index("series")
+    assert plain.loc["sft", "dominated_by"] == ["l2"] and robust.loc["sft", "dominated_by"] == []

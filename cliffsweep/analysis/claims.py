@@ -118,11 +118,16 @@ def matched_gain(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None =
         sft = ref.loc[(r.model, r.epochs, r.budget)]
         if r.series == sft["series"]:
             continue  # SFT itself; SFT under another optimizer (sft[muon]) is compared (001's claim)
-        a, b = _final(points, r.model, sft["series"], r.epochs), _final(points, r.model, r.series, r.epochs)
+        # 001's claim (SFT under another optimizer) pools every checkpoint of every run, as 001
+        # does (Sec. 2: "we evaluate intermediate checkpoints ... gather all the data points");
+        # a method against SFT reads the seed-averaged final points, as the cliff paper plots
+        pooled = r.method == REFERENCE
+        pick = _pooled if pooled else _final
+        a, b = pick(points, r.model, sft["series"], r.epochs), pick(points, r.model, r.series, r.epochs)
         b = b[b["series"] != "base"]
         if a.empty or b.empty:
             continue
-        ca, cb = lr_curve(a), lr_curve(b)
+        ca, cb = (a[["lr", "L", "R"]], b[["lr", "L", "R"]]) if pooled else (lr_curve(a), lr_curve(b))
         gains = retention_gain(ca["L"].to_numpy(), ca["R"].to_numpy(), cb["L"].to_numpy(), cb["R"].to_numpy(),
                                _se(cb["L"].to_numpy(), b))
         ok = np.isfinite(gains)
@@ -136,12 +141,21 @@ def matched_gain(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None =
                "L_at_gain_max": float(cb["L"].to_numpy()[np.nanargmax(gains)]) if ok.any() else np.nan,
                "learning_over_sft": float(cb["L"].max() - ca["L"].max()),
                "dominates_sft": r.label in sft["dominated_by"], "dominated_by_sft": sft["label"] in r.dominated_by}
-        row.update(_gain_interval(reps, a, b) if reps is not None else {"gain_max_lo": np.nan, "gain_max_hi": np.nan})
+        row["pooled_checkpoints"] = pooled
+        row.update(_gain_interval(reps, a, b, pooled) if reps is not None else {"gain_max_lo": np.nan,
+                                                                                 "gain_max_hi": np.nan})
         rows.append(row)
     cols = ["model", "family", "size_b", "epochs", "budget", "method", "series", "label", "reference", "sft_regime",
             "regime", "n_matched", "gain_max", "gain_max_lo", "gain_max_hi", "gain_mean", "L_at_gain_max",
-            "learning_over_sft", "dominates_sft", "dominated_by_sft"]
+            "learning_over_sft", "dominates_sft", "dominated_by_sft", "pooled_checkpoints"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def _pooled(points: pd.DataFrame, model: str, series: str, epochs) -> pd.DataFrame:
+    """Every checkpoint of the series (intermediate and final, every run) and its model's base."""
+    mp = points[points["model"] == model]
+    base = mp[(mp["series"] == "base") & mp["classified"]]
+    return pd.concat([base, mp[(mp["series"] == series) & (mp["epochs"] == epochs)]])
 
 
 def _se(L: np.ndarray, rows: pd.DataFrame) -> np.ndarray:
@@ -158,16 +172,20 @@ def _per_lr(rows: pd.DataFrame, values: np.ndarray) -> tuple[np.ndarray, np.ndar
     return lrs, (G / G.sum(1, keepdims=True)) @ values
 
 
-def _gain_interval(reps: tuple, a: pd.DataFrame, b: pd.DataFrame) -> dict:
-    """5-95 % bootstrap interval of gain_max (each replicate re-scores both series)."""
+def _gain_interval(reps: tuple, a: pd.DataFrame, b: pd.DataFrame, pooled: bool = False) -> dict:
+    """5-95 % bootstrap interval of gain_max (each replicate re-scores both series; `pooled`:
+    every checkpoint its own point, else seeds averaged per lr)."""
     L_reps, R_reps = reps
     ia, ib = a["_row"].to_numpy(), b["_row"].to_numpy()
     if np.isnan(L_reps[ia]).any() or np.isnan(L_reps[ib]).any():
         return {"gain_max_lo": np.nan, "gain_max_hi": np.nan}
-    _, La = _per_lr(a, L_reps[ia])
-    _, Ra = _per_lr(a, R_reps[ia])
-    _, Lb = _per_lr(b, L_reps[ib])
-    _, Rb = _per_lr(b, R_reps[ib])
+    if pooled:
+        La, Ra, Lb, Rb = L_reps[ia], R_reps[ia], L_reps[ib], R_reps[ib]
+    else:
+        _, La = _per_lr(a, L_reps[ia])
+        _, Ra = _per_lr(a, R_reps[ia])
+        _, Lb = _per_lr(b, L_reps[ib])
+        _, Rb = _per_lr(b, R_reps[ib])
     best = []
     for k in range(L_reps.shape[1]):
         g = retention_gain(La[:, k], Ra[:, k], Lb[:, k], Rb[:, k], _se(Lb[:, k], b))
@@ -213,8 +231,8 @@ def optimizer_consistency(gains: pd.DataFrame) -> pd.DataFrame:
     SFT under each other optimizer (`sft[muon]`, `sft[sgd]`) against SFT's reference series at
     the same model x epochs, from `matched_gain`'s rows (retention gain at matched learning,
     learning over it, Pareto dominance both ways). Empty when the sweep has one optimizer."""
-    cols = ["model", "family", "epochs", "budget", "series", "reference", "sft_regime", "regime", "gain_max", "gain_max_lo",
-            "gain_max_hi", "learning_over_sft", "dominates_sft", "dominated_by_sft"]
+    cols = ["model", "family", "epochs", "budget", "series", "reference", "sft_regime", "regime", "gain_max",
+            "gain_max_lo", "gain_max_hi", "learning_over_sft", "dominates_sft", "dominated_by_sft", "pooled_checkpoints"]
     return gains.loc[gains["method"] == REFERENCE, cols].reset_index(drop=True)
 
 

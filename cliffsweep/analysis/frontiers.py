@@ -156,6 +156,10 @@ def _refined_lrs(pts: pd.DataFrame) -> dict[tuple, int]:
     return (lowest > 0).groupby(level=list(range(len(SERIES_KEY))), sort=False).sum().astype(int).to_dict()
 
 
+def _at(margin: tuple | None, pos: np.ndarray) -> tuple | None:
+    return None if margin is None else (margin[0][pos], margin[1][pos])
+
+
 def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame, robust: float = 0.0) -> pd.DataFrame:
     """Per-series and per-model Pareto points (all checkpoints; ``robust``: pareto.pareto_mask),
     area score, dominance. On numpy arrays per model (a paper-sized store has ~100 series:
@@ -183,8 +187,8 @@ def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame, robust: float = 0
                 "model_pareto_point_ids": ids[mine].tolist(),
                 "model_pareto_share": len(mine) / n_front,
                 "frontier_area": frontier_area(L[pos], R[pos], L0, R0) if len(base) else np.nan,
-                "dominated_by": sorted(labels[o[0]] for k, o in groups.items() if k != key and
-                                       dominates_all(L[o], R[o], L[pos], R[pos])),
+                "dominated_by": sorted(labels[o[0]] for k, o in groups.items() if k != key and dominates_all(
+                    L[o], R[o], L[pos], R[pos], robust, _at(margin, o), _at(margin, pos))),
             })
     return table.merge(pd.DataFrame(extra), on=SERIES_KEY, how="left")
 

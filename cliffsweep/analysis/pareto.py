@@ -34,13 +34,24 @@ def pareto_mask(L: np.ndarray, R: np.ndarray, robust: float = 0.0, margin: tuple
     return keep
 
 
-def dominates_all(L_a: np.ndarray, R_a: np.ndarray, L_b: np.ndarray, R_b: np.ndarray) -> bool:
+def dominates_all(L_a: np.ndarray, R_a: np.ndarray, L_b: np.ndarray, R_b: np.ndarray, robust: float = 0.0,
+                  margin_a: tuple | None = None, margin_b: tuple | None = None) -> bool:
     """True if every point of set b is weakly dominated by some point of set a, and at least
-    one strictly: set a's frontier lies on or above set b's everywhere b has points."""
+    one strictly: set a's frontier lies on or above set b's everywhere b has points.
+
+    ``robust = c > 0`` (seed 001's margin, as in :func:`pareto_mask`; issue 52): every point of b
+    is dominated by a point of a that is also better by at least c on one axis, "absolutely
+    better" beyond a difference 001 would not plot; c is measured on ``margin_a`` / ``margin_b``
+    where given (a loss axis: negated mean loss)."""
     if len(L_a) == 0 or len(L_b) == 0:
         return False
     L_a, R_a, L_b, R_b = (np.asarray(x, float) for x in (L_a, R_a, L_b, R_b))
     ge = (L_a[None, :] >= L_b[:, None]) & (R_a[None, :] >= R_b[:, None])
+    if robust > 0:
+        (La, Ra), (Lb, Rb) = margin_a or (L_a, R_a), margin_b or (L_b, R_b)
+        clear = (np.asarray(La, float)[None, :] >= np.asarray(Lb, float)[:, None] + robust) | (
+            np.asarray(Ra, float)[None, :] >= np.asarray(Rb, float)[:, None] + robust)
+        return bool((ge & clear).any(axis=1).all())
     gt = ge & ((L_a[None, :] > L_b[:, None]) | (R_a[None, :] > R_b[:, None]))
     return bool(ge.any(axis=1).all() and gt.any())
 
