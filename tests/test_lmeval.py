@@ -204,3 +204,37 @@ def test_an_lm_eval_task_that_samples_runs_as_its_yaml_says():
     finally:
         backend.close()
     assert res.n == 8 and "exact_match,vote" in res.extra and 0 <= res.accuracy <= 1, res
+
+
+def test_an_lm_eval_generate_task_accepts_sampling_with_repeats():
+    """Issue 52 part 4: `sampling` on an lm-eval generate task (004's benchmarks: avg@k, pass@k)
+    runs its n repeats beside the greedy pass, each repeat scored alone through the task's own
+    filter and metric: avg@n and pass@k as the native tasks store them, every sample kept, the
+    same samples again on a second run (seeded per item and repeat). A log-likelihood task says it
+    has nothing to sample; `sampling` and `overrides.repeats` together are refused."""
+    import math
+
+    from cliffsweep.evals.backends import build_backend
+    from cliffsweep.evals.runner import evaluate_task
+    from cliffsweep.evals.tasks import build_task
+    from cliffsweep.models import resolve_model
+
+    params = {"task": "toy_arith_lm", "include_path": "toy", "apply_chat_template": True, "limit": 6,
+              "sampling": {"n": 4, "temperature": 1.0, "k": [1, 4]}}
+    task = build_task("lm_eval", params)
+    backend = build_backend("hf", resolve_model("toy:qwen2-tiny"), batch_size=8)
+    try:
+        res, again = evaluate_task(backend, task), evaluate_task(backend, task)
+    finally:
+        backend.close()
+    assert res.n == 6 and len(res.draws) == 6 * 4 and res.draws == again.draws
+    assert sorted({j for _, j, _, _ in res.draws}) == [0, 1, 2, 3]
+    counts: dict[str, int] = {}
+    for item, _, ok, _ in res.draws:
+        counts[item] = counts.get(item, 0) + ok
+    assert sorted(counts) == sorted(i for i, _, _ in res.samples)
+    assert res.extra["avg@4"] == pytest.approx(sum(counts.values()) / 24)
+    assert res.extra["pass@4"] == pytest.approx(sum(c > 0 for c in counts.values()) / 6)
+    assert res.extra["pass@1"] == pytest.approx(sum(1 - math.comb(4 - c, 1) / 4 for c in counts.values()) / 6)
+    with pytest.raises(Exception, match="not both"):
+        build_task("lm_eval", {**params, "overrides": {"repeats": 2}})

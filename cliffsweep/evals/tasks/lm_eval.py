@@ -55,10 +55,11 @@ class LmEvalParams(TaskParams):
     fewshot_as_multiturn: bool = False
 
     @model_validator(mode="after")
-    def _sampling_from_the_yaml(self):
-        if self.sampling is not None:
-            raise ValueError("an lm-eval task decodes as its YAML says (generation_kwargs, repeats): set those "
-                             "through `overrides`, not `sampling`")
+    def _sampling_or_repeats(self):
+        # `sampling` is the task's own repeats (issue 52): two ways of saying it would disagree
+        if self.sampling is not None and "repeats" in self.overrides:
+            raise ValueError("an lm-eval task samples through `sampling` (n samples, avg@n and pass@k) or through "
+                             "its YAML's `repeats` and filters in `overrides`, not both")
         return self
 
     @model_validator(mode="after")
@@ -144,6 +145,26 @@ class LmEval(Task):
                              "not to a group or a Python task")
         return {**load_yaml(entry.yaml_path, resolve_func=True), **p.overrides}
 
+    def sampled_spec(self) -> dict:
+        """The task's config for its sampled pass (`params.sampling`, issue 52): `n` repeats of
+        each request, sampled at the given temperature and top_p over the YAML's other
+        generation settings (its stop sequences and length), scored per repeat by the harness
+        (evals/harness.py `draws_of`)."""
+        from lm_eval.tasks._yaml_loader import load_yaml
+
+        p, how = self.params, self.params.sampling
+        entry = self._index.task_index.get(p.task)
+        if entry is None or entry.yaml_path is None:
+            raise ValueError(f"lm_eval task {p.task!r}: `sampling` applies to a task defined by a YAML file, "
+                             "not to a group or a Python task")
+        cfg = {**load_yaml(entry.yaml_path, resolve_func=True), **p.overrides}
+        if cfg.get("output_type", "generate_until") != "generate_until":
+            raise ValueError(f"lm_eval task {p.task!r} scores log-likelihoods ({cfg['output_type']}): it generates "
+                             "nothing to sample; `sampling` applies to generate_until tasks")
+        gen = {**(cfg.get("generation_kwargs") or {}), "do_sample": True, "temperature": how.temperature,
+               "top_p": how.top_p}
+        return {**cfg, "repeats": how.n, "generation_kwargs": gen}
+
     def _built(self):
         """lm-eval's task objects (this loads their data, once per instance): {name: Task}. Read
         here for checks and plan only; an evaluation builds its own (simple_evaluate)."""
@@ -182,6 +203,11 @@ class LmEval(Task):
                     "Offline, point it at local files: params.overrides {dataset_path: json, dataset_name: null, "
                     "dataset_kwargs: {data_files: {test: /path/to/test.jsonl}}}, or a task YAML in include_path"]
         problems = []
+        if p.sampling is not None:
+            try:
+                self.sampled_spec()
+            except ValueError as e:
+                problems.append(str(e))
         metric = self.primary().metric
         for name, t in tasks.items():
             better = t.higher_is_better()
