@@ -197,3 +197,15 @@ def test_a_step_budget_is_a_grid_axis_that_replaces_epochs():
     # the bill: tokens grow with the budget, not with the (unused) epochs
     small, large = (plan.plan_spec(parse_spec(minimal(recipe={"max_steps": n})))[0] for n in (5, 40))
     assert large.tokens == pytest.approx(8 * small.tokens)
+
+
+def test_a_model_may_train_for_its_own_epochs():
+    """Issue 52 part 4: 004 trains Qwen for 12 epochs and Llama for 20. A model's `epochs` replace
+    the sweep's for its trials only; with recipe.max_steps they are refused (two length axes)."""
+    spec = parse_spec(minimal(models=[{"name": "q", "path": "toy:qwen2-tiny", "epochs": [12]},
+                                      {"name": "l", "path": "toy:llama-tiny"}], epochs=[3]))
+    lengths = {(t.model, t.epochs) for t in expand_grid(spec)}
+    assert lengths == {("q", 12), ("l", 3)}
+    with pytest.raises(SpecError, match="set one of the two"):
+        parse_spec(minimal(models=[{"name": "q", "path": "toy:qwen2-tiny", "epochs": [12]}],
+                           recipe={"max_steps": [9]}))

@@ -83,7 +83,7 @@ def expand_grid(spec: SweepSpec) -> list[Trial]:
             for params in expand_params(meth.params):
                 for opt in meth.optimizers or spec.optimizers:
                     for lr in meth.lrs or spec.lrs:
-                        for ep, steps in spec.lengths:
+                        for ep, steps in spec.lengths_of(m):
                             for seed in spec.seeds:
                                 trials.append(Trial(
                                     trial_id=trial_id(m.name, meth.name, params, opt, lr, ep, seed, steps),

@@ -66,6 +66,16 @@ class ModelSpec(_Strict):
     """The optimizer the model was pretrained with (001: finetune with it). The analysis's
     optimizer tables then compare every other optimizer against SFT under this one; None: against
     SFT's plain series (the first optimizer)."""
+    epochs: list[int] | None = Field(None, min_length=1)
+    """This model's epoch axis; None = the sweep's `epochs` (issue 52: 004 trains Qwen for 12
+    epochs and Llama for 20). Not with `recipe.max_steps`, whose budgets are in steps."""
+
+    @field_validator("epochs")
+    @classmethod
+    def _positive_epochs(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and any(e < 1 for e in v):
+            raise ValueError(f"epochs must be at least 1, got {v}")
+        return v
 
 
 class MethodSpec(_Strict):
@@ -436,6 +446,10 @@ class SweepSpec(_Strict):
         if self.recipe.max_steps is not None and "epochs" in self.model_fields_set:
             raise ValueError(f"set epochs ({self.epochs}) or recipe.max_steps ({self.recipe.max_steps}), not both: "
                              "each says how long a trial trains")
+        own = [m.name for m in self.models if m.epochs is not None]
+        if self.recipe.max_steps is not None and own:
+            raise ValueError(f"models {own} set their own epochs, and recipe.max_steps budgets every trial in steps: "
+                             "set one of the two")
         return self
 
     @property
@@ -445,6 +459,12 @@ class SweepSpec(_Strict):
         if self.recipe.max_steps is not None:
             return [(0, s) for s in self.recipe.max_steps]
         return [(e, None) for e in self.epochs]
+
+    def lengths_of(self, model: ModelSpec) -> list[tuple[int, int | None]]:
+        """`lengths` for one model: its own `epochs` where it has them."""
+        if model.epochs is not None and self.recipe.max_steps is None:
+            return [(e, None) for e in model.epochs]
+        return self.lengths
 
     @property
     def store_uri(self) -> str:
