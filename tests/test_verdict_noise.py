@@ -92,7 +92,12 @@ def test_runs_helpers():
     assert run_weights(np.array([1e-5, 3e-5]), 10, np.random.default_rng(0)) is None
     # one run: nothing to compare
     assert unreproduced(np.array([1e-5, 3e-5]), np.array([0.5, 0.1]), np.array([500, 500]), 0.5, 1e-5, 3e-5,
-                        0.4, 0.4, 2.0) is None
+                        0.4, 2.0) is None
+    # where the transition falls moves from run to run: a run at the safe lr already collapsed is
+    # no disagreement while every run past it collapsed too
+    lrs = np.array([1e-5, 1e-5, 1e-5, 3e-5, 3e-5, 3e-5])
+    assert unreproduced(lrs, np.array([0.5, 0.48, 0.05, 0.04, 0.05, 0.03]), np.full(6, 500), 0.5, 1e-5, 3e-5,
+                        0.4, 2.0) is None
     # classify_arrays' closest call: a gradual series' largest drop within cliff_lr_ratio
     c = classify_arrays(np.array([0.0, *LRS5]), np.array([0.3, *GRADUAL_L]), np.array([0.5, *GRADUAL_R]), Thresholds())
     assert c.regime == "gradual" and (c.closest_lr_low, c.closest_lr_high) == (3e-6, 1e-5)

@@ -40,7 +40,8 @@ def budget(table: pd.DataFrame) -> pd.Series:
     """Each series' training budget: '800 steps' (recipe.max_steps, whose series have epochs 0)
     or '3 epochs'. Series are compared only within one budget (issue 52: keyed on epochs alone,
     every step budget shared one SFT reference)."""
-    steps = table["series"].astype(str).str.extract(_STEPS, expand=False)
+    names = table["series"] if "series" in table else table["label"]
+    steps = names.astype(str).str.extract(_STEPS, expand=False)
     return pd.Series(np.where(steps.notna(), steps.fillna("") + " steps", table["epochs"].astype(str) + " epochs"),
                      index=table.index)
 

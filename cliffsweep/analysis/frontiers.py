@@ -106,7 +106,7 @@ def _series_row(key: tuple, first: dict, n_rows: int, n_refined: int, cls: np.nd
         "runs and items" if (runs or 0) >= 2 else "items")
     if out["regime"] == "cliff":
         why = unreproduced(lr[n_base:], R[n_base:], columns["n_R"][cls][n_base:], float(curve[2][0]),
-                           point.critical_lr_low, point.critical_lr_high, th.near_base, th.cliff_drop, th.noise_z)
+                           point.critical_lr_low, point.critical_lr_high, th.cliff_drop, th.noise_z)
         if why:
             out.update(regime="inconclusive", reason=why)
     if out["regime"] != "cliff":

@@ -67,9 +67,10 @@ trained lr forgets, so the answer lies between the two.
 Points are seed means; bars are 5-95 % bootstrap intervals (examples resampled). Confidence = share
 of bootstrap replicates that re-classify the same; where an lr has several training runs, each
 replicate draws the runs, then their examples (confidence over "runs and items"); a cliff whose
-bracket has one run per lr reads **cliff (one run)**: its confidence saw the items only. Frontier area: area dominated by the series in
-(L gain / headroom, R / base R), 1 = full learning, no forgetting. Pareto frontiers use every
-checkpoint (final and intermediate; intermediate ones are hollow in the plots)."""
+bracket has one run per lr reads **cliff (one run)**: its confidence saw the items only.
+Frontier area: area dominated by the series in (L gain / headroom, R / base R), 1 = full
+learning, no forgetting. Pareto frontiers use every checkpoint (final and intermediate;
+intermediate ones are hollow in the plots)."""
 
 
 @dataclass
