@@ -102,8 +102,10 @@ def _series_row(key: tuple, first: dict, n_rows: int, n_refined: int, cls: np.nd
     runs = runs_at(lr[n_base:], *bracket)
     out["runs_at_bracket"] = np.nan if runs is None else runs
     _confidence(out, point, safe, lr, cls, reps, th, min_confidence, rng)
+    # what the bootstrap drew: runs too wherever some lr of the series has several (runs.run_weights)
+    several = np.unique(lr[n_base:], return_counts=True)[1].max(initial=0) >= 2
     out["confidence_over"] = "none" if out["confidence_method"] == "none" else (
-        "runs and items" if (runs or 0) >= 2 else "items")
+        "runs and items" if several else "items")
     if out["regime"] == "cliff":
         why = unreproduced(lr[n_base:], R[n_base:], columns["n_R"][cls][n_base:], float(curve[2][0]),
                            point.critical_lr_low, point.critical_lr_high, th.cliff_drop, th.noise_z)

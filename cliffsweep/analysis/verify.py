@@ -13,10 +13,10 @@ the sweep trains the two lrs that decided it again with ``verify.seeds`` new see
   max_gain_share): those two lrs.
 
 Nothing else is verified: a clearly gradual series and a series with no forgetting are left as
-they are. The seeds are the sweep's seeds continued (seeds [0], verify 2: seeds 1 and 2), so a
-re-run computes the same trials with the same ids, and a series already verified at an lr adds
-nothing there again (the policy is idempotent: exactly-once and resume come from the trial ids,
-as for refined trials). Pure functions; the glue is orchestrator/refiner.py.
+they are. The verdict is read from the sweep's own runs only, and the seeds are the sweep's seeds
+continued (seeds [0], verify 2: seeds 1 and 2), so a re-run computes the same trials with the
+same ids (exactly-once and resume come from the trial ids, as for refined trials). Pure
+functions; the glue is orchestrator/refiner.py.
 """
 
 from __future__ import annotations

@@ -16,10 +16,12 @@ and the same stored points give the same next lrs.
 
 Verification (issue 52, `verify:`; the policy is analysis/verify.py) runs on the same tick: a
 series whose last round is all terminal, and whose verdict is a cliff or a close call, gets runs
-with new seeds at the two lrs that decided it. A series is asked again whenever its trials grew
-(the verification runs may move the bracket); an lr verified already adds nothing, so this
-ends. Its trials are ordinary trials rows too, seeds the grid lacks: `stored_verification_trials`
-rebuilds them on resume, and a finished store re-run (`run --store S`) verifies what it lacks.
+with new seeds at the two lrs that decided it, once. That verdict is read from the sweep's own
+runs only (its seeds), never from verification runs, so a re-run computes the same trials: where
+the averaged runs then move the bracket, the report says so (`runs_at_bracket`, "cliff (one
+run)"). Its trials are ordinary trials rows too, seeds the grid lacks:
+`stored_verification_trials` rebuilds them on resume, and a finished store re-run (`run --store
+S`) verifies what it lacks.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ class Refiner:
         self.queue_configs = queue_configs
         self.cfg = spec.refine
         self.asked: dict[tuple, int] = {}  # series -> the round whose next lrs were computed
-        self.verified: dict[tuple, int] = {}  # series -> its trials when its verification was asked
+        self.verified: set[tuple] = set()  # series whose verification was asked
         self.seen_changes = -1  # the trial book's terminal changes when last checked (-1: never)
 
     @property
@@ -109,7 +111,7 @@ class Refiner:
                 continue
             if self.on and rnd < self.cfg.rounds and self.asked.get(key) != rnd:
                 ready.append((key, trials, rnd))
-            elif self.final_round(key, rnd) and self.spec.verify is not None and self.verified.get(key) != len(trials) \
+            elif self.final_round(key, rnd) and self.spec.verify is not None and key not in self.verified \
                     and all(self.book.status.get(t.trial_id) in TERMINAL for t in trials):
                 verify.append((key, trials))
         if not ready and not verify:
@@ -158,8 +160,11 @@ class Refiner:
         known = {t.trial_id for t in self.grid}
         added: list[Trial] = []
         for key, trials in ready:
-            self.verified[key] = len(trials)
+            self.verified.add(key)
             curve = series_curve(points, *key)
+            # the verdict of the sweep's own runs (grid and refinement seeds) decides where the
+            # verification runs go: a pure function of those, so a re-run asks for the same ones
+            curve = curve[(curve["series"] == "base") | curve["seed"].isin(self.spec.seeds)]
             table = frontiers(curve, thresholds=th, n_boot=0)
             if table.empty or not (curve["series"] != "base").any():
                 continue
