@@ -196,12 +196,8 @@ def max_refine_trials(spec) -> int:
 
 
 def max_verify_trials(spec) -> int:
-    """The most trials verification can add to ``spec``: verify.seeds runs at every lr a series
-    can have (its grid and refined lrs; each check adds at most two, but a bracket the runs move
-    is verified again)."""
+    """The most trials verification can add to ``spec``: verify.seeds runs at the two lrs of
+    each series' verdict, asked once per series."""
     if spec.verify is None:
         return 0
-    n_series = len({series_key(t) for t in expand_grid(spec)})
-    refined = 0 if spec.refine is None else spec.refine.rounds * spec.refine.points_per_round
-    lrs = max(len(m.lrs or spec.lrs) for m in spec.methods) + refined
-    return n_series * spec.verify.seeds * lrs
+    return len({series_key(t) for t in expand_grid(spec)}) * 2 * spec.verify.seeds

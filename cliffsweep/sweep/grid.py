@@ -107,18 +107,14 @@ def refined_trials(spec: SweepSpec, like: Trial, lrs: list[float], round: int) -
     Ids come from :func:`trial_id` as for grid points, so a re-run rebuilds the same ids."""
     if round < 1:
         raise ValueError(f"refinement rounds start at 1 (0 is the grid), got {round}")
-    return [Trial(trial_id=trial_id(like.model, like.method, like.method_params, like.optimizer, lr, like.epochs, seed,
-                                    like.max_steps),
-                  model=like.model, model_path=like.model_path, dtype=like.dtype, method=like.method,
-                  method_params=like.method_params, optimizer=like.optimizer, series=like.series, lr=float(lr),
-                  epochs=like.epochs, seed=seed, round=round, max_steps=like.max_steps)
-            for lr in lrs for seed in spec.seeds]
+    return verification_trials(like, lrs, spec.seeds, round)
 
 
 def verification_trials(like: Trial, lrs: list[float], seeds: list[int], round: int) -> list[Trial]:
-    """Verification runs (analysis/verify.py) of the series of ``like`` at ``lrs``, one per seed
-    of ``seeds`` (seeds the sweep's grid does not have); ``round``: that of the lr they verify
-    (0 on the grid). Ids as for every trial: a re-run rebuilds the same ones."""
+    """Trials of the series of ``like`` at ``lrs``, one per seed of ``seeds``, in round ``round``:
+    a refinement round's (the spec's seeds), or verification runs (analysis/verify.py: seeds the
+    grid lacks, the round of the lr they verify, 0 on the grid). Ids as for every trial: a
+    re-run rebuilds the same ones."""
     return [Trial(trial_id=trial_id(like.model, like.method, like.method_params, like.optimizer, lr, like.epochs, seed,
                                     like.max_steps),
                   model=like.model, model_path=like.model_path, dtype=like.dtype, method=like.method,

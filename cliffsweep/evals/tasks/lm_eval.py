@@ -134,14 +134,16 @@ class LmEval(Task):
     def lm_eval_spec(self) -> str | dict:
         """What lm-eval loads: the name, or the task's own config with `overrides` laid over it
         (lm-eval's inline dict configs do not merge with a registered task's YAML themselves)."""
-        p = self.params
-        if not p.overrides:
-            return p.task
+        return self.params.task if not self.params.overrides else self._yaml_config("overrides")
+
+    def _yaml_config(self, what: str) -> dict:
+        """The task's YAML with `overrides` laid over it; `what` (overrides, sampling) needs it."""
         from lm_eval.tasks._yaml_loader import load_yaml
 
+        p = self.params
         entry = self._index.task_index.get(p.task)
         if entry is None or entry.yaml_path is None:
-            raise ValueError(f"lm_eval task {p.task!r}: overrides apply to a task defined by a YAML file, "
+            raise ValueError(f"lm_eval task {p.task!r}: {what} apply to a task defined by a YAML file, "
                              "not to a group or a Python task")
         return {**load_yaml(entry.yaml_path, resolve_func=True), **p.overrides}
 
@@ -150,14 +152,8 @@ class LmEval(Task):
         each request, sampled at the given temperature and top_p over the YAML's other
         generation settings (its stop sequences and length), scored per repeat by the harness
         (evals/harness.py `draws_of`)."""
-        from lm_eval.tasks._yaml_loader import load_yaml
-
         p, how = self.params, self.params.sampling
-        entry = self._index.task_index.get(p.task)
-        if entry is None or entry.yaml_path is None:
-            raise ValueError(f"lm_eval task {p.task!r}: `sampling` applies to a task defined by a YAML file, "
-                             "not to a group or a Python task")
-        cfg = {**load_yaml(entry.yaml_path, resolve_func=True), **p.overrides}
+        cfg = self._yaml_config("`sampling` settings")
         if cfg.get("output_type", "generate_until") != "generate_until":
             raise ValueError(f"lm_eval task {p.task!r} scores log-likelihoods ({cfg['output_type']}): it generates "
                              "nothing to sample; `sampling` applies to generate_until tasks")
