@@ -98,9 +98,26 @@ def rewritten(name: str, root: Path, tokenizer: str, gsm8k: Path, toy_lm: bool) 
     if "retain_data" in tasks:
         tasks["retain_data"] = rewrite_data(tasks["retain_data"], root, gsm8k)
     data["store"] = str(root / "store")
+    relabel(data)
     path = root / f"{name}{'-toy' if toy_lm else ''}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+FIXTURE = "ours (this test's local stand-in)"
+
+
+def relabel(data: dict) -> None:
+    """The file's `sources:` kept valid after the rewrite: labels of settings the rewrite removed
+    are dropped, and the settings it added are labelled as the test's."""
+    from cliffsweep.sweep import sources
+    from cliffsweep.sweep.spec import SweepSpec
+
+    labels = data["sources"]["settings"]
+    paths = [p for p, _ in sources.settings(SweepSpec.model_validate({**data, "sources": None}))]
+    kept = {k: v for k, v in labels.items() if any(sources._covers(k, p) for p in paths)}
+    added = {p: FIXTURE for p in paths if sources.label_of(p, kept) is None}
+    data["sources"]["settings"] = {**kept, **added}
 
 
 def offline(monkeypatch) -> None:
@@ -131,6 +148,7 @@ def test_each_seed_example_validates_and_plans_on_local_data(name, tmp_path, smo
     assert code == 0, out[-4000:]
     code, out = cli("plan", str(local))
     assert code == 0 and "exact lengths" in out, out[-4000:]
+    assert "Settings (paper: 00" in out and "[ours]" in out and "[paper]" in out, out[:4000]
 
 
 def test_plan_names_a_hub_models_tokenizer_when_that_is_what_is_missing(tmp_path, smollm2_folder, real_data,

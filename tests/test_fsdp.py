@@ -1,6 +1,6 @@
 """FSDP (torch FSDP2 over gloo, 2 CPU processes) on a real toy transformer: for every method that
 declares `fsdp_safe`, one sharded AdamW step gives the loss and the weights of one process
-stepping on the same global batch; the gathered checkpoint rebuilds into a plain model with
+stepping on the same global batch (RPSFT's penalty, computed on row shards, included); the gathered checkpoint rebuilds into a plain model with
 those weights and logits, which saves and reloads as an ordinary HF folder
 (cliffsweep/trainables/parallel.py)."""
 
@@ -39,6 +39,14 @@ def setup(name: str):
         chunk = lambda xs: [data.collate(xs[i:i + BATCH], pad) for i in range(0, len(xs), BATCH)]  # noqa: E731
         stats = method.compute_stats(model, chunk(retain), chunk(learn))
     model = method.prepare(model, stats)
+    if name == "rpsft":  # away from W0, so that the penalty and its gradient are not zero
+        from cliffsweep.trainables.methods.rpsft import covered_weights
+
+        noise = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            for w in covered_weights(model).values():
+                w.add_(0.02 * torch.randn(w.shape, generator=noise))
+        assert float(method.penalty(model).detach()) > 0
     batches = [data.epoch_batches(learn, retain if method.retain_fraction > 0 else [], BATCH,
                                   method.retain_fraction, 0, 0, r, WORLD, pad)[0] for r in range(WORLD)]
     return model, method, batches
@@ -97,7 +105,7 @@ def sharded_runs(tmp_path_factory):
 
 def test_shard_safe_methods_are_the_loss_only_ones():
     # the list the spec check and the test below rely on; a new method opts in only with it
-    assert fsdp_methods() == ["dft", "flow", "iw", "kl", "replay", "sft", "sib", "talr"]
+    assert fsdp_methods() == ["dft", "flow", "iw", "kl", "replay", "rpsft", "sft", "sib", "talr"]
 
 
 def test_one_fsdp_step_equals_one_process_on_the_global_batch(sharded_runs):

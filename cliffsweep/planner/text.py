@@ -10,6 +10,7 @@ from cliffsweep.planner.costs import Batching, precision
 from cliffsweep.planner.mfu import GB, GPUS, gpu_hours, measured_rows
 from cliffsweep.planner.packing import packing_text
 from cliffsweep.planner.plan import ModelPlan, plan_spec, recipe_extras
+from cliffsweep.sweep.sources import lines as source_lines
 
 
 def _si(x: float, unit: str = "") -> str:
@@ -90,6 +91,7 @@ def render(plans: list[ModelPlan], spec, source: str, bandwidth: float = bill.BA
            f"   batch {r.batch_size} = {b.workers} worker(s) x {b.micro_per_worker} micro-batch(es) of "
            f"{b.micro_rows} row(s), max_seq_len {r.max_seq_len}, gradient checkpointing "
            f"{'on' if grad_ckpt else 'off'}; eval: {spec.eval.points_per_trial} point(s) per trial + base"]
+    out += ["", *source_lines(spec)]
     out += ["", *_table(*budget_rows(plans))]
     out += ["MFU per model: " + "; ".join(f"{p.name} {p.mfu:.1%} ({p.mfu_source})" for p in plans)]
     out += ["", f"The whole bill, H100-hours (checkpoints at {bandwidth / 1e9:g} GB/s to storage, "

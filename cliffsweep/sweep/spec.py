@@ -377,6 +377,15 @@ class VerifySpec(_Strict):
     standard errors of a retention share at 200 items."""
 
 
+class SourcesSpec(_Strict):
+    """Where the file's settings come from (issue 52; sweep/sources.py): the paper it follows,
+    and per setting path a label, the paper's reference or 'ours ...' for the project's choice.
+    Every setting that shapes the experiment needs one (`validate` lists those without)."""
+
+    paper: str = Field(min_length=1)
+    settings: dict[str, str] = Field(min_length=1)
+
+
 class SweepSpec(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     models: list[ModelSpec] = Field(min_length=1)
@@ -396,6 +405,8 @@ class SweepSpec(_Strict):
     verify: VerifySpec | None = None
     """Verification runs at cliffs' brackets and close calls; None (no `verify:` section) = one
     run per lr and seed of the grid."""
+    sources: SourcesSpec | None = None
+    """Where each setting comes from (sweep/sources.py); None: the file names no paper."""
     store: str = "results/{name}"
     """Local path or pyarrow/fsspec URI; '{name}' is replaced by the sweep name."""
     checkpoints: str | None = None

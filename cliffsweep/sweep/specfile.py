@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import yaml
 from pydantic import ValidationError
 
+from cliffsweep.sweep.sources import problems as source_problems
 from cliffsweep.sweep.spec import SpecError, SweepSpec
 
 Check = Callable[[dict], list[str]]
@@ -37,6 +38,8 @@ def parse_spec(data: Any, source: str = "<spec>", checks: Sequence[Check] = ()) 
         problems = [f"{loc(err['loc'])}: {err['msg']}" for err in e.errors()]
     for check in checks:
         problems += check(data)
+    if spec is not None:
+        problems += source_problems(spec)
     if problems:
         raise SpecError(source, problems)
     return spec

@@ -60,6 +60,21 @@ def projected_drift(w: torch.Tensor, w0: torch.Tensor, u: torch.Tensor, v: torch
     return (u.T @ (w - w0) @ v).float().square().sum()
 
 
+def sharded_like(w: torch.Tensor, anchor: torch.Tensor, u: torch.Tensor, v: torch.Tensor):
+    """(W0, U, V) laid out for a weight FSDP2 shards by rows (Shard(0)): W0 and U by the same rows,
+    V whole on every worker. Then U^T (W - W0) V is a sum of the workers' row blocks, which DTensor
+    adds up before squaring, so the penalty and its gradient equal the unsharded ones (the
+    reason RPSFT is shard-safe). Each worker cuts its rows from its own whole copy: no messages."""
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    if tuple(w.placements) != (Shard(0),):
+        raise ValueError(f"rpsft under FSDP expects weights sharded by rows, got {w.placements}")
+    mesh = w.device_mesh
+    return (distribute_tensor(anchor, mesh, [Shard(0)], src_data_rank=None),
+            distribute_tensor(u, mesh, [Shard(0)], src_data_rank=None),
+            distribute_tensor(v, mesh, [Replicate()], src_data_rank=None))
+
+
 class RPSFTParams(MethodParams):
     k: int = Field(768, ge=0)
     """Protected rank per matrix (004 default 768; clipped to each matrix). k = 0 protects
@@ -73,6 +88,7 @@ class RPSFTParams(MethodParams):
 
 class RPSFT(Method):
     name = "rpsft"
+    fsdp_safe = True  # the projected drift of row shards sums to the whole one (sharded_like)
     costs = Costs(weight_copies=1, stats_data="weights")  # theta*; the U_k / V_k bases: extra_fp32_elements
 
     @classmethod
@@ -104,7 +120,13 @@ class RPSFT(Method):
         weights = covered_weights(model)
         for held in (self.anchor, self.u, self.v):
             penalties.follow(held, weights)
-        terms = [projected_drift(weights[n], w0, self.u[n], self.v[n]) for n, w0 in self.anchor.items()]
+        terms = []
+        for n in list(self.anchor):
+            w = weights[n]
+            if hasattr(w, "placements") and not hasattr(self.anchor[n], "placements"):  # sharded after prepare()
+                self.anchor[n], self.u[n], self.v[n] = sharded_like(w, self.anchor[n], self.u[n], self.v[n])
+            term = projected_drift(w, self.anchor[n], self.u[n], self.v[n])
+            terms.append(term.full_tensor() if hasattr(term, "full_tensor") else term)
         return torch.stack(terms).sum()
 
     def __init__(self, params: RPSFTParams | None = None):
