@@ -136,7 +136,7 @@ def cmd_run(args) -> int:
     try:
         store = run_sweep(spec, eval_backend=args.eval_backend, retry_failed=args.retry_failed,
                           num_cpus=args.num_cpus, verbose=args.verbose, force=args.force,
-                          node_ip=args.node_ip_address, start_timeout=args.ray_start_timeout)
+                          node_ip=args.node_ip_address, start_timeout=args.ray_start_timeout, join=args.join)
     except RayStartError as e:
         print(f"error: {e}", file=sys.stderr)
         return Exit.FAILED
@@ -257,6 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true",
                    help="take the store's lease even if another driver seems to hold it (one known dead on "
                         "another machine; a dead one on this machine, or one silent for 90 s, is taken anyway)")
+    r.add_argument("--join", action="store_true",
+                   help="work beside the store's other drivers (another machine, a Slurm array task): each grid "
+                        "point, base evaluation and refinement round is claimed before it is worked, and a driver's "
+                        "claims pass to another once it is gone (docs/cluster.md); without it a store another "
+                        "driver works is refused")
     r.add_argument("--dashboard", action="store_true",
                    help="serve the live dashboard of this sweep beside it on 127.0.0.1 and print its address "
                         "(it stops with the sweep; `cliffsweep dashboard STORE` serves it on its own)")

@@ -36,8 +36,9 @@ from cliffsweep.orchestrator.jobqueue import JobQueue, sweep_searcher
 from cliffsweep.orchestrator.refiner import max_refine_trials, max_verify_trials
 from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.orchestrator.sweeprun import SweepRun
+from cliffsweep.storage.claims import Claims, live_drivers
 from cliffsweep.storage.health import ensure_readable
-from cliffsweep.storage.lease import Lease
+from cliffsweep.storage.lease import Lease, StoreBusy
 from cliffsweep.storage.store import Store, absolute_uri
 from cliffsweep.orchestrator.raystart import RAY_START_TIMEOUT_S, start_ray
 from cliffsweep.orchestrator.terminal import log_path, third_party_to_log
@@ -172,7 +173,8 @@ def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int) -> 
         tune_config=tune.TuneConfig(
             # an upper bound: the searcher says when it is finished (refiner.py)
             search_alg=sweep_searcher(queue),
-            num_samples=len(queue.items) + n_todo + max_refine_trials(spec) + max_verify_trials(spec),
+            # (+ the grid: trials adopted from a driver that left, issue 53)
+            num_samples=len(queue.items) + n_todo + len(run.grid) + max_refine_trials(spec) + max_verify_trials(spec),
             max_concurrent_trials=concurrency, reuse_actors=True),
         run_config=tune.RunConfig(
             storage_path=absolute_uri(run.store.uri).rstrip("/") + "/_tune", name=f"run-{int(time.time())}",
@@ -184,26 +186,41 @@ def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int) -> 
 
 def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed: bool = False,
               num_cpus: int | None = None, verbose: bool = False, stream=None, rehearsal=None,
-              force: bool = False, node_ip: str | None = None, start_timeout: float = RAY_START_TIMEOUT_S) -> Store:
+              force: bool = False, node_ip: str | None = None, start_timeout: float = RAY_START_TIMEOUT_S,
+              join: bool = False) -> Store:
     """`rehearsal` (sweep/rehearsal.py): every piece of work a timed wait of its planned length
     (cliffsweep/simulate/rehearsal.py starts such a run on fake GPU nodes). The store is checked
     and its lease taken (storage/health.py, storage/lease.py; `force` takes a live-looking one)
-    before anything is written or started."""
+    before anything is written or started. `join` (issue 53): work beside the store's other
+    drivers instead (no lease; every driver claims each piece of work before doing it,
+    storage/claims.py); without it, a store another live driver works is refused."""
     from cliffsweep.orchestrator.preflight import check_preflight
 
     check_preflight(spec, eval_backend)
     store = Store(spec.store_uri)
     ensure_readable(store)  # a damaged store is named file by file before Ray starts
-    lease = Lease(store, force)
+    lease = None if join else Lease(store, force)
     try:
-        _sweep(spec, store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal, node_ip, start_timeout)
+        others = [] if join or force else live_drivers(store)
+        if others:
+            d = others[0]
+            raise StoreBusy(f"{len(others)} cliffsweep run(s) work the store {store.uri} with --join (the oldest: "
+                            f"{d.get('label', d.get('host'))}). Nothing was started. Add --join to work beside "
+                            f"them, or wait for them (`cliffsweep status {store.uri}`).")
+        claims = Claims(store)
+        try:
+            _sweep(spec, store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal, node_ip,
+                   start_timeout, claims)
+        finally:
+            claims.close()
     finally:
-        lease.release()
+        if lease is not None:
+            lease.release()
     return store
 
 
 def _sweep(spec: SweepSpec, store: Store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal,
-           node_ip: str, start_timeout: float) -> None:
+           node_ip: str, start_timeout: float, claims: Claims) -> None:
     from cliffsweep.tracking.sync import start_syncer
 
     store.write_text("spec.yaml", yaml.safe_dump(spec.model_dump(), sort_keys=False))
@@ -215,20 +232,22 @@ def _sweep(spec: SweepSpec, store: Store, eval_backend, retry_failed, num_cpus, 
         start_ray(lambda: init_ray(spec, num_cpus, verbose, node_ip), spec.ray_address, verbose, start_timeout)
         stop_on_sigterm()
         concurrency = concurrency_of(spec)
-        run = SweepRun(spec, store, eval_backend or spec.eval.backend, verbose, rehearsal, concurrency,
+        run = SweepRun(spec, store, eval_backend or spec.eval.backend, claims, verbose, rehearsal, concurrency,
                        stream or term.out, term.err)
         todo = run.resume(retry_failed)
         with run.progress:
             todo = run.prepare_training(todo)
             queue = run.queue_jobs(todo)
-            if queue.items:
+            if queue.items or run.elsewhere:  # another driver's trials: wait for them, or adopt them if it goes
                 tune_jobs(run, queue, concurrency, len(todo))
             run.finish_evaluations()
         run.close()
         if syncer is not None:  # before compaction: its last round still writes `tracking` rows
             syncer.close()
         # One file per table instead of one per write unit: `status` / `analyze` / the next run read
-        # the store in a few requests (docs/store.md, docs/benchmarks.md).
-        store.compact()
+        # the store in a few requests (docs/store.md, docs/benchmarks.md). Not while another driver
+        # writes (its next unit file could share a folded one's name): the last one compacts.
+        if not [d for d in live_drivers(store) if d.get("token") != claims.driver.token]:
+            store.compact()
         if term.log is not None:
             print(f"Tune's and Ray's own messages: {term.log}", file=term.out, flush=True)

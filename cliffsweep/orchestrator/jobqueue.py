@@ -22,11 +22,21 @@ class JobQueue:
     refinement moving, or a series waiting for its last evaluation would wait forever."""
 
     def __init__(self, configs: list[JobRun], more: Callable[[], bool], pump: Callable[[], None] = lambda: None,
-                 hold: Callable[[], bool] = lambda: False):
+                 hold: Callable[[], bool] = lambda: False, claim: Callable[[JobRun], JobRun | None] = lambda job: job):
         self.items: deque = deque(configs)
         self.more = more
         self.pump = pump
         self.hold = hold  # true while no new job should start (an evaluator waits for resources)
+        self.claim = claim  # the job with the trials this driver could claim, or None (issue 53)
+
+    def take(self) -> JobRun | None:
+        """The next job to start, as far as this driver could claim its trials (a store shared with
+        other drivers: storage/claims.py); None when no queued job keeps a trial."""
+        while self.items:
+            job = self.claim(self.items.popleft())
+            if job is not None:
+                return job
+        return None
 
     def add(self, configs: list[JobRun]) -> None:
         self.items.extend(configs)
@@ -64,7 +74,9 @@ def sweep_searcher(queue: JobQueue) -> Any:
             if queue.items and queue.hold():
                 return None  # asked again in a second
             if queue.items:
-                return {JOB_KEY: queue.items.popleft()}
+                job = queue.take()
+                if job is not None:
+                    return {JOB_KEY: job}
             return None if queue.more() else Searcher.FINISHED
 
         def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:

@@ -21,7 +21,7 @@ from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
 from cliffsweep.evaluator.request import EvalRequest, base_request
 from cliffsweep.orchestrator.jobs import config_json, job_configs, trial_config, worker_resources
 from cliffsweep.orchestrator.placement import REAP_EVERY_S, a_job_waits_for, reap_orphaned_placement_groups
-from cliffsweep.sweep.status import Phase, TrialStatus
+from cliffsweep.sweep.status import TERMINAL, Phase, TrialStatus
 from cliffsweep.orchestrator.policies import (LIVE_EVERY_S, REBALANCE_EVERY_S, evaluator_cap, final_status, job_slots,
                                               trials_per_job, trials_to_run, wait_reasons)
 from cliffsweep.orchestrator.pool import evaluator_resources, evaluator_starter
@@ -33,8 +33,9 @@ from cliffsweep.orchestrator.refiner import Refiner, stored_refined_trials, stor
 from cliffsweep.orchestrator.topups import TopUps
 from cliffsweep.orchestrator.trialbook import TrialBook, now
 from cliffsweep.storage import ledger
+from cliffsweep.storage.claims import Claims
 from cliffsweep.storage.store import LIVE_FILE, Store, absolute_uri
-from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid
+from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid, series_key
 from cliffsweep.sweep.rehearsal import Rehearsal
 from cliffsweep.sweep.reports import Begin, CheckpointReport, EndReport, Report
 from cliffsweep.sweep.spec import SweepSpec
@@ -42,15 +43,40 @@ from cliffsweep.evals.tasks import task_label
 from cliffsweep.trainables.config import JobRun, TrainConfig
 
 
+ADOPT_EVERY_S = 5.0
+"""How often a driver that waits on other drivers reads what they did (SweepRun.adopt)."""
+
+
+def trial_claim(tid: str) -> str:
+    """The claim of a trial's training and of its checkpoints' evaluations (storage/claims.py)."""
+    return f"trial__{tid}"
+
+
+def base_claim(model: str) -> str:
+    return f"base__{model}"
+
+
+def round_claim(t: Trial, seeds: list[int]) -> str:
+    """The claim of the refinement round or verification runs `t` belongs to (one driver adds them)."""
+    model, series, epochs = series_key(t)
+    kind = "round" if t.seed in seeds else "verify"
+    return f"{kind}__{model}__{series}__e{epochs}__s{t.max_steps}__r{t.round}"
+
+
 class SweepRun:
     """The phases of one `cliffsweep run`; the Tune callback and the driver loop share it."""
 
-    def __init__(self, spec: SweepSpec, store: Store, eval_backend: str, verbose: bool = False,
+    def __init__(self, spec: SweepSpec, store: Store, eval_backend: str, claims: Claims, verbose: bool = False,
                  rehearsal: Rehearsal | None = None, concurrency: int = 1, stream=None, err=None):
         """Made once Ray is up (it starts the inbox actor): everything a run's phases share exists
-        from here on, nothing is filled in later (issue 33). `stream`, `err`: the terminal's
-        streams for cliffsweep's own lines (orchestrator/terminal.py)."""
+        from here on, nothing is filled in later (issue 33). `claims`: this driver's claims on the
+        store (storage/claims.py: several drivers may share it, issue 53). `stream`, `err`: the
+        terminal's streams for cliffsweep's own lines (orchestrator/terminal.py)."""
         self.spec, self.store, self.backend, self.verbose = spec, store, eval_backend, verbose
+        self.claims = claims
+        self.elsewhere: set[str] = set()  # trials another live driver holds, not yet terminal
+        self.bases_elsewhere: set[str] = set()  # models whose base evaluation another driver holds
+        self._adopted_at = 0.0
         self.rehearsal = rehearsal  # timed waits instead of work (sweep/rehearsal.py)
         self.grid = expand_grid(spec)  # + refined trials, as refinement adds them (refiner.py)
         self.by_id = {t.trial_id: t for t in self.grid}
@@ -63,7 +89,8 @@ class SweepRun:
         self._live_at = self._rebalanced_at = self._reaped_at = 0.0
         self.progress = Progress(len(self.grid), concurrency, stream=stream)
         self.book = TrialBook(store, self.by_id, partial(config_json, spec, self.checkpoint_root, self.inbox_name,
-                                                         rehearsal), self.progress)
+                                                         rehearsal), self.progress, claims.driver.label,
+                              lambda tid: claims.holds(trial_claim(tid)))
         self.failures = FailureLog(err)  # one terminal line per root cause; the store keeps every traceback
         models = {m.name: (m.path, m.dtype) for m in spec.models}
         # the evaluator pool is started on first use
@@ -74,7 +101,8 @@ class SweepRun:
         # Train jobs waiting for Tune; while a job runs it may hand trials back (one that failed
         # for good: its other, unstarted trials get a job of their own), and refinement may add
         # some, so Tune is not told "finished" before (jobqueue.py)
-        self.queue = JobQueue([], more=self.jobs_may_come, pump=self.pump, hold=self.tracker.placing)
+        self.queue = JobQueue([], more=self.jobs_may_come, pump=self.pump, hold=self.tracker.placing,
+                              claim=self.claim_job)
         self.broken: dict[str, str] = {}  # model -> its base evaluation's error (drop_broken_models)
         self.refiner = Refiner(spec, store, self.book, self.tracker, self.grid, self.queue_refined)
         self.rule = stop_rule(spec.eval.adaptive)  # None: every checkpoint scored on every item
@@ -95,7 +123,12 @@ class SweepRun:
         self.book.load(stored)
         self.book.show()
         todo_ids = set(trials_to_run([t.trial_id for t in self.grid], self.book.status, retry_failed))
-        todo = [t for t in self.grid if t.trial_id in todo_ids]
+        # another live driver's trials are its business (issue 53): not recorded, not queued here
+        held = {key for key in self.claims.others()}
+        self.elsewhere = {tid for tid in todo_ids | set(self.book.trained) if trial_claim(tid) in held}
+        for tid in self.elsewhere:
+            self.book.trained.pop(tid, None)
+        todo = [t for t in self.grid if t.trial_id in todo_ids - self.elsewhere]
         for t in todo:
             self.book.trained.pop(t.trial_id, None)
             self.book.pending(t.trial_id)
@@ -120,6 +153,8 @@ class SweepRun:
             self._reaped_at = time.time()
             reap_orphaned_placement_groups()
         self.drop_broken_models()
+        if time.time() - self._adopted_at >= ADOPT_EVERY_S and (self.elsewhere or self.bases_elsewhere):
+            self.adopt()
         self.count_settled()
         self.refiner.check()
         progress.evals_done, progress.evals_failed = tracker.counts.done, tracker.counts.failed
@@ -193,9 +228,9 @@ class SweepRun:
         share, or 166 s of 2 CPU cores, sat idle meanwhile): they run beside it, and a model
         whose base evaluation fails has its trials that have not started taken out of the queue
         (`drop_broken_models`, each tick)."""
-        spec, tracker, progress = self.spec, self.tracker, self.progress
+        spec, progress = self.spec, self.progress
         for m in spec.models:
-            tracker.submit(base_request(m.name))
+            self.submit_base(m.name)
         self.reconcile()  # checkpoints an earlier run reported but never evaluated
         progress.phase = Phase.STATISTICS
         progress.refresh(force=True)
@@ -229,15 +264,23 @@ class SweepRun:
     def jobs_may_come(self) -> bool:
         """Whether Tune must wait for more jobs: one runs (it may hand trials back) or refinement
         may still add a round."""
-        return bool(self.running_jobs) or self.refiner.more_may_come()
+        return bool(self.running_jobs) or self.refiner.more_may_come() or bool(self.elsewhere)
 
     def pump(self) -> None:
         """The driver's tick while Tune waits in the searcher (refiner.JobQueue)."""
         self.tick(wait=0.2)
 
     def queue_refined(self, trials: list[Trial]) -> None:
-        """Refinement added these trials: record them pending and hand them to Tune."""
+        """Refinement added these trials: record them pending and hand them to Tune. Of a store
+        several drivers share, the driver that claims the round does (issue 53); the others know
+        its trials and wait for them like any trial another driver holds."""
         self.add_trials(trials)
+        rounds: dict[str, list[Trial]] = {}
+        for t in trials:
+            rounds.setdefault(round_claim(t, self.spec.seeds), []).append(t)
+        mine = [t for key, ts in rounds.items() if self.claims.take(key) for t in ts]
+        self.elsewhere.update(t.trial_id for t in trials if t not in mine)
+        trials = mine
         new_stats, failed = ensure_stats(self.spec, self.store, self.rehearsal, trials)
         self.stats_uri.update(new_stats)
         for t in trials:
@@ -265,8 +308,9 @@ class SweepRun:
         self.write_live()
 
     def top_up(self, rec: ledger.CheckpointRecord, at_least: int) -> None:
-        """Score `rec`'s checkpoint on at least `at_least` items of each task (topups.py)."""
-        if rec.trial_id in self.by_id:
+        """Score `rec`'s checkpoint on at least `at_least` items of each task (topups.py), if this
+        driver holds its trial (or can claim it: its driver is done or gone)."""
+        if rec.trial_id in self.by_id and self.take_trial(rec.trial_id, evaluating=True):
             self.evaluate(rec, at_least=at_least)
 
     def close(self) -> None:
@@ -278,6 +322,85 @@ class SweepRun:
     def add_trials(self, trials: list[Trial]) -> None:
         self.grid.extend(t for t in trials if t.trial_id not in self.by_id)  # in place: the refiner holds this list
         self.by_id.update({t.trial_id: t for t in trials})
+
+    # --- several drivers on one store (issue 53, storage/claims.py) ---------------------------
+    def take_trial(self, tid: str, evaluating: bool = False) -> bool:
+        """Claim trial `tid` for this driver: whether it holds it now. Once claimed, the store
+        says whether the trial is still to train (another driver may have finished it just
+        before): a finished one is given back, unless the claim is for its evaluations
+        (`evaluating`: a checkpoint without its evaluation, a top-up)."""
+        key = trial_claim(tid)
+        if self.claims.holds(key):
+            return True
+        if not self.claims.take(key):
+            self.elsewhere.add(tid)
+            return False
+        self.elsewhere.discard(tid)
+        if evaluating:
+            return True
+        row = self.store.read_unit("trials", tid)
+        status = None if row is None or row.empty else str(row["status"].iloc[-1])
+        if status is not None and TrialStatus(status) in TERMINAL | {TrialStatus.TRAINED}:
+            self.book.observe(tid, status)
+            if status == TrialStatus.TRAINED.value:  # trained, not yet evaluated: its evaluations are ours now
+                self.book.trained.setdefault(tid, None)
+                return False
+            self.claims.release(key)
+            return False
+        return True
+
+    def claim_job(self, job: JobRun) -> JobRun | None:
+        """`job` with only the trials this driver could claim (JobQueue, as Tune takes it); None
+        if it keeps none."""
+        from dataclasses import replace
+
+        keep = tuple(cfg for cfg in job.trials if self.take_trial(cfg.trial.trial_id))
+        if len(keep) == len(job.trials):
+            return job
+        return replace(job, trials=keep) if keep else None
+
+    def submit_base(self, model: str) -> None:
+        """A model's base evaluation, by the driver that claims it."""
+        if self.claims.take(base_claim(model)):
+            self.bases_elsewhere.discard(model)
+            self.tracker.submit(base_request(model))
+        else:
+            self.bases_elsewhere.add(model)
+
+    def adopt(self) -> None:
+        """What other drivers did and left (every ADOPT_EVERY_S while they hold something):
+        statuses they wrote, trials their rounds added, evaluations they stored; and the trials
+        and base evaluations whose driver is gone (its claims lapsed) become this driver's."""
+        self._adopted_at = time.time()
+        rows = self.store.read("trials")
+        stored = rows.to_dict("records")
+        new = [t for t in stored_refined_trials(self.spec, self.grid, stored)
+               + stored_verification_trials(self.spec, self.grid, stored) if t.trial_id not in self.by_id]
+        self.add_trials(new)
+        self.elsewhere.update(t.trial_id for t in new)
+        self.progress.n_trials = len(self.grid)
+        self.tracker.note_evaluated(ledger.evaluated_keys(self.store.read("evals"), self.task_names))
+        latest = dict(zip(rows["trial_id"], rows["status"])) if not rows.empty else {}
+        for tid, status in latest.items():
+            if tid in self.by_id and not self.claims.holds(trial_claim(tid)):
+                self.book.observe(tid, status)
+        held = self.claims.others()
+        orphans = []
+        for tid in sorted(self.elsewhere):
+            if latest.get(tid) in {s.value for s in TERMINAL}:
+                self.elsewhere.discard(tid)
+            elif trial_claim(tid) not in held and self.take_trial(tid):
+                orphans.append(self.by_id[tid])
+        for model in sorted(self.bases_elsewhere):
+            if self.tracker.was_evaluated(base_trial_id(model), 0):
+                self.bases_elsewhere.discard(model)
+            elif base_claim(model) not in held:
+                self.submit_base(model)
+        if orphans:
+            for t in orphans:
+                self.book.pending(t.trial_id)
+            self.reconcile()
+            self.queue.add(self.job_configs(orphans, self.job_size(len(orphans))))
 
     # --- configs ------------------------------------------------------------------------------
     def trial_config(self, t: Trial, stats_uri: str | None) -> TrainConfig:
@@ -335,7 +458,7 @@ class SweepRun:
             if rec.trial_id in self.by_id:
                 self.book.known_checkpoint(rec.trial_id, rec.step)
         for rec in ledger.unevaluated(ck, ev, self.task_names, set(self.by_id)):
-            if self.tracker.error_of(*rec.key) is None:
+            if self.tracker.error_of(*rec.key) is None and self.take_trial(rec.trial_id, evaluating=True):
                 self.evaluate(rec, known_unevaluated=True)
 
     def prune(self, tid: str, final: int | None, steps: set[int]) -> None:

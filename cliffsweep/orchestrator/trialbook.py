@@ -43,9 +43,13 @@ class TrialBook:
     refined trials to it); `config_json`: a trial's resolved config as its row stores it."""
 
     def __init__(self, store: Store, trials: dict[str, Trial], config_json: Callable[[Trial], str],
-                 progress: Progress):
-        """`progress`: the terminal's counters, which every status change moves."""
+                 progress: Progress, driver: str = "", owns: Callable[[str], bool] = lambda tid: True):
+        """`progress`: the terminal's counters, which every status change moves. `driver`: this
+        run's label, each row's `driver` column (storage/claims.py); `owns(tid)`: whether this
+        driver holds the trial's claim (of a store shared by several drivers, a trial another
+        one trains is never written here)."""
         self.store, self.trials, self.config_json, self.progress = store, trials, config_json, progress
+        self.driver, self.owns = driver, owns
         self.terminal_changes = 0
         """How many times a trial reached a terminal status: refinement asks again when it moves."""
         self.status: dict[str, str] = {}  # trial id -> its status, as last recorded
@@ -127,8 +131,17 @@ class TrialBook:
         """Tune returned early (Ctrl-C): trials it stopped go back to pending, which is what a
         re-run picks up; their evaluations so far are kept."""
         for tid, status in list(self.status.items()):
-            if status == TrialStatus.RUNNING.value and tid not in self.finished:
+            if status == TrialStatus.RUNNING.value and tid not in self.finished and self.owns(tid):
                 self.record(tid, TrialStatus.PENDING)
+
+    def observe(self, tid: str, status: str) -> None:
+        """Another driver's trial changed status in the store (read, never written here)."""
+        old = self.status.get(tid)
+        if old == status:
+            return
+        self.status[tid] = status
+        if TrialStatus(status).terminal:
+            self.terminal_changes += 1
 
     # --- reports --------------------------------------------------------------------------------
     def note(self, rec: CheckpointReport | EndReport) -> None:
@@ -170,7 +183,7 @@ class TrialBook:
         if status.terminal:
             self.terminal_changes += 1
         if tid not in self.reports and tid in self.stored_rows and status is TrialStatus.DONE:
-            # trained by an earlier run: only its status changes
+            # trained by an earlier run: only its status changes (its `driver` is the one that trained it)
             self.store.write("trials", tid, [dict(self.stored_rows[tid], status=status.value, **extra)])
             return
         t = self.trials[tid]
@@ -180,7 +193,7 @@ class TrialBook:
             t, status, attempt=self.attempts.get(tid, 0), started_at=started,
             **self._timing(tid, rec, started, extra.get("finished_at")),
             steps=rec.step, total_steps=rec.total_steps, final_loss=rec.loss, train_seconds=rec.train_seconds,
-            resumed_from_step=rec.resumed_from_step, config=self.config_json(t), **extra)])
+            resumed_from_step=rec.resumed_from_step, config=self.config_json(t), driver=self.driver, **extra)])
 
     def _timing(self, tid: str, rec: TrialRecord, started: datetime | None, finished_at) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -57,7 +57,7 @@ def holder_alive(h: Holder, now: float, host: str, pid_alive) -> bool:
     return True
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -83,7 +83,7 @@ class Lease:
         self.store = store
         now = time.time()
         held = _read(store)
-        if held is not None and not force and holder_alive(held, now, socket.gethostname(), _pid_alive):
+        if held is not None and not force and holder_alive(held, now, socket.gethostname(), pid_alive):
             raise StoreBusy(
                 f"another cliffsweep run holds the store {store.uri}: pid {held.pid} on {held.host}, started "
                 f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(held.started_at))}, last seen "

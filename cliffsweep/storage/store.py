@@ -59,6 +59,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("compute", pa.string()),  # precision and kernels the latest attempt ran (trainables/fastpath.py); older: null
         ("steps", pa.int64()), ("total_steps", pa.int64()), ("resumed_from_step", pa.int64()), ("final_loss", pa.float64()), ("error", pa.string()),
         ("config", pa.string()),
+        ("driver", pa.string()),  # the run that wrote the row: host:pid:start (issue 53, storage/claims.py); older: null
     ]),
     "checkpoints": pa.schema([
         ("trial_id", pa.string()), ("step", pa.int64()), ("epoch", pa.float64()), ("kind", pa.string()),
