@@ -22,6 +22,7 @@ from cliffsweep.dashboard import views
 from cliffsweep.storage import diskcache
 from cliffsweep.storage.tablecache import FIRST_PASS, TableCache, TablesRead, open_caches, read_tables
 from cliffsweep.storage.parquetfiles import ReaderPool
+from cliffsweep.storage.claims import drivers_held
 from cliffsweep.storage.store import LIVE_FILE, Store  # LIVE_FILE: the driver's last word, in the store
 
 CONFIDENCE_EVERY_S = 30.0
@@ -136,9 +137,11 @@ class Refresher:
                 changed |= moved
         live = [json.loads(c.store.read_bytes(LIVE_FILE)) if c.store.exists(LIVE_FILE) else None for c in caches]
         specs = [self._spec(c.store) for c in caches]
-        changed |= (live, specs) != self._last_json
-        self._last_json = (live, specs)
-        return {"tables": tables, "live": live, "specs": specs, "uris": [c.store.uri for c in caches]}, changed
+        drivers = [d for c in caches for d in drivers_held(c.store)]  # issue 53: several may work a store
+        changed |= (live, specs, drivers) != self._last_json
+        self._last_json = (live, specs, drivers)
+        return {"tables": tables, "live": live, "specs": specs, "drivers": drivers,
+                "uris": [c.store.uri for c in caches]}, changed
 
     def _first_or_read(self, caches: list[TableCache]) -> list[dict[str, tuple[pd.DataFrame, bool]]]:
         """FIRST_PASS of `caches`: the first read begun before this object existed if it read them."""
@@ -173,6 +176,8 @@ class Refresher:
         runs = [views.sweep_view(tr, ev, er, lv, sp, self._planned_hours(u, sp), now)
                 for u, tr, ev, er, lv, sp in zip(read["uris"], tables["trials"], tables["evals"], tables["errors"], live, specs)]
         out["sweep"] = runs[0] if len(runs) == 1 else views.merge_sweeps(runs)
+        out["sweep"]["drivers"] = [{"label": d["label"], "trials": len(d["trials"]), "other": d["other"]}
+                                   for d in read.get("drivers", [])]
         out["missing"] = views.missing_parts(merged, live, samples)
         return {**out, "models": [], "said": "reading the frontiers ...", "partial": True}
 

@@ -97,10 +97,31 @@ def status_text(store: Store) -> str:
     if not trained.empty:
         lines.append(f"  {len(trained)} trial(s) trained, awaiting evaluation of their checkpoints "
                      "(they count as done once evaluated)")
+    lines += driver_lines(store, trials)
     lines += waiting_lines(store, trials)
     lines += tracking_lines(store, trials, evals, errors)
     lines += error_lines(errors)
     return "\n".join(lines)
+
+
+def driver_lines(store: Store, trials: pd.DataFrame) -> list[str]:
+    """The drivers working the store now and what each holds (issue 53: several `run --join`),
+    and how many trials each driver that ever wrote one trained."""
+    from cliffsweep.storage.claims import drivers_held
+
+    drivers = drivers_held(store)
+    lines = []
+    for d in drivers:
+        ts, rest = d["trials"], d["other"]
+        lines.append(f"  driver {d['label']}: holds {len(ts)} trial(s)"
+                     + (f" ({', '.join(ts[:3])}{', ...' if len(ts) > 3 else ''})" if ts else "")
+                     + (f" and {', '.join(rest)}" if rest else ""))
+    if "driver" in trials and trials["driver"].notna().any():
+        done = trials[trials["status"] == TrialStatus.DONE].groupby("driver").size()
+        if len(done) > 1 or drivers:
+            lines.append("  trials done per driver: " + ", ".join(f"{k} {v}" for k, v in done.items()))
+    return (["drivers: " + (f"{len(drivers)} working the store now" if drivers else "none working the store now")]
+            + lines) if lines or drivers else []
 
 
 def error_lines(errors: pd.DataFrame, show: int = 5) -> list[str]:

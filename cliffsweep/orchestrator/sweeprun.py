@@ -179,7 +179,7 @@ class SweepRun:
         free = ray.available_resources() if ray.is_initialized() else {}
         reasons = wait_reasons(pending, self.progress.phase, running, training, queued, self.concurrency, free, need)
         self.store.write_json(LIVE_FILE, {
-            "at": now().isoformat(), "pid": os.getpid(), "phase": self.progress.phase,
+            "at": now().isoformat(), "pid": os.getpid(), "driver": self.claims.driver.label, "phase": self.progress.phase,
             "concurrency": self.concurrency, "running_jobs": running, "queued_jobs": len(queued),
             "free": {k: v for k, v in free.items() if k in need}, "need_per_job": need, "waiting": reasons,
             "progress": self.progress.live(), **self.tracker.live()})

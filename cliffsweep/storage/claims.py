@@ -327,3 +327,16 @@ def _records(store: Store, folder: str) -> list[dict]:
         except (FileNotFoundError, ValueError):
             continue  # released or half-written meanwhile
     return out
+
+
+def drivers_held(store: Store) -> list[dict]:
+    """The live drivers and what each holds: label, trials (their ids), other claims (base
+    evaluations, rounds), for `status` and the dashboard."""
+    claims = read_claims(store)
+    out = []
+    for d in live_drivers(store):
+        held = sorted(k for k, c in claims.items() if c.get("token") == d.get("token"))
+        out.append({"label": d.get("label", d.get("host")), "since": d.get("started_at"),
+                    "trials": [k.split("__", 1)[1] for k in held if k.startswith("trial__")],
+                    "other": [k for k in held if not k.startswith("trial__")]})
+    return out

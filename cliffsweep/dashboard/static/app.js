@@ -68,6 +68,8 @@ function renderSweep(sw) {
       (ev.items_scored < ev.items ? `; items scored ${ev.items_scored} of ${ev.items} (${Math.round(100 * ev.items_scored / ev.items)} %: eval.adaptive)` : ""),
     `evaluators: ${esc(pool)}` + (live.extra_evaluators_started ? ` (${live.extra_evaluators_started} started for backlogs, ${live.evaluators_stopped} stopped when idle)` : ""),
     `jobs running ${live.running_jobs ?? "?"}, queued ${live.queued_jobs ?? "?"}`,
+    ...(sw.drivers || []).map((d) => `driver ${esc(d.label)}: holds ${d.trials} trial(s)` +
+      (d.other.length ? ` and ${esc(d.other.join(", "))}` : "")),
     ...Object.entries(sw.waits || {}).map(([why, n]) => `${n} pending wait for ${esc(why)}`),
     `elapsed ${dur(sw.elapsed_s)}, ETA ${dur(sw.eta_s)}`,
     `${esc(c.unit)}-hours used: training ${num(c.train_hours, 3)}, evaluation ${num(c.eval_hours, 3)}; ${esc(planned)}`,
