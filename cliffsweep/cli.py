@@ -28,15 +28,15 @@ from cliffsweep.orchestrator.raystart import RAY_START_TIMEOUT_S
 from cliffsweep.orchestrator.specfile import default_spec_path, load_spec
 
 
-def _load(path: str | None, store: str | None):
+def _load(path: str | None, store: str | None, ray_address: str | None = None):
     import yaml
 
     from cliffsweep.orchestrator.specfile import parse_spec
 
     spec = load_spec(path or default_spec_path())
-    if store:
+    if store or ray_address:
         data = spec.model_dump(exclude_unset=True)  # what the file set: defaults re-derive
-        data["store"] = store
+        data.update({k: v for k, v in (("store", store), ("ray_address", ray_address)) if v})
         spec = parse_spec(yaml.safe_load(yaml.safe_dump(data)), str(path or default_spec_path()))
     return spec
 
@@ -123,7 +123,7 @@ def cmd_run(args) -> int:
     from cliffsweep.orchestrator.outcome import Exit, ending_text, exit_code
     from cliffsweep.orchestrator.summary import status_text, summary_text
 
-    spec = _load(args.spec, args.store)
+    spec = _load(args.spec, args.store, args.ray_address)
     again = ["cliffsweep", *args.argv]
     print(f"cliffsweep: sweep {spec.name!r} -> {spec.store_uri}", flush=True)
     _warn_tracking(spec)
@@ -241,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_CODES)
     r.add_argument("spec", nargs="?", help="sweep YAML (default: cliffsweep/configs/toy.yaml)")
     r.add_argument("--store", help="override the store path/URI of the sweep file")
+    r.add_argument("--ray-address", help="override the sweep file's ray_address: join this Ray cluster (a Slurm "
+                                         "allocation's, clusters/slurm/allocation.sbatch)")
     r.add_argument("--eval-backend", choices=["vllm", "hf"], help="override eval.backend")
     r.add_argument("--retry-failed", action="store_true", help="re-run trials recorded as failed")
     r.add_argument("--num-cpus", type=int, help="CPUs of the local Ray cluster (default: all)")

@@ -3,6 +3,8 @@ Ray Jobs API, and read what it prints, from a laptop (docs/cluster.md).
 
     cliffsweep submit SWEEP.yaml --address http://127.0.0.1:8265 [--env NAME ...]   -> job id
     cliffsweep logs JOB_ID --address http://127.0.0.1:8265 [--follow]
+    cliffsweep submit --slurm SWEEP.yaml [--array N] [--time ...] [--dry-run]       -> Slurm job id
+                                                                       (cliffsweep/slurm.py)
 
 The job's entrypoint is `cliffsweep run sweep.yaml`, the same command a KubeRay RayJob runs: it
 resumes from the store, so submitting the same sweep again (or a RayJob retry on a new cluster)
@@ -221,6 +223,10 @@ def logs(job_id: str, address: str | None, token_env: str | None = None, follow:
 def cmd_submit(args) -> int:
     import sys
 
+    if args.slurm:
+        from cliffsweep.slurm import cmd_slurm
+
+        return cmd_slurm(args)
     try:
         job = submit(args.spec, args.address, args.env, args.code, args.token_env, args.job_id)
     except SubmitError as e:
@@ -257,6 +263,9 @@ def add_parsers(sub) -> None:
                    help="local: upload this cliffsweep package with the job; installed: use the image's")
     j.add_argument("--token-env", **token)
     j.add_argument("--job-id", help="submission id (Ray refuses a duplicate, so a retried submit is safe)")
+    from cliffsweep.slurm import add_arguments as slurm_arguments
+
+    slurm_arguments(j)  # `submit --slurm FILE`: sbatch instead of the Jobs API (cliffsweep/slurm.py)
     j.set_defaults(fn=cmd_submit)
 
     lg = sub.add_parser("logs", help="print a submitted job's output and status")

@@ -1,0 +1,202 @@
+"""`cliffsweep submit --slurm`: a sweep as a Slurm batch job (issue 53, docs/cluster.md "Slurm").
+
+Two layouts, each an sbatch script written from the pure functions below (clusters/slurm/ holds
+each as `--dry-run` prints it for a placeholder sweep; tests/test_slurm.py keeps them equal):
+
+- a **job array** (`--array N`): N tasks, each a driver with its own local Ray on its node, all
+  joining one store (`cliffsweep run FILE --join`: storage/claims.py shares the grid out);
+- **one allocation** (no `--array`): a Ray cluster across the allocation's nodes (the head on the
+  first, started with `srun ray start`), and one driver on the first node joining it.
+
+Both survive what Slurm does to long jobs. A time limit: the script asks for
+`--signal=B:USR1@<grace>`; on USR1 it stops the driver as on SIGTERM (interrupted trials go back
+to pending, its claims are given back) and requeues its own job (`scontrol requeue`), which
+resumes from the store. Preemption and `scancel`: SIGTERM, handled the same way (a preempting
+partition with PreemptMode=REQUEUE requeues the job itself; a cancelled job stays cancelled, and
+what it held passes to the other drivers).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+"""Slurm's --time forms: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."""
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """What one `submit --slurm` asks of Slurm."""
+
+    spec: str
+    """The sweep file, an absolute path every node reads (a shared filesystem)."""
+    name: str
+    array: int | None = None
+    """Tasks of a job array, each a driver; None: one allocation running one Ray cluster."""
+    nodes: int = 1
+    time: str = "1-00:00:00"
+    partition: str | None = None
+    cpus_per_task: int = 8
+    gpus_per_node: int = 0
+    grace_s: int = 300
+    """Seconds before the time limit that USR1 arrives: enough to stop the driver cleanly."""
+    workdir: str = "."
+    python: str = sys.executable
+    run_flags: tuple[str, ...] = field(default_factory=tuple)
+    """More `cliffsweep run` flags (e.g. --eval-backend hf)."""
+
+    @property
+    def log(self) -> str:
+        return f"{self.workdir}/cliffsweep-slurm/%x-%A_%a.out" if self.array else \
+            f"{self.workdir}/cliffsweep-slurm/%x-%j.out"
+
+
+def problems(job: SlurmJob) -> list[str]:
+    out = []
+    if job.array is not None and job.array < 1:
+        out.append(f"--array: at least 1 task, got {job.array}")
+    if job.array is not None and job.nodes != 1:
+        out.append("--nodes: each array task is one driver on one node; give --nodes to the one-allocation layout")
+    if not TIME.match(job.time):
+        out.append(f"--time {job.time!r}: not a Slurm time (minutes, HH:MM:SS, D-HH:MM:SS)")
+    if job.grace_s < 30:
+        out.append(f"--grace {job.grace_s}: the driver needs at least 30 s to stop cleanly")
+    if not Path(job.spec).is_absolute():
+        out.append(f"the sweep file {job.spec} must be an absolute path (the job starts elsewhere)")
+    return out
+
+
+def _header(job: SlurmJob) -> list[str]:
+    lines = ["#!/bin/bash", f"#SBATCH --job-name=cliffsweep-{job.name}"]
+    if job.array:
+        lines.append(f"#SBATCH --array=0-{job.array - 1}")
+    lines += [f"#SBATCH --nodes={job.nodes}", "#SBATCH --ntasks-per-node=1", f"#SBATCH --cpus-per-task={job.cpus_per_task}",
+              f"#SBATCH --time={job.time}"]
+    if job.partition:
+        lines.append(f"#SBATCH --partition={job.partition}")
+    if job.gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={job.gpus_per_node}")
+    lines += ["#SBATCH --requeue", f"#SBATCH --signal=B:USR1@{job.grace_s}", f"#SBATCH --output={job.log}",
+              "#SBATCH --open-mode=append"]
+    return lines
+
+
+SIGNALS = """\
+# A time limit: Slurm sends USR1 to this script {grace} s before it (--signal=B:USR1@{grace}); the
+# driver stops as on SIGTERM (interrupted trials back to pending, its claims given back) and the
+# job requeues itself, to resume from the store. Preemption and scancel send SIGTERM: the driver
+# stops the same way. (cliffsweep/slurm.py, docs/cluster.md "Slurm")
+driver=""
+stop_driver() {{ if [ -n "$driver" ]; then kill -TERM "$driver" 2>/dev/null; wait "$driver"; fi; }}
+on_usr1() {{ echo "cliffsweep-slurm: time limit near: stopping the driver, then requeueing job $SLURM_JOB_ID"; stop_driver; scontrol requeue "$SLURM_JOB_ID"; exit 0; }}
+on_term() {{ echo "cliffsweep-slurm: SIGTERM (preempted or cancelled): stopping the driver"; stop_driver; exit 143; }}
+trap on_usr1 USR1
+trap on_term TERM"""
+
+
+def _run(job: SlurmJob, where: str) -> str:
+    """The driver's command: `where` (its Ray) before the user's flags, which may override it."""
+    head = shlex.join([job.python, "-m", "cliffsweep.cli", "run", job.spec, "--join"])
+    return " ".join([head, where, *(shlex.quote(f) for f in job.run_flags)])
+
+
+def array_script(job: SlurmJob) -> str:
+    return "\n".join([
+        *_header(job), "", "set -u", f"cd {shlex.quote(job.workdir)}",
+        "echo \"cliffsweep-slurm: task ${SLURM_ARRAY_TASK_ID} of job ${SLURM_ARRAY_JOB_ID} (job $SLURM_JOB_ID, "
+        "restart ${SLURM_RESTART_COUNT:-0}) on $(hostname)\"",
+        SIGNALS.format(grace=job.grace_s), "",
+        "# one driver per task, its own Ray on this node, all joining one store (run --join)",
+        _run(job, '--num-cpus "$SLURM_CPUS_PER_TASK"') + " &",
+        "driver=$!", "wait \"$driver\"", "exit $?", ""])
+
+
+def allocation_script(job: SlurmJob) -> str:
+    ray = shlex.quote(str(Path(job.python).parent / "ray"))
+    gpus = f" --num-gpus={job.gpus_per_node}" if job.gpus_per_node else ""
+    return "\n".join([
+        *_header(job), "", "set -u", f"cd {shlex.quote(job.workdir)}",
+        SIGNALS.format(grace=job.grace_s), "",
+        "# a Ray cluster across the allocation: its head on the first node, a worker on each other one",
+        "nodes=($(scontrol show hostnames \"$SLURM_JOB_NODELIST\"))",
+        "head=${nodes[0]}",
+        "head_ip=$(srun --nodes=1 --ntasks=1 -w \"$head\" hostname --ip-address | awk '{print $1}')",
+        "port=$((20000 + SLURM_JOB_ID % 20000))",
+        f"srun --nodes=1 --ntasks=1 -w \"$head\" {ray} start --head --node-ip-address=\"$head_ip\" --port=\"$port\" "
+        f"--num-cpus=\"$SLURM_CPUS_PER_TASK\"{gpus} --block &",
+        "sleep 15",
+        "if [ \"${#nodes[@]}\" -gt 1 ]; then",
+        f"  srun --nodes=$(( ${{#nodes[@]}} - 1 )) --ntasks=$(( ${{#nodes[@]}} - 1 )) --exclude=\"$head\" {ray} start "
+        f"--address=\"$head_ip:$port\" --num-cpus=\"$SLURM_CPUS_PER_TASK\"{gpus} --block &",
+        "  sleep 10",
+        "fi", "",
+        "# the driver on the first node, joining that cluster and the store (other allocations may join too)",
+        _run(job, '--ray-address "$head_ip:$port"') + " &",
+        "driver=$!", "wait \"$driver\"", "exit $?", ""])
+
+
+def script(job: SlurmJob) -> str:
+    return array_script(job) if job.array else allocation_script(job)
+
+
+def submit(job: SlurmJob) -> str:
+    """Write the script beside the logs (<workdir>/cliffsweep-slurm/) and `sbatch` it; the job id."""
+    folder = Path(job.workdir) / "cliffsweep-slurm"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}.sbatch"
+    path.write_text(script(job))
+    out = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"sbatch refused {path}: {out.stderr.strip() or out.stdout.strip()}")
+    return out.stdout.strip().split(";")[0]
+
+
+def cmd_slurm(args) -> int:
+    from cliffsweep.orchestrator.specfile import load_spec
+
+    spec = load_spec(args.spec)  # a wrong sweep file is refused here, not in the queue hours later
+    job = SlurmJob(spec=os.path.abspath(args.spec), name=spec.name, array=args.array, nodes=args.nodes,
+                   time=args.time, partition=args.partition, cpus_per_task=args.cpus_per_task,
+                   gpus_per_node=args.gpus_per_node, grace_s=args.grace, workdir=os.path.abspath(args.workdir),
+                   run_flags=tuple(args.run_flag))
+    bad = problems(job)
+    if bad:
+        print("error: cannot submit:\n" + "\n".join(f"  - {p}" for p in bad), file=sys.stderr)
+        return 2
+    if "://" not in spec.store_uri:
+        print(f"note: the store {spec.store_uri} is a local path: every node must see it (a shared filesystem)",
+              file=sys.stderr)
+    if args.dry_run:
+        print(script(job), end="")
+        return 0
+    try:
+        job_id = submit(job)
+    except (RuntimeError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(job_id)
+    return 0
+
+
+def add_arguments(j) -> None:
+    """`submit`'s Slurm options (cliffsweep/submit.py adds them to its parser)."""
+    j.add_argument("--slurm", action="store_true", help="submit to Slurm with sbatch instead of a Ray cluster's Jobs API")
+    j.add_argument("--array", type=int, help="Slurm: N array tasks, each a driver joining the store (default: one "
+                                             "allocation running one Ray cluster)")
+    j.add_argument("--nodes", type=int, default=1, help="Slurm, one allocation: nodes of its Ray cluster")
+    j.add_argument("--time", default="1-00:00:00", help="Slurm: the time limit (the job requeues itself before it)")
+    j.add_argument("--partition", help="Slurm: the partition")
+    j.add_argument("--cpus-per-task", type=int, default=8, help="Slurm: CPUs per task (each driver's local Ray)")
+    j.add_argument("--gpus-per-node", type=int, default=0, help="Slurm: GPUs per node")
+    j.add_argument("--grace", type=int, default=300, help="Slurm: seconds before the time limit that the driver stops")
+    j.add_argument("--workdir", default=".", help="Slurm: where the job runs and its script and logs go")
+    j.add_argument("--run-flag", action="append", default=[], metavar="FLAG",
+                   help="Slurm: a `cliffsweep run` flag for every driver (repeatable, e.g. --run-flag=--eval-backend=hf)")
+    j.add_argument("--dry-run", action="store_true", help="Slurm: print the script, submit nothing")
