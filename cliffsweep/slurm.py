@@ -124,6 +124,10 @@ def allocation_script(job: SlurmJob) -> str:
     return "\n".join([
         *_header(job), "", "set -u", f"cd {shlex.quote(job.workdir)}",
         SIGNALS.format(grace=job.grace_s), "",
+        "# Ray's token authentication (docs/cluster.md \"Security\"): one token, ~/.ray/auth_token in the home",
+        "# every node shares, and every Ray process of the allocation and the driver in token mode",
+        "export RAY_AUTH_MODE=token",
+        f"[ -s ~/.ray/auth_token ] || {ray} get-auth-token --generate >/dev/null",
         "# a Ray cluster across the allocation: its head on the first node, a worker on each other one",
         "nodes=($(scontrol show hostnames \"$SLURM_JOB_NODELIST\"))",
         "head=${nodes[0]}",
@@ -200,3 +204,16 @@ def add_arguments(j) -> None:
     j.add_argument("--run-flag", action="append", default=[], metavar="FLAG",
                    help="Slurm: a `cliffsweep run` flag for every driver (repeatable, e.g. --run-flag=--eval-backend=hf)")
     j.add_argument("--dry-run", action="store_true", help="Slurm: print the script, submit nothing")
+
+
+EXAMPLES = {
+    "array.sbatch": SlurmJob(spec="/path/to/sweep.yaml", name="my-sweep", array=4, time="1-00:00:00", partition="gpu",
+                             cpus_per_task=8, gpus_per_node=1, workdir="/path/to/workdir",
+                             python="/path/to/venv/bin/python"),
+    "allocation.sbatch": SlurmJob(spec="/path/to/sweep.yaml", name="my-sweep", nodes=2, time="1-00:00:00",
+                                  partition="gpu", cpus_per_task=32, gpus_per_node=4, workdir="/path/to/workdir",
+                                  python="/path/to/venv/bin/python"),
+}
+"""clusters/slurm/'s two scripts: what `--dry-run` prints for a placeholder sweep (array: `submit --slurm
+/path/to/sweep.yaml --array 4 --partition gpu --gpus-per-node 1`; allocation: `--nodes 2 --cpus-per-task 32
+--gpus-per-node 4`), kept equal by tests/test_slurm.py."""

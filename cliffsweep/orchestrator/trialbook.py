@@ -38,6 +38,10 @@ def int_or_none(v) -> int | None:
     return None if v is None or v != v else int(v)
 
 
+COUNTED = (TrialStatus.DONE, TrialStatus.TRAINED, TrialStatus.DIVERGED, TrialStatus.FAILED)
+"""Statuses the progress line counts from the store (an earlier run's, another driver's)."""
+
+
 class TrialBook:
     """The trials of one run. `trials`: id -> grid point (shared with the run, which adds
     refined trials to it); `config_json`: a trial's resolved config as its row stores it."""
@@ -75,7 +79,7 @@ class TrialBook:
     def show(self) -> None:
         """The counters start from what earlier runs finished."""
         self.progress.status.update({s: sum(v == s for tid, v in self.status.items() if tid in self.stored_rows)
-                                for s in (TrialStatus.DONE, TrialStatus.TRAINED, TrialStatus.DIVERGED, TrialStatus.FAILED)})
+                                for s in COUNTED})
 
     def _move(self, tid: str, to: str | None) -> None:
         """Counters: `tid` leaves `running` (if it was) and joins `to`."""
@@ -142,6 +146,11 @@ class TrialBook:
         self.status[tid] = status
         if TrialStatus(status).terminal:
             self.terminal_changes += 1
+        counted = {s.value for s in COUNTED}  # the progress line counts them too (trials x/N)
+        if old in counted:
+            self.progress.status[TrialStatus(old)] -= 1
+        if status in counted:
+            self.progress.status[TrialStatus(status)] += 1
 
     # --- reports --------------------------------------------------------------------------------
     def note(self, rec: CheckpointReport | EndReport) -> None:

@@ -1,0 +1,149 @@
+"""Slurm (issue 53 parts 2 and 3): `cliffsweep submit --slurm` writes an sbatch script whose
+drivers join one store, stop cleanly and requeue themselves before the time limit, and stop on
+SIGTERM (preemption, scancel). The first tests check the scripts (clusters/slurm/ is what
+`--dry-run` prints); the others submit toy sweeps to a real one-node Slurm on this machine
+(scripts/slurm_local.sh: Debian's slurm-wlm and munge), each followed by the invariant check
+(tests/invariant.py: every point done once, every checkpoint evaluated once, nothing duplicated):
+
+- a 2-task job array: both drivers train points; then one task is cancelled with `scancel`
+  mid-sweep and the other finishes the grid (what the cancelled one held passes to it);
+- a job whose time limit comes mid-sweep: USR1 stops its driver, the job requeues itself and
+  the requeued job finishes the sweep. (Slurm holds a requeued job for about 120 s before it may
+  start again; the test lifts that hold with `scontrol update StartTime=now`, nothing of ours.)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cliffsweep.orchestrator.specfile import parse_spec
+from cliffsweep.slurm import EXAMPLES, SlurmJob, problems, script
+from cliffsweep.storage.store import Store
+from invariant import assert_invariant
+from test_faults import sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_shipped_scripts_are_what_dry_run_prints():
+    for name, job in EXAMPLES.items():
+        assert (ROOT / "clusters" / "slurm" / name).read_text() == script(job), name
+    array = script(EXAMPLES["array.sbatch"])
+    for line in ("#SBATCH --array=0-3", "#SBATCH --signal=B:USR1@300", "#SBATCH --requeue", "trap on_usr1 USR1",
+                 "scontrol requeue \"$SLURM_JOB_ID\"", "run /path/to/sweep.yaml --join"):
+        assert line in array, line
+    alloc = script(EXAMPLES["allocation.sbatch"])
+    assert "ray start --head" in alloc and "--ray-address \"$head_ip:$port\"" in alloc and "--array" not in alloc
+
+
+def test_a_bad_submission_lists_every_problem(tmp_path, capsys):
+    bad = SlurmJob(spec="relative.yaml", name="x", array=0, nodes=2, time="soon", grace_s=5)
+    assert len(problems(bad)) == 5, problems(bad)
+    from cliffsweep.cli import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(sweep(tmp_path / "store")))
+    assert main(["submit", "--slurm", str(path), "--array", "2", "--time", "soon", "--dry-run"]) == 2
+    assert "--time 'soon'" in capsys.readouterr().err
+    assert main(["submit", "--slurm", str(path), "--array", "2", "--time", "5", "--dry-run",
+                 "--run-flag=--eval-backend=hf"]) == 0
+    out = capsys.readouterr().out
+    assert f"run {path} --join --num-cpus \"$SLURM_CPUS_PER_TASK\" --eval-backend=hf &" in out, out
+
+
+# --- a real Slurm ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def slurm():
+    started = subprocess.run(["bash", str(ROOT / "scripts" / "slurm_local.sh"), "start"], capture_output=True,
+                             text=True, timeout=600)
+    assert started.returncode == 0, started.stdout + started.stderr
+    yield
+    subprocess.run(["scancel", "--name=cliffsweep-faults"], capture_output=True)
+
+
+def submit(path: Path, workdir: Path, *flags: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "submit", "--slurm", str(path), "--workdir",
+                          str(workdir), "--cpus-per-task", "1", "--run-flag=--num-cpus=2", *flags],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout.strip()
+
+
+def queued(job: str) -> list[tuple[str, str, str]]:
+    """(job id, state, reason) of `job`'s tasks still in the queue."""
+    out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%i %T %r"], capture_output=True, text=True)
+    return [tuple(line.split(" ", 2)) for line in out.stdout.splitlines() if line.strip()]
+
+
+def logs(workdir: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in sorted((workdir / "cliffsweep-slurm").glob("*.out")))
+
+
+def wait(what: str, cond, workdir: Path, limit: float = 900) -> None:
+    end = time.time() + limit
+    while not cond():
+        if time.time() > end:
+            pytest.fail(f"{what} within {limit:.0f} s:\n{logs(workdir)[-4000:]}")
+        time.sleep(1)
+
+
+def data_for(tmp_path: Path, n: int) -> tuple[dict, Path]:
+    lrs = [1e-3 * 2 ** i for i in range(n)]
+    data = sweep(tmp_path / "store", lrs=lrs, resume_every_s=0,
+                 resources={"max_concurrent_trials": 1, "max_retries": 1, "trials_per_job": 1})
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return data, path
+
+
+@pytest.mark.ray
+@pytest.mark.cluster
+def test_a_job_array_shares_the_grid_and_one_cancelled_task_leaves_it_to_the_other(slurm, tmp_path):
+    data, path = data_for(tmp_path, 6)
+    store = Store(data["store"])
+    job = submit(path, tmp_path, "--array", "2", "--time", "30")
+
+    def both_trained_one_and_work_is_left() -> bool:
+        trials = store.read("trials")
+        done = trials[trials["status"] == "done"] if len(trials) else trials
+        return len(done) and done["driver"].nunique() == 2 and len(done) < 6
+
+    wait("each driver finishing a trial while work is left", both_trained_one_and_work_is_left, tmp_path)
+    subprocess.run(["scancel", f"{job}_1"], check=True)
+    wait("the job array leaving the queue", lambda: not queued(job), tmp_path)
+    said = logs(tmp_path)
+    assert "SIGTERM (preempted or cancelled): stopping the driver" in said, said[-4000:]
+    assert "finished: trials 6/6" in said, said[-4000:]
+    assert_invariant(store, parse_spec(data))
+    trials = store.read("trials")
+    assert trials["driver"].nunique() == 2, trials[["trial_id", "driver"]]
+
+
+@pytest.mark.ray
+@pytest.mark.cluster
+def test_a_job_whose_time_limit_comes_mid_sweep_requeues_itself_and_finishes(slurm, tmp_path):
+    data, path = data_for(tmp_path, 6)
+    store = Store(data["store"])
+    # 2 minutes, USR1 60 s before: the 6-trial sweep (about 100 s alone) is cut mid-way
+    job = submit(path, tmp_path, "--array", "1", "--time", "2", "--grace", "60")
+
+    def finished() -> bool:
+        for tid, state, reason in queued(job):
+            if state == "PENDING" and reason == "BeginTime":  # Slurm's hold of a requeued job
+                subprocess.run(["scontrol", "update", f"jobid={tid}", "StartTime=now"], capture_output=True)
+        return not queued(job)
+
+    wait("the job, requeued, finishing", finished, tmp_path, limit=1200)
+    said = logs(tmp_path)
+    assert "time limit near: stopping the driver, then requeueing" in said, said[-4000:]
+    assert "restart 1" in said and "finished: trials 6/6" in said, said[-4000:]
+    assert_invariant(store, parse_spec(data))
+    trials = store.read("trials")
+    assert trials["driver"].nunique() >= 1 and (trials["status"] == "done").all()
