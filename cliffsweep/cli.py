@@ -118,7 +118,7 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from cliffsweep.orchestrator.driver import run_sweep
+    from cliffsweep.orchestrator.driver import ClusterTooSmall, run_sweep
     from cliffsweep.orchestrator.raystart import RayStartError
     from cliffsweep.orchestrator.outcome import Exit, ending_text, exit_code
     from cliffsweep.orchestrator.summary import status_text, summary_text
@@ -137,7 +137,7 @@ def cmd_run(args) -> int:
         store = run_sweep(spec, eval_backend=args.eval_backend, retry_failed=args.retry_failed,
                           num_cpus=args.num_cpus, verbose=args.verbose, force=args.force,
                           node_ip=args.node_ip_address, start_timeout=args.ray_start_timeout, join=args.join)
-    except RayStartError as e:
+    except (RayStartError, ClusterTooSmall) as e:
         print(f"error: {e}", file=sys.stderr)
         return Exit.FAILED
     except KeyboardInterrupt:  # outside Tune (which stops its trials itself): nothing was running
@@ -353,7 +353,7 @@ def cmd_analyze(args) -> int:
 def top_up(uri: str, args) -> int:
     """`analyze --top-up`: the store's own sweep run again (every trial is done, so nothing
     trains), whose end scores the checkpoints each verdict hinges on in full (orchestrator/topups.py)."""
-    from cliffsweep.orchestrator.driver import run_sweep
+    from cliffsweep.orchestrator.driver import ClusterTooSmall, run_sweep
     from cliffsweep.orchestrator.raystart import RayStartError
     from cliffsweep.storage.store import Store, is_store
     from cliffsweep.sweep.spec import SweepSpec

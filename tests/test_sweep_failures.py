@@ -260,6 +260,20 @@ def test_a_ray_that_does_not_start_is_one_sentence_and_exit_1(tmp_path):
         assert ("Token authentication" in r.stderr or "did not start within" in r.stderr) == verbose, r.stderr
 
 
+def test_a_cluster_too_small_for_one_trial_is_one_sentence_and_exit_1(tmp_path):
+    """The default sweep on a Ray of 1 CPU (its evaluators take 1, a trial 1.01): a sentence with
+    the numbers and what to do, exit 1, no traceback (the Slurm walk-through met it as a
+    traceback with --num-cpus 2)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "run", "--store", str(tmp_path / "s"),
+                        "--num-cpus", "1"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr, (r.stdout[-2000:], r.stderr[-2000:])
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cannot be scheduled on this cluster: CPU:" in errors[0], r.stderr
+
+
 def test_training_starts_while_the_base_model_is_evaluated(swept):
     """Issue 39 part 4: the trainers do not wait for the base evaluation (its share of the GPU, or
     of 2 CPU cores, sat idle meanwhile): the ok model's first trial started before its base

@@ -109,6 +109,10 @@ def local_cpus(spec: SweepSpec) -> int:
     return (os.cpu_count() or 1) + math.ceil(e.cpus_per_evaluator * e.evaluators_per_model * len(spec.models))
 
 
+class ClusterTooSmall(RuntimeError):
+    """A trial could never be scheduled on this cluster; the message gives the numbers."""
+
+
 def check_capacity(spec: SweepSpec, total_cpus: float, total_gpus: float) -> None:
     """Fail fast, with numbers, when a trial can never be scheduled (Ray would wait forever)."""
     e, r = spec.eval, spec.resources
@@ -124,7 +128,7 @@ def check_capacity(spec: SweepSpec, total_cpus: float, total_gpus: float) -> Non
         problems.append(f"GPU: evaluators take {eval_gpus:g} and one trial needs {need_gpus:g}, "
                         f"but the cluster has {total_gpus:g}")
     if problems:
-        raise RuntimeError("the sweep cannot be scheduled on this cluster: " + "; ".join(problems)
+        raise ClusterTooSmall("the sweep cannot be scheduled on this cluster: " + "; ".join(problems)
                            + " (lower resources.* / eval.*, or add nodes: an autoscaling cluster "
                            "grows only up to its max_workers)")
 
