@@ -50,7 +50,7 @@ def one_thread():
 # the gaps at the end. Seconds side by side, from docs/testing.md's last measured round: a stale
 # number costs only balance, never a check.
 HEAVY_FIRST = {
-    "test_faults.py": 780, "test_toy_regimes.py": 600, "test_rehearsal.py": 360, "test_sweep_failures.py": 346,
+    "test_faults.py": 780, "test_many_drivers.py": 360, "test_slurm.py": 200, "test_toy_regimes.py": 600, "test_rehearsal.py": 360, "test_sweep_failures.py": 346,
     "test_realmodel_sweep.py": 340, "test_refine_sweep.py": 156, "test_fastpath.py": 152, "test_multinode.py": 145,
     "test_analysis_e2e.py": 139, "test_full_disk.py": 127, "test_tracking_sweep.py": 117, "test_sweep_e2e.py": 106,
     "test_lmeval.py": 97, "test_sweep_ddp.py": 90, "test_object_storage.py": 66, "test_submit.py": 65,

@@ -150,6 +150,10 @@ def test_trials_per_job_gives_each_slot_one_job_of_at_most_sixteen():
     assert trials_per_job(20, 2, None) == 10  # the default toy sweep: one job per model, 2 at a time
     assert trials_per_job(3, 4, None) == 1  # more slots than points: one point per job
     assert trials_per_job(1176, 8, None) == MAX_AUTO_TRIALS_PER_JOB == 16
+    # drivers sharing the store (issue 53): a driver claims a job's trials as it starts the job, so
+    # jobs are smaller, and the first driver up leaves most of the grid to the others
+    assert trials_per_job(20, 2, None, shared=True) == 3
+    assert trials_per_job(20, 2, 10, shared=True) == 10  # the spec's word still goes
     assert trials_per_job(1176, 8, 3) == 3 and trials_per_job(5, 1, 1) == 1
 
 

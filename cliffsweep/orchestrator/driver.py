@@ -211,7 +211,7 @@ def run_sweep(spec: SweepSpec, *, eval_backend: str | None = None, retry_failed:
             raise StoreBusy(f"{len(others)} cliffsweep run(s) work the store {store.uri} with --join (the oldest: "
                             f"{d.get('label', d.get('host'))}). Nothing was started. Add --join to work beside "
                             f"them, or wait for them (`cliffsweep status {store.uri}`).")
-        claims = Claims(store)
+        claims = Claims(store, shared=join)
         try:
             _sweep(spec, store, eval_backend, retry_failed, num_cpus, verbose, stream, rehearsal, node_ip,
                    start_timeout, claims)

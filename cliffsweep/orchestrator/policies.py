@@ -94,15 +94,22 @@ def sweep_concurrency(spec, cluster_resources: dict[str, float]) -> int:
 MAX_AUTO_TRIALS_PER_JOB = 16
 
 
-def trials_per_job(n_trials: int, concurrency: int, asked: int | None) -> int:
+SHARED_JOBS_PER_SLOT = 4
+"""Jobs per concurrent slot where several drivers share the store (`run --join`): a driver
+claims a job's trials when it starts the job, so one job per slot let the first driver claim the
+whole grid before the second had started (seen in the Slurm walk-through: 20 trials to 0)."""
+
+
+def trials_per_job(n_trials: int, concurrency: int, asked: int | None, shared: bool = False) -> int:
     """Trials per Ray Train job: `asked` when the spec says, else one job per concurrent
-    slot, at most MAX_AUTO_TRIALS_PER_JOB trials (so that a refinement round waits on few
-    trials, and one long job does not hold the sweep's tail). Measured on the default toy sweep
-    (docs/benchmarks.md): 2 jobs per slot gave setup + teardown 7.8 s per trial and wall /
-    compute 1.50; 1 job per slot 5.0 s and 1.28."""
+    slot (SHARED_JOBS_PER_SLOT where drivers share the store), at most MAX_AUTO_TRIALS_PER_JOB
+    trials (so that a refinement round waits on few trials, and one long job does not hold the
+    sweep's tail). Measured on the default toy sweep (docs/benchmarks.md): 2 jobs per slot gave
+    setup + teardown 7.8 s per trial and wall / compute 1.50; 1 job per slot 5.0 s and 1.28."""
     if asked is not None:
         return asked
-    return max(1, min(MAX_AUTO_TRIALS_PER_JOB, -(-n_trials // max(1, concurrency))))
+    slots = max(1, concurrency) * (SHARED_JOBS_PER_SLOT if shared else 1)
+    return max(1, min(MAX_AUTO_TRIALS_PER_JOB, -(-n_trials // slots)))
 
 
 def pack(keys: list[str], size: int) -> list[list[int]]:

@@ -412,7 +412,8 @@ class SweepRun:
         free slots rather than queueing behind one job)."""
         import ray
 
-        return trials_per_job(n, job_slots(self.spec, ray.cluster_resources()), self.spec.resources.trials_per_job)
+        return trials_per_job(n, job_slots(self.spec, ray.cluster_resources()), self.spec.resources.trials_per_job,
+                              shared=self.claims.shared)
 
     def job_configs(self, trials: list[Trial], size: int) -> list[JobRun]:
         """`trials` as Train jobs of up to `size` trials of one model each."""

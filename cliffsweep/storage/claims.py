@@ -189,8 +189,10 @@ def _key_file(key: str) -> str:
 class Claims:
     """This driver's claims on a store, renewed off this thread until `close`."""
 
-    def __init__(self, store: Store, driver: Driver | None = None):
-        self.store, self.driver = store, driver or Driver.this_process()
+    def __init__(self, store: Store, driver: Driver | None = None, shared: bool = True):
+        """`shared`: the store may have other drivers (`run --join`); a plain run holds the
+        store's lease and claims all the same (a joining driver finds its claims)."""
+        self.store, self.driver, self.shared = store, driver or Driver.this_process(), shared
         self.files = _Files(store)
         self._held: dict[str, str] = {}  # key -> the version this driver wrote last
         self._lock = threading.Lock()
