@@ -369,7 +369,7 @@ def top_up(uri: str, args) -> int:
     print(f"{uri}: topping up the checkpoints each verdict hinges on ...", flush=True)
     try:
         run_sweep(spec)
-    except RayStartError as e:
+    except (RayStartError, ClusterTooSmall) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

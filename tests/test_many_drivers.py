@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from cliffsweep.orchestrator.specfile import parse_spec
-from cliffsweep.storage.claims import read_claims
+from cliffsweep.storage.claims import live_drivers, read_claims
 from cliffsweep.storage.store import Store
 from invariant import assert_invariant
 from test_faults import ids, sweep
@@ -64,14 +64,15 @@ def test_two_joined_drivers_one_killed_mid_training_fill_the_grid_once(store_uri
     first = run(path, "--join", env={"CLIFFSWEEP_FAULTS": kill_first_report, "CLIFFSWEEP_FAULTS_DIR": str(tmp_path)})
     wait_for("the first driver claims a trial", lambda: any(k.startswith("trial__") for k in read_claims(store)), first)
     second = run(path, "--join", env={"CLIFFSWEEP_FAULTS": None})
-    out_first, _ = first.communicate(timeout=900)
-    assert first.returncode == -9, out_first[-3000:]  # SIGKILLed at its first checkpoint report
-
+    wait_for("the second driver registers", lambda: any(d["pid"] == second.pid for d in live_drivers(store)), second)
+    # a plain run beside a live joined driver is refused, and starts nothing
     plain = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "run", str(path)], capture_output=True,
                            text=True, timeout=300)
-    if second.poll() is None:  # the plain run came while the second driver works: refused
-        assert plain.returncode != 0 and "--join" in plain.stderr and "Nothing was started" in plain.stderr, (
-            plain.stdout[-2000:] + plain.stderr[-2000:])
+    assert plain.returncode == 2 and "--join" in plain.stderr and "Nothing was started" in plain.stderr, (
+        plain.stdout[-2000:] + plain.stderr[-2000:])
+    assert second.poll() is None  # it was refused while the second driver worked
+    out_first, _ = first.communicate(timeout=900)
+    assert first.returncode == -9, out_first[-3000:]  # SIGKILLed at its first checkpoint report
     out_second, _ = second.communicate(timeout=1200)
     assert second.returncode == 0, out_second[-3000:]
 
