@@ -106,3 +106,20 @@ def test_a_gone_holders_claim_passes_to_exactly_one_taker(store, monkeypatch):
         for c in takers:
             c.close()
     assert read_claims(store) == {}  # the last driver to leave cleared the dead ones' claims too
+
+
+def test_status_lists_the_drivers_and_what_each_holds(tmp_path):
+    from cliffsweep.orchestrator.summary import status_text
+
+    store = Store(str(tmp_path / "store"))
+    a, b = Claims(store), Claims(store)
+    try:
+        assert a.take("trial__x") and a.take("base__m") and b.take("trial__y") and b.take("trial__z")
+        text = status_text(store)
+        assert "drivers: 2 working the store now" in text, text
+        assert f"driver {a.driver.label}: holds 1 trial(s) (x) and base__m" in text, text
+        assert f"driver {b.driver.label}: holds 2 trial(s) (y, z)" in text, text
+    finally:
+        a.close()
+        b.close()
+    assert "drivers:" not in status_text(store)

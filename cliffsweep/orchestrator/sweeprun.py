@@ -43,7 +43,7 @@ from cliffsweep.evals.tasks import task_label
 from cliffsweep.trainables.config import JobRun, TrainConfig
 
 
-ADOPT_EVERY_S = 5.0
+ADOPT_EVERY_S = 10.0
 """How often a driver that waits on other drivers reads what they did (SweepRun.adopt)."""
 
 
@@ -199,9 +199,15 @@ class SweepRun:
         for tid, final, steps in self.prune_later:
             if self.rule is None or self.topups.final(self.by_id[tid]):
                 self.prune(tid, final, steps)
+                self.claims.release(trial_claim(tid))  # done, its evaluations in: held claims stay few
             else:
                 waiting.append((tid, final, steps))
         self.prune_later = waiting
+        for key in self.claims.held():  # failed or diverged for good, every checkpoint it reported evaluated
+            tid = key.split("__", 1)[1] if key.startswith("trial__") else None
+            if tid is not None and self.book.status.get(tid) in (TrialStatus.FAILED.value, TrialStatus.DIVERGED.value) \
+                    and all(self.tracker.was_evaluated(tid, s) for s in self.book.ckpt_steps.get(tid, ())):
+                self.claims.release(key)
 
     def rebalance_evaluators(self) -> None:
         """Evaluators follow the load (evaltracker.EvalTracker.rebalance): the free resources no
@@ -379,7 +385,8 @@ class SweepRun:
         self.add_trials(new)
         self.elsewhere.update(t.trial_id for t in new)
         self.progress.n_trials = len(self.grid)
-        self.tracker.note_evaluated(ledger.evaluated_keys(self.store.read("evals"), self.task_names))
+        if self.bases_elsewhere or self.refiner.active:  # another driver's base evaluation, which rounds wait for
+            self.tracker.note_evaluated(ledger.evaluated_keys(self.store.read("evals"), self.task_names))
         latest = dict(zip(rows["trial_id"], rows["status"])) if not rows.empty else {}
         for tid, status in latest.items():
             if tid in self.by_id and not self.claims.holds(trial_claim(tid)):

@@ -244,6 +244,10 @@ class Claims:
         with self._lock:
             return key in self._held
 
+    def held(self) -> list[str]:
+        with self._lock:
+            return list(self._held)
+
     def release(self, key: str) -> None:
         """Give `key` back (its work is done, or this driver stops)."""
         with self._lock:
