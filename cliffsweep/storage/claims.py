@@ -137,8 +137,10 @@ class _Files:
         got = self.read(rel)
         return got is not None and got[0] == data
 
-    def swap(self, rel: str, data: bytes, version: str) -> bool:
-        """Replace `rel` with `data` only if it is still at `version`; whether it was replaced."""
+    def swap(self, rel: str, data: bytes, version: str, own: bool = False) -> bool:
+        """Replace `rel` with `data` only if it is still at `version`; whether it was replaced.
+        `own`: a renewal of this driver's own claim, which must never be absent for an instant
+        (a local takeover moves the file away first: another driver could create it then)."""
         if self.s3:
             from botocore.exceptions import ClientError
 
@@ -150,6 +152,16 @@ class _Files:
                                                                "ConditionalRequestConflict"):
                     return False
                 raise
+        if self.local and own:
+            got = self.read(rel)
+            if got is None or got[1] != version:
+                return False
+            path = self._path(rel)
+            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)  # atomic: the claim is never absent
+            return True
         if self.local:
             path = self._path(rel)
             tomb = f"{path}.{uuid.uuid4().hex}.stale"
@@ -290,7 +302,7 @@ class Claims:
             held = dict(self._held)
         for key, version in held.items():
             rel, body = _key_file(key), _body(self.driver, key, now)
-            if self.files.swap(rel, body, version):
+            if self.files.swap(rel, body, version, own=True):
                 got = self.files.read(rel)
                 with self._lock:
                     if key in self._held and got is not None:
