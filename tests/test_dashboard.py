@@ -94,6 +94,17 @@ def test_the_views_say_what_analyze_says_and_name_what_an_older_store_lacks(tmp_
     missing = " ".join(snap["missing"])
     assert "live state" in missing and "reference answers" in missing
     assert not board.refresh()  # nothing changed: nothing recomputed
+    assert snap["sweep"]["drivers"] == []
+    from cliffsweep.storage.claims import Claims  # issue 53: the drivers working the store, and what each holds
+
+    driver = Claims(store)
+    try:
+        assert driver.take("trial__t1") and driver.take("base__m")
+        assert board.refresh()  # a driver came: the page changes
+        drivers = json.loads(board.current()[1])["sweep"]["drivers"]
+        assert drivers == [{"label": driver.driver.label, "trials": 1, "other": ["base__m"]}]
+    finally:
+        driver.close()
     tid = snap["sweep"]["grid"][0]["trial_id"]
     view = board.trial(tid)
     assert view["trial"]["trial_id"] == tid and view["scores"] and view["generations"]
