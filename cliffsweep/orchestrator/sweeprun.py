@@ -243,7 +243,7 @@ class SweepRun:
         stats, stats_failed = ensure_stats(self.spec, self.store, self.rehearsal, todo)
         self.stats_uri.update(stats)
         for tid, msg in stats_failed.items():
-            self.book.fail(tid, msg)
+            self.fail_if_mine(tid, msg)
         return [t for t in todo if t.trial_id not in stats_failed]
 
     def drop_broken_models(self) -> None:
@@ -256,7 +256,7 @@ class SweepRun:
                 continue
             self.broken[m.name] = error
             for tid in self.queue.drop_model(m.name):
-                self.book.fail(tid, f"not trained: the base evaluation of model {m.name!r} failed, so no checkpoint "
+                self.fail_if_mine(tid, f"not trained: the base evaluation of model {m.name!r} failed, so no checkpoint "
                                f"of it could be evaluated; fix the model or its eval settings and re-run with "
                                f"--retry-failed. The evaluation's error:\n{error}")
 
@@ -291,7 +291,7 @@ class SweepRun:
         self.stats_uri.update(new_stats)
         for t in trials:
             if t.trial_id in failed:
-                self.book.fail(t.trial_id, failed[t.trial_id])
+                self.fail_if_mine(t.trial_id, failed[t.trial_id])
             else:
                 self.book.pending(t.trial_id)
         ready = [t for t in trials if t.trial_id not in failed]
@@ -354,6 +354,12 @@ class SweepRun:
             self.claims.release(key)
             return False
         return True
+
+    def fail_if_mine(self, tid: str, error: str) -> None:
+        """Record a trial that will not train here as failed, if this driver can claim it (one
+        another driver trains is not this driver's to record)."""
+        if self.take_trial(tid):
+            self.book.fail(tid, error)
 
     def claim_job(self, job: JobRun) -> JobRun | None:
         """`job` with only the trials this driver could claim (JobQueue, as Tune takes it); None
