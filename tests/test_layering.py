@@ -137,6 +137,11 @@ FORBIDDEN["dashboard"] = {"orchestrator", "trainables", "evaluator", "tracking",
 for _name, _rule in FORBIDDEN.items():
     if _name != "dashboard":
         _rule.add("dashboard")
+# `submit --slurm` (issue 53): the sbatch scripts sit under `submit` alone, beside the Jobs API
+FORBIDDEN["slurm"] = {"cli", "submit", "dashboard"}
+for _name, _rule in FORBIDDEN.items():
+    if _name not in ("slurm", "submit"):
+        _rule.add("slurm")
 
 
 def test_every_package_and_top_level_module_has_its_rule():
