@@ -35,24 +35,30 @@ def store(request, tmp_path):
         yield Store("s3://sweeps/shared")
 
 
+def race(claimers: list[Claims], key: str) -> list[Claims]:
+    """Every claimer takes `key` at the same moment (one thread each); those that got it."""
+    won: list[Claims] = []
+    barrier = threading.Barrier(len(claimers))
+
+    def take(c: Claims) -> None:
+        barrier.wait()
+        if c.take(key):
+            won.append(c)
+
+    threads = [threading.Thread(target=take, args=(c,)) for c in claimers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return won
+
+
 def test_one_key_one_holder_however_many_race(store):
     drivers = [Claims(store) for _ in range(6)]
     try:
-        won: list[int] = []
-        barrier = threading.Barrier(len(drivers))
-
-        def race(i: int) -> None:
-            barrier.wait()
-            if drivers[i].take("trial__a"):
-                won.append(i)
-
-        threads = [threading.Thread(target=race, args=(i,)) for i in range(len(drivers))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        won = race(drivers, "trial__a")
         assert len(won) == 1, won
-        holder = drivers[won[0]]
+        holder = won[0]
         assert read_claims(store)["trial__a"]["token"] == holder.driver.token
         assert all(d.take("trial__a") == (d is holder) for d in drivers)  # a live holder keeps it
         assert holder.take("trial__a") and holder.holds("trial__a")
@@ -77,20 +83,7 @@ def test_a_gone_holders_claim_passes_to_exactly_one_taker(store, monkeypatch):
     assert gone.take("trial__b")
     takers = [Claims(store) for _ in range(4)]
     try:
-        won: list[Claims] = []
-        barrier = threading.Barrier(len(takers))
-
-        def race(c: Claims) -> None:
-            barrier.wait()
-            if c.take("trial__b"):
-                won.append(c)
-
-        threads = [threading.Thread(target=race, args=(c,)) for c in takers]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert len(won) == 1  # a dead process on this machine: taken at once, by one
+        assert len(race(takers, "trial__b")) == 1  # a dead process on this machine: taken at once, by one
         # a holder on another machine is taken over only once silent past the TTL
         far = Claims(store, Driver("another-host", 1, time.time(), "far-token"))
         far._stop.set()

@@ -124,7 +124,7 @@ class SweepRun:
         self.book.show()
         todo_ids = set(trials_to_run([t.trial_id for t in self.grid], self.book.status, retry_failed))
         # another live driver's trials are its business (issue 53): not recorded, not queued here
-        held = {key for key in self.claims.others()}
+        held = set(self.claims.others())
         self.elsewhere = {tid for tid in todo_ids | set(self.book.trained) if trial_claim(tid) in held}
         for tid in self.elsewhere:
             self.book.trained.pop(tid, None)
