@@ -80,16 +80,17 @@ def replay(points: pd.DataFrame, samples: pd.DataFrame, learn: str, retain: str,
                 rows.append({"model": model, "task": task, "trial_id": p["trial_id"], "step": int(p["step"]),
                              "n_scored": n, "n_items": len(x), "calls": calls})
     scored = pd.DataFrame(rows)
-    hinge = set(top_ups(got, frontiers(got, n_boot=0), scored))
-    for idx, p in got[got["series"] != "base"].iterrows():
-        key = (p["trial_id"], int(p["step"]))
-        if key in hinge:
+    index = {(p["trial_id"], int(p["step"])): idx for idx, p in got[got["series"] != "base"].iterrows()}
+    while True:  # the sweep's fixpoint (orchestrator/topups.py): read, top up, read again
+        hinge = set(top_ups(got, frontiers(got, n_boot=0), scored))
+        if not hinge:
+            return got, scored
+        for key in hinge:
             for col in ("L", "R"):
-                got.loc[idx, col] = full[(*key, col)]
-    topped = scored.apply(lambda r: (r["trial_id"], r["step"]) in hinge, axis=1)
-    scored.loc[topped & (scored["n_scored"] < scored["n_items"]), "calls"] += 1  # the top-up's one call
-    scored.loc[topped, "n_scored"] = scored.loc[topped, "n_items"]
-    return got, scored
+                got.loc[index[key], col] = full[(*key, col)]
+        topped = scored.apply(lambda r: (r["trial_id"], r["step"]) in hinge, axis=1)
+        scored.loc[topped & (scored["n_scored"] < scored["n_items"]), "calls"] += 1  # the top-up's one call
+        scored.loc[topped, "n_scored"] = scored.loc[topped, "n_items"]
 
 
 def agreement(full: pd.DataFrame, fast: pd.DataFrame) -> dict[str, float]:

@@ -104,7 +104,8 @@ def test_threshold_ties_are_inclusive():
     # Drop exactly cliff_drop of R0 (0.4 * 0.5 = 0.2 points) counts as a collapse; nudged below, it does not.
     s = series([0.2, 0.6, 0.7, 0.7], [0.5, 0.5, 0.5, 0.3], lrs=[0, 1, 2, 4])
     assert classify(s, Thresholds(cliff_drop=0.4)).regime == "cliff"
-    assert classify(s, Thresholds(cliff_drop=0.41)).regime == "gradual"
+    # (not a cliff; and lr 4 learned nothing over lr 2, which kept R0: forgetting, no trade-off)
+    assert classify(s, Thresholds(cliff_drop=0.41)).regime == "forgetting"
     # Gain exactly max_gain_share of the span is "no learning gain".
     s2 = series([0.2, 0.6, 0.7, 0.8], [0.5, 0.5, 0.5, 0.1], lrs=[0, 1, 2, 4])
     assert classify(s2, Thresholds(max_gain_share=1 / 6)).regime == "cliff"
@@ -129,7 +130,7 @@ def test_point_inside_a_sharp_collapse_does_not_hide_it():
     s = series([0.25, 0.70, 0.80, 0.80, 0.81, 0.80], [0.60, 0.60, 0.60, 0.60, 0.42, 0.04])
     c = classify(s)
     assert c.regime == "cliff" and (c.critical_lr_low, c.critical_lr_high) == (3e-4, 1e-3)
-    assert classify(s, Thresholds(near_base=0.2)).regime == "gradual"
+    assert classify(s, Thresholds(near_base=0.2)).regime == "forgetting"  # no cliff; no learning past 0.80
 
 
 def test_collapse_over_a_step_wider_than_the_ratio_is_unresolved():
@@ -137,11 +138,12 @@ def test_collapse_over_a_step_wider_than_the_ratio_is_unresolved():
     c = classify(s)
     assert c.regime == "inconclusive" and "refine" in c.reason
     assert (c.unresolved_lr_low, c.unresolved_lr_high) == (1e-4, 1e-3) and c.critical_lr_low is None
-    # Inside the step, a sharp collapse shows up as a cliff, a spread one as gradual.
+    # Inside the step, a sharp collapse shows up as a cliff, a spread one as a decline (forgetting: L
+    # stays at 0.80, where the lrs that keep R0 already are; issue 59).
     sharp = pd.concat([s, pd.DataFrame({"lr": [2.2e-4, 4.6e-4], "L": [0.8, 0.8], "R": [0.59, 0.05]})])
     assert classify(sharp).regime == "cliff"
     spread = pd.concat([s, pd.DataFrame({"lr": [2.2e-4, 4.6e-4], "L": [0.8, 0.8], "R": [0.42, 0.24]})])
-    assert classify(spread).regime == "gradual"
+    assert classify(spread).regime == "forgetting"
     # With learning gained across the wide step it is still unresolved: the gain may precede the collapse.
     gain = s.assign(L=[0.25, 0.3, 0.35, 0.8])
     assert classify(gain).unresolved_lr_low == 1e-4

@@ -187,7 +187,7 @@ def test_empty_store_is_a_clear_error(tmp_path):
 
 def test_cli_threshold_flags(tmp_path):
     _tiny(str(tmp_path / "s"))
-    for flags, regime in (([], "cliff"), (["--cliff-drop", "0.95"], "gradual")):
+    for flags, regime in (([], "cliff"), (["--cliff-drop", "0.95"], "forgetting")):
         out = str(tmp_path / f"out{len(flags)}")
         assert analyze_main([str(tmp_path / "s"), "--out", out, "--n-boot", "0", "--no-report", *flags]) == 0
         t = pd.read_parquet(f"{out}/frontiers.parquet")

@@ -32,7 +32,7 @@ def row(pts, **kw) -> pd.Series:
     return t[t["series"] == "sft"].iloc[0]
 
 
-def test_one_runs_deviation_reads_a_cliff_marked_one_run_and_three_runs_read_gradual():
+def test_one_runs_deviation_reads_a_cliff_marked_one_run_and_three_runs_name_it():
     deviant = list(np.add(GRADUAL_R, DEVIATION))
     clean = row(points(LRS5, [(GRADUAL_L, GRADUAL_R)]), n_boot=200)
     assert clean["regime"] == "gradual", clean["reason"]
@@ -44,7 +44,10 @@ def test_one_runs_deviation_reads_a_cliff_marked_one_run_and_three_runs_read_gra
     assert one["drop_at_cliff"] == pytest.approx(0.52) and one["gain_at_cliff_share"] == pytest.approx(0.05 / 0.32)
     assert one["runs_at_bracket"] == 1 and one["confidence_over"] == "items"
     three = row(points(LRS5, [(GRADUAL_L, deviant), (GRADUAL_L, GRADUAL_R), (GRADUAL_L, GRADUAL_R)]), n_boot=200)
-    assert three["regime"] == "gradual", three["reason"]
+    # the mean of the three is gradual, but the deviant run alone collapses at the closest call
+    # beyond its noise: runs checked both ways (issue 59 part 4) make it inconclusive, naming it
+    assert three["regime_point_estimate"] == "gradual" and three["regime"] == "inconclusive", three["reason"]
+    assert "seed 0" in three["reason"] and "disagree" in three["reason"], three["reason"]
     assert three["runs_at_bracket"] == 3 and three["confidence_over"] == "runs and items"
     # the bootstrap over runs sees the deviant run: some replicates draw it twice or thrice and read
     # a cliff, which an item bootstrap of the run means cannot

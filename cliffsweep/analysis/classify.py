@@ -83,14 +83,16 @@ resolve the same way every time.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-REGIMES = ("cliff", "gradual", "no_forgetting", "inconclusive")
+REGIMES = ("cliff", "gradual", "forgetting", "no_forgetting", "inconclusive")
 PAPER_REGIMES = ("cliff", "collapse_without_learning", "forgot_before_cliff", "unmeasured_before_cliff",
-                 "learned_after_cliff", "gradual", "no_forgetting", "inconclusive")
+                 "learned_after_cliff", "gradual", "forgetting", "no_forgetting", "inconclusive")
+_NORMAL = NormalDist()
 _EPS = 1e-9  # float slack so that a value equal to a threshold up to rounding counts as equal
 
 
@@ -162,6 +164,9 @@ class Classification:
     learned_before_cliff: float | None = None
     """Cliffs only: learning gain at critical_lr_low as a share of the headroom 1 - L0 (the
     paper's "learning without forgetting" side; :func:`paper_regime`)."""
+    learned_before_cliff_z: float | None = None
+    """Cliffs only, where the learn task's item counts are known: that gain (L at critical_lr_low
+    - L0) in standard errors of the difference; at most noise_z is no learning (issue 59)."""
     kept_before_cliff: float | None = None
     """Cliffs only: retention as a share of R0 at the highest trained lr a whole transition
     width below the collapse (lr <= critical_lr_high / cliff_lr_ratio): the paper's "small lrs"
@@ -193,6 +198,11 @@ class Classification:
     """Rule 6 only: the lower lr of a collapsing grid step wider than cliff_lr_ratio."""
     unresolved_lr_high: float | None = None
     """Rule 6 only: the upper lr of that step (refine between the two)."""
+    deciding_lrs: tuple[float, ...] = ()
+    """The trained lrs whose points decided the verdict (issue 59 part 3): a cliff's bracket, the
+    lr its "small lrs" are read at and the pair its further learning is read from; a decline's
+    closest call and the pair its learning test compared; the lr that came closest to forgetting
+    for no_forgetting. The top-up scores them on every item and reads the verdict again."""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -236,13 +246,19 @@ def classify(points: pd.DataFrame, thresholds: Thresholds | None = None) -> Clas
                            curve["R"].to_numpy(float), thresholds or Thresholds())
 
 
-def _witnesses(lr: np.ndarray, L: np.ndarray, r: np.ndarray, span: float, th: Thresholds) -> np.ndarray:
+def _witnesses(lr: np.ndarray, L: np.ndarray, r: np.ndarray, span: float, th: Thresholds,
+               gain_z: np.ndarray | None = None) -> np.ndarray:
     """(n, n) mask: [i, j] is True where lr_i -> lr_j (i < j) is a collapse within the factor
-    (rule 4 without persistence)."""
+    (rule 4 without persistence). Learning across it counts only when it is both material (above
+    max_gain_share of the span) and, where item counts are known (``gain_z``), real (above
+    noise_z standard errors): the span's floor (min_span) is smaller than one learn score's noise
+    at a few hundred items, so a wiggle across a collapse was "learning" (issue 59)."""
     close = (lr[None, :] <= th.cliff_lr_ratio * lr[:, None] * (1 + _EPS)) & np.triu(np.ones((len(lr),) * 2, bool), 1)
     start = (r >= 1.0 - th.near_base - _EPS)[:, None]
     drop = (r[:, None] - r[None, :]) >= th.cliff_drop - _EPS
     gain = (L[None, :] - L[:, None]) <= th.max_gain_share * span + _EPS
+    if gain_z is not None:
+        gain |= gain_z <= th.noise_z + _EPS
     return close & start & drop & gain
 
 
@@ -263,12 +279,26 @@ def _closest(lr: np.ndarray, L: np.ndarray, r: np.ndarray, span: float, th: Thre
             "closest_shortfall": float(short[i, j])}
 
 
+def _var(p: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Binomial variance of an accuracy p read from n items, floored: 0 of n is not certainty."""
+    return np.maximum(p * (1 - p), 1.0 / n) / n
+
+
+def z_bar(noise_z: float, k: int) -> float:
+    """The bar a gain's z must pass to be real when it is the best of ``k`` comparisons: noise_z's
+    one-sided error split over the k (Bonferroni), so that picking the best of many lrs does not
+    make noise look like learning. k = 1 is noise_z itself."""
+    if k <= 1:
+        return noise_z
+    alpha = 1.0 - _NORMAL.cdf(noise_z)
+    return float(_NORMAL.inv_cdf(1.0 - alpha / k))
+
+
 def _after_z(L: np.ndarray, n_L: np.ndarray | None, a: int, b: int) -> float | None:
     """(L_b - L_a) in binomial standard errors of the difference; None without item counts."""
     if n_L is None or not (np.isfinite(n_L[[a, b]]).all() and (n_L[[a, b]] > 0).all()):
         return None
-    var = [max(L[k] * (1 - L[k]), 1.0 / n_L[k]) / n_L[k] for k in (a, b)]  # floored: 0 of n is not certainty
-    return float((L[b] - L[a]) / np.sqrt(sum(var)))
+    return float((L[b] - L[a]) / np.sqrt(_var(L[[a, b]], n_L[[a, b]]).sum()))
 
 
 def _after_cliff(L: np.ndarray, n_L: np.ndarray | None, L0: float, i: int, j: int, th: Thresholds) -> dict:
@@ -280,50 +310,84 @@ def _after_cliff(L: np.ndarray, n_L: np.ndarray | None, L0: float, i: int, j: in
             "learned_after_cliff_z": _after_z(L, n_L, a, b)}
 
 
+@dataclass(frozen=True)
+class _Learn:
+    """The learn task's numbers one classification reads: L per lr with the base first, and its
+    item counts where every point has them (None: learning is read as a share, issue 59 part 2)."""
+
+    L: np.ndarray
+    n: np.ndarray | None
+
+    def z(self, a: int, b: int) -> float | None:
+        return None if self.n is None else _after_z(self.L, self.n, a, b)
+
+    def gain_matrix_z(self) -> np.ndarray | None:
+        """[a, b]: (L_b - L_a) in standard errors of the difference (trained lrs, base excluded)."""
+        if self.n is None:
+            return None
+        L, v = self.L[1:], _var(self.L[1:], self.n[1:])
+        return (L[None, :] - L[:, None]) / np.sqrt(v[:, None] + v[None, :])
+
+
+def _learning(learn: _Learn, lost: np.ndarray, th: Thresholds) -> tuple[bool, str, tuple[int, int]]:
+    """Whether the lrs that forget learned beyond noise over the best of those that do not (the
+    base included): the trade-off that makes a series gradual (000 Fig. 3: retention falls as
+    learning rises). With item counts the gain of the best forgetting lr over the best keeping
+    one must pass z_bar(noise_z, k) standard errors, k the forgetting lrs it was the best of;
+    without them it must reach paper_min_learning of the headroom, as the row's reason says."""
+    L = learn.L
+    forgets = np.flatnonzero(lost >= th.forget_min - _EPS) + 1  # positions in L (base at 0)
+    keeps = np.concatenate([[0], np.flatnonzero(lost < th.forget_min - _EPS) + 1])
+    a, b = int(keeps[np.argmax(L[keeps])]), int(forgets[np.argmax(L[forgets])])
+    gain = L[b] - L[a]
+    z = learn.z(a, b)
+    if z is not None:
+        bar = z_bar(th.noise_z, len(forgets))
+        return z > bar + _EPS, f"{gain:+.3f} in L, {z:.1f} standard errors (bar {bar:.1f})", (a, b)
+    bar = th.paper_min_learning * (1.0 - L[0])
+    return gain >= bar - _EPS, (f"{gain:+.3f} in L against a bar of {bar:.3f} ({th.paper_min_learning:.0%} of the "
+                                "headroom; no item counts, so no standard error)"), (a, b)
+
+
 def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds,
                     n_L: np.ndarray | None = None) -> Classification:
     """:func:`classify` on per-lr arrays sorted by lr with unique lrs (the bootstrap's hot path).
-    ``n_L``: the learn task's items scored per lr (summed over its runs; base first), for
-    ``learned_after_cliff_z``; the regime itself never reads it."""
+    ``n_L``: the learn task's items scored per lr (summed over its runs; base first). Where every
+    point has them, every "did it learn" test reads the gain in standard errors (issue 59 part 2);
+    without them, as a share of the learning span or headroom."""
     n_points = len(lr)
     if n_points == 0 or lr[0] != 0:
         return Classification("inconclusive", "no base point (lr = 0)", n_points)
-    L0, R0, lr, L, R = L[0], R[0], lr[1:], L[1:], R[1:]
-    if len(lr) < th.min_lrs:
-        return Classification("inconclusive", f"{len(lr)} trained lr(s); need >= {th.min_lrs}", n_points)
-    if R0 <= 0:
+    if len(lr) - 1 < th.min_lrs:
+        return Classification("inconclusive", f"{len(lr) - 1} trained lr(s); need >= {th.min_lrs}", n_points)
+    if R[0] <= 0:
         return Classification("inconclusive", "base retention is 0: forgetting is unmeasurable", n_points)
+    n_all = None if n_L is None else np.asarray(n_L, float)
+    counted = n_all is not None and len(n_all) == n_points and bool(np.isfinite(n_all).all() and (n_all > 0).all())
+    learn = _Learn(np.asarray(L, float), n_all if counted else None)
+    L0, R0, lr, L, R = L[0], R[0], lr[1:], L[1:], R[1:]
     r = R / R0
     lost = 1.0 - r
     span = max(L.max() - L0, th.min_span * (1.0 - L0), 1e-12)
     summary = {"max_forgetting": float(lost.max()), "max_learning": float(L.max() - L0), **_closest(lr, L, r, span, th)}
     if lost.max() < th.forget_min:
         return Classification("no_forgetting", f"every lr keeps > {1 - th.forget_min:.0%} of base retention",
-                              n_points, **summary)
+                              n_points, deciding_lrs=_lrs(lr, int(np.argmax(lost))), **summary)
     if lost[0] >= th.cliff_drop:
         return Classification("inconclusive", f"the lowest lr ({lr[0]:g}) already loses {lost[0]:.0%} of base "
-                              "retention; sweep lower lrs", n_points, **summary)
+                              "retention; sweep lower lrs", n_points, deciding_lrs=_lrs(lr, 0), **summary)
     back = 1.0 - th.near_base - _EPS
     # recovers[j]: some lr above lr_j keeps 1 - near_base again, so a collapse ending at j is transient.
     recovers = np.append(np.maximum.accumulate((r >= back)[::-1])[::-1][1:], False)
-    wit = _witnesses(lr, L, r, span, th)
+    wit = _witnesses(lr, L, r, span, th, learn.gain_matrix_z())
     ends = np.flatnonzero(wit.any(axis=0) & ~recovers)
     if len(ends):
-        j = int(ends[0])
-        i = int(np.flatnonzero(wit[:, j])[-1])
-        drop, gain = r[i] - r[j], L[j] - L[i]
-        return Classification(
-            "cliff", f"lr {lr[i]:g} -> {lr[j]:g} ({lr[j] / lr[i]:.2g}x) loses {drop:.0%} of base retention for "
-            f"{gain / span:+.0%} of the learning span", n_points,
-            critical_lr_low=float(lr[i]), critical_lr_high=float(lr[j]), drop_at_cliff=float(drop),
-            drop_at_cliff_abs=float(R[i] - R[j]), gain_at_cliff=float(gain),
-            gain_at_cliff_share=float(gain / span), learned_before_cliff=float((L[i] - L0) / max(1.0 - L0, 1e-12)),
-            kept_before_cliff=_kept_below(lr, r, lr[j] / th.cliff_lr_ratio),
-            **_after_cliff(L, None if n_L is None else np.asarray(n_L, float)[1:], L0, i, j, th), **summary)
+        return _cliff(lr, L, R, r, L0, span, learn, int(ends[0]), wit, th, n_points, summary)
     if wit.any():
         i, j = (int(x[0]) for x in np.nonzero(wit))
         return Classification("inconclusive", f"retention collapses at lr {lr[i]:g} -> {lr[j]:g} but recovers "
-                              "at a higher lr (non-monotone)", n_points, **summary)
+                              "at a higher lr (non-monotone)", n_points,
+                              deciding_lrs=_lrs(lr, i, j, j + 1 + int(np.argmax(r[j + 1:]))), **summary)
     wide = (lr[1:] > th.cliff_lr_ratio * lr[:-1] * (1 + _EPS)) & (r[:-1] >= back) \
         & (r[:-1] - r[1:] >= th.cliff_drop - _EPS) & ~recovers[1:]
     if wide.any():
@@ -332,25 +396,65 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
             "inconclusive", f"retention collapses by {r[k] - r[k + 1]:.0%} of base between lr {lr[k]:g} and "
             f"{lr[k + 1]:g}, {lr[k + 1] / lr[k]:.2g}x apart (> cliff_lr_ratio {th.cliff_lr_ratio:g}): a cliff "
             "or a steep decline; refine the bracket", n_points,
-            unresolved_lr_low=float(lr[k]), unresolved_lr_high=float(lr[k + 1]), **summary)
-    return Classification("gradual", f"retention falls up to {lost.max():.0%} of base with no collapse "
-                          f"within {th.cliff_lr_ratio:g}x of lr lacking learning", n_points, **summary)
+            unresolved_lr_low=float(lr[k]), unresolved_lr_high=float(lr[k + 1]), deciding_lrs=_lrs(lr, k, k + 1),
+            **summary)
+    learns, how, pair = _learning(learn, lost, th)
+    deciding = tuple(sorted(set(_lrs(lr, *(k - 1 for k in pair if k > 0))) | set(_lrs_of(summary))))
+    if not learns:
+        return Classification("forgetting", f"retention falls up to {lost.max():.0%} of base, and the lrs that "
+                              f"forget learned no more than those that keep it, beyond noise ({how}): forgetting "
+                              "without a trade-off", n_points, deciding_lrs=deciding, **summary)
+    return Classification("gradual", f"retention falls up to {lost.max():.0%} of base as learning rises ({how}), "
+                          f"with no collapse within {th.cliff_lr_ratio:g}x of lr lacking learning", n_points,
+                          deciding_lrs=deciding, **summary)
+
+
+def _cliff(lr, L, R, r, L0, span, learn: _Learn, j: int, wit: np.ndarray, th: Thresholds, n_points: int,
+           summary: dict) -> Classification:
+    """Rule 4's verdict for the collapse ending at trained lr index ``j`` (its highest witness i)."""
+    i = int(np.flatnonzero(wit[:, j])[-1])
+    drop, gain = r[i] - r[j], L[j] - L[i]
+    below = np.flatnonzero(lr <= lr[j] / th.cliff_lr_ratio * (1 + _EPS))
+    deciding = _lrs(lr, i, j, int(np.argmax(L[:i + 1])), j + int(np.argmax(L[j:])), *below[-1:])
+    return Classification(
+        "cliff", f"lr {lr[i]:g} -> {lr[j]:g} ({lr[j] / lr[i]:.2g}x) loses {drop:.0%} of base retention for "
+        f"{gain / span:+.0%} of the learning span", n_points,
+        critical_lr_low=float(lr[i]), critical_lr_high=float(lr[j]), drop_at_cliff=float(drop),
+        drop_at_cliff_abs=float(R[i] - R[j]), gain_at_cliff=float(gain),
+        gain_at_cliff_share=float(gain / span), learned_before_cliff=float((L[i] - L0) / max(1.0 - L0, 1e-12)),
+        learned_before_cliff_z=learn.z(0, i + 1),
+        kept_before_cliff=_kept_below(lr, r, lr[j] / th.cliff_lr_ratio),
+        deciding_lrs=deciding, **_after_cliff(L, None if learn.n is None else learn.n[1:], L0, i, j, th),
+        **summary)
+
+
+def _lrs(lr: np.ndarray, *at: int) -> tuple[float, ...]:
+    """The lrs at trained positions ``at``, sorted, once each."""
+    return tuple(sorted({float(lr[k]) for k in at}))
+
+
+def _lrs_of(summary: dict) -> tuple[float, ...]:
+    """The closest call's pair (a decline's verdict rests on it falling short of a collapse)."""
+    return tuple(float(summary[k]) for k in ("closest_lr_low", "closest_lr_high") if k in summary)
 
 
 def paper_regime(regime: str, learned_before_cliff: float | None, th: Thresholds,
                  kept_before_cliff: float | None = None, learned_after_cliff: float | None = None,
-                 learned_after_cliff_z: float | None = None) -> str:
+                 learned_after_cliff_z: float | None = None, learned_before_cliff_z: float | None = None) -> str:
     """The paper's reading of a regime (module docstring): a rule-4 cliff is the paper's cliff
     only if its safe side learned (``collapse_without_learning`` otherwise) with minimal
     forgetting (``forgot_before_cliff``) and nothing more is learned past it
     (``learned_after_cliff``); every other regime reads the same. The small lrs' side must be
     measured (``unmeasured_before_cliff``: no lr a transition width below the collapse).
-    "Nothing more" is strict where the learn task's item counts are known: any gain over the
-    safe side's best beyond ``noise_z`` standard errors is further learning; without them, a gain
-    above ``max_gain_share`` of the safe side's own learning (issue 52)."""
+    "Learned" before the collapse is at least paper_min_learning of the headroom and, where the
+    learn task's item counts are known, beyond noise_z standard errors (issue 59). "Nothing more"
+    is strict where the counts are known: any gain over the safe side's best beyond ``noise_z``
+    standard errors is further learning; without them, a gain above ``max_gain_share`` of the
+    safe side's own learning (issue 52)."""
     if regime != "cliff":
         return regime
-    if learned_before_cliff is None or learned_before_cliff < th.paper_min_learning - _EPS:
+    if learned_before_cliff is None or learned_before_cliff < th.paper_min_learning - _EPS \
+            or (_known(learned_before_cliff_z) and learned_before_cliff_z <= th.noise_z + _EPS):
         return "collapse_without_learning"
     if not _known(kept_before_cliff):
         return "unmeasured_before_cliff"

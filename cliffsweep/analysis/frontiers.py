@@ -21,6 +21,7 @@ from cliffsweep.analysis.confidence import replicate_accuracies
 from cliffsweep.analysis.pareto import dominates_all, frontier_area, margins, pareto_mask
 from cliffsweep.analysis.runs import run_weights, runs_at, unreproduced
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
+from cliffsweep.analysis.within_noise import notes as noise_notes
 
 SERIES_KEY = ["model", "series", "epochs"]
 MIN_CONFIDENCE = 0.6
@@ -29,17 +30,17 @@ MIN_CONFIDENCE = 0.6
 FRONTIER_COLUMNS = [
     "model", "family", "size_b", "pretrain_optimizer", "series", "method", "optimizer", "epochs", "label", "regime",
     "regime_paper",
-    "learned_before_cliff", "kept_before_cliff", "learned_after_cliff", "regime_point_estimate",
+    "learned_before_cliff", "learned_before_cliff_z", "kept_before_cliff", "learned_after_cliff", "regime_point_estimate",
     "confidence", "confidence_method", "regime_shares", "critical_lr_low", "critical_lr_high",
     "bracket_agreement", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff", "gain_at_cliff_share",
     "max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "max_safe_lr_confidence", "max_forgetting", "max_learning", "base_L", "base_R", "frontier_area", "pareto_point_ids",
     "model_pareto_point_ids", "model_pareto_share", "dominated_by", "n_points", "n_lrs", "n_refined_lrs",
     "n_checkpoints", "runs_at_bracket", "confidence_over", "learned_after_cliff_z", "closest_lr_low",
-    "closest_lr_high", "closest_drop", "closest_shortfall", "reason",
+    "closest_lr_high", "closest_drop", "closest_shortfall", "deciding_lrs", "within_noise", "reason",
 ]
 _CLIFF_FIELDS = ["critical_lr_low", "critical_lr_high", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff",
-                 "gain_at_cliff_share", "learned_before_cliff", "kept_before_cliff", "learned_after_cliff",
-                 "learned_after_cliff_z"]
+                 "gain_at_cliff_share", "learned_before_cliff", "learned_before_cliff_z", "kept_before_cliff",
+                 "learned_after_cliff", "learned_after_cliff_z"]
 
 
 def series_labels(points: pd.DataFrame) -> pd.Series:
@@ -53,11 +54,13 @@ def series_labels(points: pd.DataFrame) -> pd.Series:
 
 
 def _bootstrap(lr: np.ndarray, L_reps: np.ndarray, R_reps: np.ndarray, th: Thresholds,
-               rng: np.random.Generator) -> tuple[list, list] | None:
+               rng: np.random.Generator, n_L: np.ndarray | None = None) -> tuple[list, list] | None:
     """Re-classify each replicate and find its highest safe lr (seeds averaged per lr as in the
     point estimate); `lr`: the classified points' lrs, the replicates' rows. Where an lr has
     several runs, each replicate first draws them with replacement (runs.run_weights: the
-    hierarchical bootstrap, issue 52), then their items (the replicates)."""
+    hierarchical bootstrap, issue 52), then their items (the replicates). ``n_L``: the learn
+    task's items per lr (as the point estimate reads them), so that each replicate's learning
+    tests are in standard errors as the point estimate's are (issue 59)."""
     if np.isnan(L_reps).any() or np.isnan(R_reps).any():
         return None
     lrs, inv = np.unique(lr, return_inverse=True)
@@ -70,7 +73,7 @@ def _bootstrap(lr: np.ndarray, L_reps: np.ndarray, R_reps: np.ndarray, th: Thres
     else:
         Lc, Rc = G @ (W * L_reps), G @ (W * R_reps)
     B = L_reps.shape[1]
-    return ([classify_arrays(lrs, Lc[:, b], Rc[:, b], th) for b in range(B)],
+    return ([classify_arrays(lrs, Lc[:, b], Rc[:, b], th, n_L=n_L) for b in range(B)],
             [max_safe_lr_arrays(lrs, Lc[:, b], Rc[:, b], th).max_safe_lr for b in range(B)])
 
 
@@ -85,11 +88,15 @@ def _series_row(key: tuple, first: dict, n_rows: int, n_refined: int, cls: np.nd
     lr, L, R = (columns[c][cls] for c in ("lr", "L", "R"))
     curve = lr_curve_arrays(lr, L, R)
     lrs, inv = np.unique(lr, return_inverse=True)
-    point = classify_arrays(*curve, th, n_L=np.bincount(inv, columns["n_L"][cls], len(lrs)))
+    n_L = np.bincount(inv, columns["n_L"][cls], len(lrs))
+    point = classify_arrays(*curve, th, n_L=n_L)
     safe = max_safe_lr_arrays(*curve, th)
     out = {**point.as_dict(), **safe.as_dict()}
     for k in ("unresolved_lr_low", "unresolved_lr_high"):  # in the reason; next_lrs.py reads them
         out.pop(k)
+    # every lr the verdict and the highest safe lr were read at (the top-up's fixpoint, issue 59)
+    out["deciding_lrs"] = sorted(set(point.deciding_lrs) | {x for x in (safe.max_safe_lr, safe.max_safe_lr_next)
+                                                              if x is not None})
     out.update(model=model, series=series, epochs=epochs, method=first["method"],
                optimizer=first["optimizer"], label=first["label"],
                regime_point_estimate=point.regime, n_lrs=int((curve[0] > 0).sum()),
@@ -101,31 +108,38 @@ def _series_row(key: tuple, first: dict, n_rows: int, n_refined: int, cls: np.nd
         point.closest_lr_low, point.closest_lr_high)
     runs = runs_at(lr[n_base:], *bracket)
     out["runs_at_bracket"] = np.nan if runs is None else runs
-    _confidence(out, point, safe, lr, cls, reps, th, min_confidence, rng)
+    _confidence(out, point, safe, lr, cls, reps, th, min_confidence, rng, n_L)
     # what the bootstrap drew: runs too wherever some lr of the series has several (runs.run_weights)
     several = np.unique(lr[n_base:], return_counts=True)[1].max(initial=0) >= 2
     out["confidence_over"] = "none" if out["confidence_method"] == "none" else (
         "runs and items" if several else "items")
-    if out["regime"] == "cliff":
-        why = unreproduced(lr[n_base:], R[n_base:], columns["n_R"][cls][n_base:], float(curve[2][0]),
-                           point.critical_lr_low, point.critical_lr_high, th.cliff_drop, th.noise_z)
+    if out["regime"] in ("cliff", "gradual", "forgetting") and all(x is not None for x in bracket):
+        # runs checked both ways (issue 59 part 4): a cliff every run past its bracket must show,
+        # a decline no run at its closest call may collapse on
+        why = unreproduced(lr[n_base:], R[n_base:], columns["n_R"][cls][n_base:], float(curve[2][0]), *bracket,
+                           th.cliff_drop, th.noise_z, cliff=out["regime"] == "cliff",
+                           names=columns["run"][cls][n_base:])
         if why:
             out.update(regime="inconclusive", reason=why)
     if out["regime"] != "cliff":
         out.update({f: np.nan for f in _CLIFF_FIELDS})
+    n_R = np.bincount(inv, columns["n_R"][cls], len(lrs))
+    out["within_noise"] = "; ".join(noise_notes(curve[0], curve[2], n_R, safe.max_safe_lr, safe.max_safe_lr_next,
+                                                (point.critical_lr_low, point.critical_lr_high), th))
     out["regime_paper"] = paper_regime(out["regime"], out["learned_before_cliff"], th, out["kept_before_cliff"],
-                                       out["learned_after_cliff"], out["learned_after_cliff_z"])
+                                       out["learned_after_cliff"], out["learned_after_cliff_z"],
+                                       out["learned_before_cliff_z"])
     return out
 
 
 def _confidence(out: dict, point, safe, lr: np.ndarray, cls: np.ndarray, reps: tuple | None, th: Thresholds,
-                min_confidence: float, rng: np.random.Generator) -> None:
+                min_confidence: float, rng: np.random.Generator, n_L: np.ndarray | None = None) -> None:
     """The bootstrap's columns of a series' row `out` (confidence, shares, agreement); a regime
     below `min_confidence` becomes inconclusive."""
     reps_cls = None
     if reps is not None:
         L_reps, R_reps, src = reps
-        boot = _bootstrap(lr, L_reps[cls], R_reps[cls], th, rng)
+        boot = _bootstrap(lr, L_reps[cls], R_reps[cls], th, rng, n_L)
         reps_cls, reps_safe = boot if boot is not None else (None, None)
         out["confidence_method"] = "none" if reps_cls is None else (
             "bootstrap" if (src[cls] == "samples").all() else "binomial" if (src[cls] == "binomial").all()
@@ -146,6 +160,32 @@ def _confidence(out: dict, point, safe, lr: np.ndarray, cls: np.ndarray, reps: t
         out["regime"] = "inconclusive"
         out["reason"] = (f"only {out['confidence']:.0%} of bootstrap replicates agree with the point "
                          f"estimate '{point.regime}' ({point.reason})")
+
+
+def _one_per_run(pts: pd.DataFrame) -> np.ndarray:
+    """The classified flags, one checkpoint per training run whatever the frame's flags say
+    (issue 59 part 4: one trial's checkpoints at several epochs, without `final`/`classified`,
+    read as several runs that disagree). Where a trial has several classified rows, only its
+    last step stays; a frame with no trial ids keeps its flags (each row is a run)."""
+    flags = pts["classified"].to_numpy(bool)
+    if "trial_id" not in pts or "step" not in pts or not flags.any():
+        return flags
+    sub = pts.loc[flags, ["trial_id", "step"]]
+    last = sub.groupby("trial_id", sort=False)["step"].transform("max")
+    ok = sub["trial_id"].isna() | ((sub["step"] == last) & ~sub.duplicated(["trial_id", "step"]))
+    keep = np.zeros(len(pts), bool)
+    keep[np.flatnonzero(flags)[ok.to_numpy(bool)]] = True
+    return keep
+
+
+def _run_names(pts: pd.DataFrame) -> np.ndarray:
+    """How a report names each row's training run: its trial id, else its seed, else its row."""
+    if "trial_id" in pts:
+        return pts["trial_id"].astype(str).to_numpy(object)
+    if "seed" in pts:
+        return np.array([f"seed {v:g}" if isinstance(v, (int, float)) and v == v else f"seed {v}"
+                         for v in pts["seed"]], dtype=object)
+    return np.array([f"row {i}" for i in range(len(pts))], dtype=object)
 
 
 def _refined_lrs(pts: pd.DataFrame) -> dict[tuple, int]:
@@ -223,12 +263,14 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
             pts[col] = default
     if ((pts["series"] == "base") & (pts["lr"] != 0)).any():
         raise ValueError("base rows (series 'base') must have lr == 0")
+    pts["classified"] = _one_per_run(pts)
     pts["label"] = series_labels(pts)
     reps = replicates if replicates is not None else (
         replicate_accuracies(pts, samples, learn_task, retain_task, n_boot, seed) if n_boot > 0 else None)
     columns = {c: pts[c].to_numpy(float) for c in ("lr", "L", "R")}
     for c in ("n_L", "n_R"):  # item counts: the strict paper reading and the runs' noise (issue 52)
         columns[c] = pts[c].astype("Float64").to_numpy(float, na_value=np.nan) if c in pts else np.full(len(pts), np.nan)
+    columns["run"] = _run_names(pts)
     rng = np.random.default_rng(seed)
     is_base, classified = (pts["series"] == "base").to_numpy(), pts["classified"].to_numpy(bool)
     bases = np.flatnonzero(is_base & classified)
@@ -249,7 +291,8 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     table = pd.DataFrame(rows)
     if table.empty:
         return pd.DataFrame(columns=FRONTIER_COLUMNS)
-    for col in ("max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "learned_before_cliff", "kept_before_cliff",
+    for col in ("max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "learned_before_cliff",
+                "learned_before_cliff_z", "kept_before_cliff",
                 "learned_after_cliff", "learned_after_cliff_z", "closest_lr_low", "closest_lr_high", "closest_drop",
                 "closest_shortfall", "runs_at_bracket"):
         table[col] = table[col].astype(float)  # None -> NaN, a float column

@@ -15,6 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
+from cliffsweep.analysis.lr_format import lr_text  # noqa: E402,F401  (plots and tables label lrs alike)
+
 CLIFF_RED = "#d62728"
 SAFE_GREEN = "#2ca02c"
 # SFT is the paper's black line; the rest are tab10/tab20b hues with red and green left out, so
@@ -204,14 +206,3 @@ def texts_outside(fig) -> list[str]:
     fig_box = fig.bbox
     return [f"{kind}:{t}" for kind, items in text_boxes(fig).items() for t, b in items
             if b.x0 < fig_box.x0 - 1 or b.x1 > fig_box.x1 + 1 or b.y0 < fig_box.y0 - 1 or b.y1 > fig_box.y1 + 1]
-
-
-def lr_text(lr: float) -> str:
-    """Compact lr label, the same in plots and tables: 3e-05 -> '3e-5', 2.5e-05 -> '2.5e-5'."""
-    if not np.isfinite(lr):
-        return "-"
-    mant, exp = f"{lr:.2g}".split("e") if "e" in f"{lr:.2g}" else (f"{lr:.2g}", None)
-    if exp is None:
-        mant, exp = f"{lr:.1e}".split("e")
-    mant = mant.rstrip("0").rstrip(".") if "." in mant else mant
-    return f"{mant}e{int(exp)}"

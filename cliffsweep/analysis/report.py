@@ -27,6 +27,7 @@ TABLE_COLUMNS = [("label", "series"), ("regime_paper", "paper's reading"),
                  ("cliff", "cliff: last safe -> first collapsed lr"),
                  ("drop_at_cliff", "R lost at cliff (% of base R)"), ("learned_before_cliff", "learned before cliff (% headroom)"),
                  ("safe", "highest safe lr -> next (forgets)"), ("learn_at_max_safe_lr", "L gain at safe lr"),
+                 ("within_noise", "decided by noise (every item scored)"),
                  ("max_forgetting", "max R lost (% of base R)"), ("max_learning", "max L gain"),
                  ("frontier_area", "frontier area"), ("model_pareto_share", "share of model frontier"),
                  ("dominated_by", "dominated by"), ("n_points", "points")]
@@ -45,7 +46,11 @@ Retention R is judged as a share of the base R, learning L against the series' l
 
 - **cliff**: lrs first keep retention, then within one lr factor of cliff_lr_ratio retention
   collapses by cliff_drop of base R with no learning gain (cliff paper, Fig. 4);
-- **gradual**: R falls progressively as L rises, no single step collapses without learning (Fig. 3);
+- **gradual**: a trade-off: R falls progressively as L rises beyond noise, no single step
+  collapses without learning (Fig. 3, where a method such as SIB can help);
+- **forgetting**: R falls, but the lrs that forget learned no more than the lrs that keep R,
+  beyond noise_z standard errors of the learn task's items: forgetting with nothing bought by it
+  (no trade-off to move; a slow decline, or a collapse wider than one step);
 - **no_forgetting**: R never falls meaningfully within the swept lrs;
 - **inconclusive**: too few points, a collapse over a grid step too wide to tell (refine it), or
   bootstrap replicates disagree (the point estimate and its agreement are shown).
@@ -62,7 +67,9 @@ cliff's bracket disagree about its collapse beyond their noise, it is no cliff i
 Both readings are reported and counted; the report leads with the paper's, and where ours differs
 the series table says why. Method effects by SFT's regime use the paper's reading.
 Highest safe lr: the highest trained lr keeping >= 1 - forget_min of base R (green ring); the next
-trained lr forgets, so the answer lies between the two.
+trained lr forgets, so the answer lies between the two. Where every item leaves a decision within
+noise_z standard errors of its cut (the safe lr's share, a cliff's drop), the series table says
+so in words ("decided by noise"): the verdict's pick there is noise's, not a measurement.
 
 Points are seed means; bars are 5-95 % bootstrap intervals (examples resampled). Confidence = share
 of bootstrap replicates that re-classify the same; where an lr has several training runs, each

@@ -58,17 +58,35 @@ def _share_se(R: np.ndarray, n: np.ndarray, R0: float) -> np.ndarray:
 
 
 def unreproduced(lr: np.ndarray, R: np.ndarray, n_R: np.ndarray, R0: float, low: float, high: float,
-                 cliff_drop: float, z: float) -> str | None:
-    """Why the runs at a cliff's bracket (``low`` -> ``high``) do not reproduce its collapse, or
-    None where they do (or where the upper lr has one run: nothing to compare). ``lr``, ``R``,
-    ``n_R``: the series' trained points (one per run)."""
+                 cliff_drop: float, z: float, cliff: bool = True, names: np.ndarray | None = None) -> str | None:
+    """Why the runs at a verdict's deciding pair (``low`` -> ``high``) disagree with it, or None
+    where they agree (or where the upper lr has one run: nothing to compare). ``lr``, ``R``,
+    ``n_R``: the series' trained points (one per run); ``names``: each run's name for the reason.
+
+    Checked both ways (issue 59 part 4): for a cliff (``cliff``), every run at the upper lr must
+    have lost ``cliff_drop`` of R0 from the safe lr's mean within its own item noise; for a
+    verdict that is not a cliff (its closest call's pair), no run at the upper lr may have lost
+    ``cliff_drop`` beyond its noise, for that run alone is a collapse the mean hides (two gradual
+    seeds and one that cliffs averaged to "gradual" at 63 %)."""
     at_low, at_high = (np.isclose(lr, x, rtol=1e-9, atol=0) for x in (low, high))
-    if at_high.sum() < 2:
+    if at_high.sum() < 2 or not at_low.any():
         return None
     r, tol = R / R0, z * _share_se(R, n_R, R0)
     safe = float(r[at_low].mean())
-    fell = safe - r[at_high] + tol[at_high] >= cliff_drop - _EPS
-    if not fell.all():
-        return (f"a run at lr {high:g} kept {r[at_high][~fell].max():.0%} of base retention, more than its noise "
-                f"allows for a collapse of {cliff_drop:.0%} from lr {low:g}: the runs at the cliff's bracket disagree")
+    who = np.asarray(names, dtype=object)[at_high] if names is not None else np.array(
+        [f"run {k}" for k in range(int(at_high.sum()))], dtype=object)
+    if cliff:
+        fell = safe - r[at_high] + tol[at_high] >= cliff_drop - _EPS
+        if not fell.all():
+            k = int(np.argmax(np.where(fell, -np.inf, r[at_high])))
+            return (f"a run at lr {high:g} ({who[k]}) kept {r[at_high][k]:.0%} of base retention, more than its "
+                    f"noise allows for a collapse of {cliff_drop:.0%} from lr {low:g}: the runs at the cliff's "
+                    "bracket disagree")
+        return None
+    fell = safe - r[at_high] - tol[at_high] >= cliff_drop - _EPS
+    if fell.any() and not fell.all():
+        k = int(np.argmin(np.where(fell, r[at_high], np.inf)))
+        return (f"a run at lr {high:g} ({who[k]}) fell to {r[at_high][k]:.0%} of base retention, a collapse of "
+                f"{cliff_drop:.0%} or more from lr {low:g} beyond its noise, where the other runs did not: the runs "
+                "at the closest call disagree about a cliff")
     return None

@@ -41,6 +41,8 @@ def hinging(points: pd.DataFrame, table: pd.DataFrame) -> list[tuple[str, int]]:
     pts = points[(points["series"] != "base") & points["classified"].astype(bool)]  # the checkpoint read per trial
     for _, row in table.iterrows():
         lrs = [float(row[c]) for c in HINGES if c in row and pd.notna(row[c])]
+        if "deciding_lrs" in row and isinstance(row["deciding_lrs"], (list, tuple, np.ndarray)):
+            lrs += [float(x) for x in row["deciding_lrs"]]
         if not lrs:
             continue
         mine = pts[(pts[SERIES] == row[SERIES].to_numpy()).all(axis=1)]

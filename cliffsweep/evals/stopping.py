@@ -37,7 +37,7 @@ and the interval on the retention change is much narrower than one on the accura
 **The decisions** (analysis/classify.py `Thresholds`): a checkpoint's retention share R / R0 is
 read against 1 - forget_min (no meaningful forgetting; the highest safe lr) and 1 - near_base /
 1 - cliff_drop (the start and the depth of a collapse). A retain task is settled when no such cut
-lies inside its interval on R / R0, or when the interval is narrower than `width`. The learn
+lies inside its interval on R / R0 (never by its width alone: issue 59), else scored in full. The learn
 task's decision is which side of the other points' learning it falls on (`cuts` given by the
 caller: frontier membership); with none given, its width decides.
 """
@@ -195,10 +195,16 @@ class StopRule:
         [0, 1]); `base_scores`: the base's scores on every item in that order, or None when the
         base is not evaluated yet (then only the width can settle it).
 
-        Settled: no cut lies inside the share's interval, or the interval is narrower than
-        `width`, and the mean of the items scored (what the store keeps and the analysis reads)
+        Settled, for a retain task read against its base: no cut lies inside the share's
+        interval, and the mean of the items scored (what the store keeps and the analysis reads)
         lies on the same side of every cut as the interval, so that the value read agrees with
-        the decision the interval settled."""
+        the decision the interval settled. The width never settles such a reading (issue 59: a
+        checkpoint within 0.01 of the 0.9 cut, stopped by a width of 0.15, was read on the wrong
+        side 37-47 % of the time): every decision a stopped checkpoint hands the analysis is at
+        `error`, and one whose cut stays inside the interval is scored on every item. The width
+        stops only what has no cut of its own to settle: a checkpoint whose base is not scored
+        yet, and a learn task (its decisions compare checkpoints with each other: the verdict's
+        deciding checkpoints are scored in full, analysis/topup.py)."""
         x = np.asarray(scores, dtype=float)
         if base_scores is None:
             inner = mean_interval(x, self.error)
@@ -218,7 +224,9 @@ class StopRule:
         inside = [abs(plain - c) for c in cuts if share.low < c < share.high]
         gap = min(inside, default=math.inf)
         by_cut = x.size * (share.width / 2 / gap) ** 2 if gap > 0 else math.inf
-        return Reading(accuracy, agrees and share.settles(cuts, self.width / b0), min(by_width, by_cut))
+        width = self.width / b0 if role != "retain" else 0.0
+        return Reading(accuracy, agrees and share.settles(cuts, width), by_cut if role == "retain" else
+                       min(by_width, by_cut))
 
     def next_total(self, done: int, n_items: int, reading: Reading | None) -> int:
         """Where the next stage ends, `done` items scored: the first stage's size; then `growth`

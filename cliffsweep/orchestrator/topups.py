@@ -3,11 +3,17 @@ last refinement round included), the checkpoints its verdict hinges on and that 
 rule scored in part are scored on every item (the policy: analysis/topup.py). It runs on the
 driver's tick, as refinement does, so a series' top-ups overlap the other series' training.
 
-A done trial's checkpoint folders are pruned only once its series has been checked and none of
-its top-ups is in flight: a folder is kept until its evaluation is final.
+A fixpoint (issue 59 part 3): once a series' top-ups have all landed, its verdict is read again
+from the store, and the checkpoints the new reading rests on that are still scored in part are
+topped up in turn, until a reading asks for nothing new (each round scores at least one more
+checkpoint in full, so there are at most as many rounds as the series has checkpoints).
 
-Resume needs nothing more: a re-run checks every terminal series again from the store; a top-up
-that was cut short is asked again and scores only the items not yet scored (evaluator/staged.py).
+A done trial's checkpoint folders are pruned only once its series has reached that fixpoint and
+none of its top-ups is in flight: a folder is kept until its evaluation is final.
+
+Resume needs nothing more: a re-run checks every terminal series again from the store, so a
+driver killed between two rounds starts from the rounds already landed; a top-up that was cut
+short is asked again and scores only the items not yet scored (evaluator/staged.py).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ class TopUps:
         self.final_round, self.evaluate = final_round, evaluate
         self.checked: dict[Series, int] = {}  # series -> its trials when checked
         self.sent: dict[str, set[int]] = {}  # trial -> steps topped up by this run
+        self.waiting: dict[Series, set[tuple[str, int]]] = {}  # series -> its last round's top-ups
         self.seen_changes = -1
 
     def ready(self, last: bool) -> list[Series]:
@@ -49,40 +56,59 @@ class TopUps:
                 out.append(key)
         return out
 
-    def check(self, last: bool = False) -> None:
+    def landed(self) -> list[Series]:
+        """Series whose last round of top-ups has all landed (none in flight or failed): their
+        verdict is read again."""
+        return [key for key, sent in self.waiting.items()
+                if not any(self.tracker.in_flight(t, s) or self.tracker.error_of(t, s) for t, s in sent)]
+
+    def check(self, last: bool = False) -> int:
         """Top up every series that became ready (after a trial reached a terminal status; `last`:
-        at the sweep's end, every series not checked yet)."""
-        if self.book.terminal_changes == self.seen_changes and not last:
-            return
+        at the sweep's end, every series not checked yet), and every series whose last round
+        landed; how many top-ups it sent."""
+        again = self.landed()
+        if self.book.terminal_changes == self.seen_changes and not last and not again:
+            return 0
         self.seen_changes = self.book.terminal_changes
         ready = self.ready(last)
-        if not ready:
-            return
+        if not ready and not again:
+            return 0
         from cliffsweep.analysis.frontiers import frontiers
         from cliffsweep.analysis.points import AnalysisInputError, load_store
         from cliffsweep.analysis.topup import SERIES, top_ups
 
         for key in ready:
             self.checked[key] = sum(series_key(t) == key for t in self.grid)
+        due = set(ready) | set(again)
         try:
             data = load_store(self.store.uri)
         except AnalysisInputError:
-            return  # nothing the analysis can read yet: no verdict hinges on anything
+            for key in again:
+                self.waiting.pop(key)
+            return 0  # nothing the analysis can read yet: no verdict hinges on anything
         pts = data.points
-        mine = pts[(pts["series"] == "base") | pts[SERIES].apply(tuple, axis=1).isin(ready)]
+        mine = pts[(pts["series"] == "base") | pts[SERIES].apply(tuple, axis=1).isin(due)]
         ckpts = {r.key: r for r in ledger.records(self.store.read("checkpoints"))}
-        keys = top_ups(mine, frontiers(mine, n_boot=0), self.store.read("evals"))
+        # a checkpoint is topped up once per run: one a round sent that is still short (another
+        # driver's trial, declined) is left to a re-run, so the rounds end
+        keys = [k for k in top_ups(mine, frontiers(mine, n_boot=0), self.store.read("evals"))
+                if k in ckpts and k[1] not in self.sent.get(k[0], ())]
         if keys:
-            maybe_fail("topups")  # the tests' kill of a driver before its top-ups
+            maybe_fail("topups")  # the tests' kill of a driver before a round of top-ups
+        for key in due:
+            self.waiting.pop(key, None)
+        by_trial = {t.trial_id: series_key(t) for t in self.grid}
         for key in keys:
-            if key in ckpts:
-                self.sent.setdefault(key[0], set()).add(key[1])
-                self.evaluate(ckpts[key], sys.maxsize)
+            self.sent.setdefault(key[0], set()).add(key[1])
+            if key[0] in by_trial:
+                self.waiting.setdefault(by_trial[key[0]], set()).add(key)
+            self.evaluate(ckpts[key], sys.maxsize)
+        return len(keys)
 
     def final(self, trial: Trial) -> bool:
         """Whether `trial`'s evaluations are final: its series checked, none of its top-ups in
         flight (then its folders may go)."""
-        if series_key(trial) not in self.checked:
+        if series_key(trial) not in self.checked or series_key(trial) in self.waiting:
             return False
         # a top-up that failed keeps the folders: a re-run tops it up from them
         return not any(self.tracker.in_flight(trial.trial_id, s) or self.tracker.error_of(trial.trial_id, s)

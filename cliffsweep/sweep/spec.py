@@ -254,14 +254,16 @@ DEFAULT_MAX_MODEL_LEN = 4096
 class AdaptiveSpec(_Strict):
     """Evaluate until the verdict is settled (issue 51, evals/stopping.py, docs/design.md): each
     checkpoint is scored in stages on one seeded item order per model (the base: every item)
-    until every decision the analysis reads from it is settled at `error`, or its interval is
-    narrower than `width`. Tasks scored by lm-eval, loss tasks and sampled ones are scored in
+    until every decision the analysis reads from it is settled at `error` (a retain task: no
+    cut inside its interval; else every item), a learn task until its interval is narrower than
+    `width`. Tasks scored by lm-eval, loss tasks and sampled ones are scored in
     full (docs/tasks.md)."""
 
     error: float = Field(0.05, gt=0, lt=0.5)
     """The chance that a stopped checkpoint's interval misses its accuracy on every item."""
     width: float = Field(0.15, gt=0, le=1)
-    """An interval this narrow (in accuracy) stops whatever it straddles."""
+    """An interval this narrow (in accuracy) stops a learn task, and a checkpoint whose base is
+    not scored yet; never a retain task with a cut inside its interval (issue 59)."""
     first: int = Field(32, ge=8)
     """Items of the first stage."""
     growth: float = Field(1.5, gt=1, le=4)
