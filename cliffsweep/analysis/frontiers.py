@@ -19,7 +19,7 @@ import pandas as pd
 from cliffsweep.analysis.classify import REGIMES, Thresholds, classify_arrays, lr_curve_arrays, paper_regime
 from cliffsweep.analysis.confidence import replicate_accuracies
 from cliffsweep.analysis.pareto import dominates_all, frontier_area, margins, pareto_mask
-from cliffsweep.analysis.runs import run_weights, runs_at, unreproduced
+from cliffsweep.analysis.runs import run_weights, runs_at, shortfall_se, unreproduced
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.within_noise import notes as noise_notes
 
@@ -36,7 +36,7 @@ FRONTIER_COLUMNS = [
     "max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "max_safe_lr_confidence", "max_forgetting", "max_learning", "base_L", "base_R", "frontier_area", "pareto_point_ids",
     "model_pareto_point_ids", "model_pareto_share", "dominated_by", "n_points", "n_lrs", "n_refined_lrs",
     "n_checkpoints", "runs_at_bracket", "confidence_over", "learned_after_cliff_z", "closest_lr_low",
-    "closest_lr_high", "closest_drop", "closest_shortfall", "deciding_lrs", "within_noise", "reason",
+    "closest_lr_high", "closest_drop", "closest_shortfall", "closest_shortfall_se", "deciding_lrs", "within_noise", "reason",
 ]
 _CLIFF_FIELDS = ["critical_lr_low", "critical_lr_high", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff",
                  "gain_at_cliff_share", "learned_before_cliff", "learned_before_cliff_z", "kept_before_cliff",
@@ -108,6 +108,9 @@ def _series_row(key: tuple, first: dict, n_rows: int, n_refined: int, cls: np.nd
         point.closest_lr_low, point.closest_lr_high)
     runs = runs_at(lr[n_base:], *bracket)
     out["runs_at_bracket"] = np.nan if runs is None else runs
+    out["closest_shortfall_se"] = 0.0 if point.regime == "cliff" else shortfall_se(
+        lr[n_base:], R[n_base:], columns["n_R"][cls][n_base:], float(curve[2][0]), point.closest_lr_low,
+        point.closest_lr_high, point.closest_drop, th.cliff_drop)
     _confidence(out, point, safe, lr, cls, reps, th, min_confidence, rng, n_L)
     # what the bootstrap drew: runs too wherever some lr of the series has several (runs.run_weights)
     several = np.unique(lr[n_base:], return_counts=True)[1].max(initial=0) >= 2
@@ -294,7 +297,7 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     for col in ("max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "learned_before_cliff",
                 "learned_before_cliff_z", "kept_before_cliff",
                 "learned_after_cliff", "learned_after_cliff_z", "closest_lr_low", "closest_lr_high", "closest_drop",
-                "closest_shortfall", "runs_at_bracket"):
+                "closest_shortfall", "closest_shortfall_se", "runs_at_bracket"):
         table[col] = table[col].astype(float)  # None -> NaN, a float column
     info = models if models is not None else pd.DataFrame(columns=["model", "family", "size_b"])
     info = info.reindex(columns=["model", "family", "size_b", "pretrain_optimizer"])  # older callers: no optimizer

@@ -7,10 +7,12 @@ gradual series into a 52 % "cliff" in the issue's example). So where the verdict
 the sweep trains the two lrs that decided it again with ``verify.seeds`` new seeds:
 
 - a series whose point estimate is a cliff: the two lrs of its critical bracket;
-- a close call: a series that is not a cliff but has two lrs within cliff_lr_ratio that fall
-  short of rule 4's collapse by at most ``verify.margin`` (classify.Classification
-  closest_shortfall: a drop within the margin of cliff_drop, a gain within it of
-  max_gain_share): those two lrs.
+- a close call: a series that is not a cliff but whose closest pair of lrs within
+  cliff_lr_ratio falls short of a cliff_drop collapse by at most ``verify.margin`` standard
+  errors of its drop (frontiers' ``closest_shortfall_se``: run-to-run noise as the sweep
+  measures it where it has several seeds, else runs.RUN_SD_PRIOR, plus item noise; issue 59
+  part 4: one unit for every series, sized from runs rather than items): those two lrs. A
+  collapse without learning beyond noise is a cliff's estimate, verified as one.
 
 Nothing else is verified: a clearly gradual series and a series with no forgetting are left as
 they are. The verdict is read from the sweep's own runs only, and the seeds are the sweep's seeds
@@ -36,14 +38,14 @@ def verify_seeds(seeds: list[int], n: int) -> list[int]:
 def verify_lrs(row: pd.Series | dict, th: Thresholds, margin: float) -> list[float]:
     """The lrs of a series' verdict that verification runs go to (a frontiers row): its
     bracket when its point estimate is a cliff, the closest call's lrs when that falls short of
-    a collapse by at most ``margin``, else none."""
+    a collapse by at most ``margin`` standard errors of its drop, else none."""
     estimate = row["regime_point_estimate"]
+    short = row.get("closest_shortfall_se", np.nan)
     if estimate == "cliff":
         pair = (row["critical_lr_low"], row["critical_lr_high"])
         if not all(np.isfinite(pair)):  # the frontiers row blanks cliff fields of a series it overruled
             pair = (row["closest_lr_low"], row["closest_lr_high"])
-    elif estimate in ("gradual", "inconclusive") and np.isfinite(row["closest_shortfall"]) \
-            and row["closest_shortfall"] <= margin:
+    elif estimate in ("gradual", "forgetting", "inconclusive") and np.isfinite(short) and short <= margin:
         pair = (row["closest_lr_low"], row["closest_lr_high"])
     else:
         return []

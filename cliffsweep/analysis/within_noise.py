@@ -18,8 +18,10 @@ from cliffsweep.analysis.lr_format import lr_text
 
 
 def _share_se(R: np.ndarray, n: np.ndarray, k: int) -> float:
-    """Binomial standard error of r_k = R_k / R0 (the base's own noise included)."""
-    return float(np.sqrt(_var(R[[k]], n[[k]])[0] / R[0] ** 2 + (R[k] / R[0] ** 2) ** 2 * _var(R[[0]], n[[0]])[0]))
+    """Binomial standard error of r_k = R_k / R0, R0 taken as known (the base scored on every item,
+    as the stopping rule's share interval takes it), unpaired (without the items, the pairing that
+    narrows a checkpoint's change from its base is unknown: this errs towards "within noise")."""
+    return float(np.sqrt(_var(R[[k]], n[[k]])[0]) / R[0])
 
 
 def notes(lr: np.ndarray, R: np.ndarray, n_R: np.ndarray, safe_lr: float | None, safe_next: float | None,
