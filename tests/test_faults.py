@@ -175,10 +175,15 @@ def test_a_driver_killed_between_two_stages_of_a_checkpoint_scores_no_item_twice
     data_now = load_store(str(tmp_path / "store"))
     hinging = top_ups(data_now.points, frontiers(data_now.points, n_boot=0), store.read("evals"))
     assert hinging  # what the killed run left to top up
-    # `analyze --top-up` finishes them: the store's sweep again, nothing trained
-    analyzed = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "analyze", str(tmp_path / "store"), "--out",
-                               str(tmp_path / "report"), "--top-up", "--n-boot", "0"],
-                              capture_output=True, text=True, env=no_rescoring, timeout=900)
+    # `analyze --top-up` finishes them: the store's sweep again, nothing trained. Its first run is
+    # SIGKILLed between two rounds (issue 59: the verdict read again once a round has landed), the
+    # second resumes from the rounds landed
+    top_up = [sys.executable, "-m", "cliffsweep.cli", "analyze", str(tmp_path / "store"), "--out",
+              str(tmp_path / "report"), "--top-up", "--n-boot", "0"]
+    between = subprocess.run(top_up, capture_output=True, text=True, timeout=900,
+                             env={**no_rescoring, "CLIFFSWEEP_FAULTS": f"{point}=raise;topups_again=kill"})
+    assert between.returncode == -signal.SIGKILL, between.stdout[-3000:] + between.stderr[-3000:]
+    analyzed = subprocess.run(top_up, capture_output=True, text=True, env=no_rescoring, timeout=900)
     assert analyzed.returncode == 0, analyzed.stdout[-3000:] + analyzed.stderr[-3000:]
     assert store.read("errors").empty, store.read("errors")[["kind", "message"]]
     assert not set(hinging) & partial(store.read("evals"))  # each scored on every item now

@@ -32,14 +32,18 @@ def notes(lr: np.ndarray, R: np.ndarray, n_R: np.ndarray, safe_lr: float | None,
     if len(lr) < 2 or R[0] <= 0 or not (np.isfinite(n).all() and (n > 0).all()):
         return []
     at = {float(x): k for k, x in enumerate(lr)}
-    items = f"{int(n[1:].min()):,}" if n[1:].min() == n[1:].max() else f"{int(n[1:].min()):,}-{int(n[1:].max()):,}"
+
+    def items(*ks: int) -> str:  # the items the decision was read from
+        m = n[list(ks)]
+        return f"{int(m.min()):,}" if m.min() == m.max() else f"{int(m.min()):,}-{int(m.max()):,}"
+
     out, cut = [], 1.0 - th.forget_min
     close = [x for x in (safe_lr, safe_next) if x is not None and x in at
              and abs(R[at[x]] / R[0] - cut) <= th.noise_z * _share_se(R, n, at[x])]
     if close:
         lo = safe_lr if safe_lr is not None else 0.0
         hi = f" or {lr_text(safe_next)}" if safe_next is not None else ""
-        out.append(f"highest safe lr {lr_text(lo) if lo else 'none'}{hi}: within noise at {items} items "
+        out.append(f"highest safe lr {lr_text(lo) if lo else 'none'}{hi}: within noise at {items(*(at[x] for x in close))} items "
                    f"(retention within {th.noise_z:g} standard errors of {cut:.0%} of base)")
     lo, hi = bracket
     if lo is not None and hi is not None and lo in at and hi in at:
@@ -48,5 +52,5 @@ def notes(lr: np.ndarray, R: np.ndarray, n_R: np.ndarray, safe_lr: float | None,
         se = float(np.sqrt(_share_se(R, n, i) ** 2 + _share_se(R, n, j) ** 2))
         if abs(drop - th.cliff_drop) <= th.noise_z * se:
             out.append(f"the drop from lr {lr_text(lo)} to {lr_text(hi)} ({drop:.0%} of base) is within noise of "
-                       f"cliff_drop {th.cliff_drop:.0%} at {items} items: cliff or not is noise's call")
+                       f"cliff_drop {th.cliff_drop:.0%} at {items(i, j)} items: cliff or not is noise's call")
     return out

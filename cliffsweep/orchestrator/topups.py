@@ -67,6 +67,8 @@ class TopUps:
         at the sweep's end, every series not checked yet), and every series whose last round
         landed; how many top-ups it sent."""
         again = self.landed()
+        if again:
+            maybe_fail("topups_again")  # the tests' kill of a driver between two rounds
         if self.book.terminal_changes == self.seen_changes and not last and not again:
             return 0
         self.seen_changes = self.book.terminal_changes
