@@ -17,12 +17,11 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from cliffsweep.analysis import layout
-from cliffsweep.analysis.classify import lr_curve
+from cliffsweep.analysis.classify import PAPER_REGIMES, lr_curve
 from cliffsweep.analysis.claims import OWN_FIGURES, REFERENCE, main_epochs
 from cliffsweep.analysis.pareto import pareto_mask
 
-REGIME_ORDER = {"cliff": 0, "collapse_without_learning": 1, "forgot_before_cliff": 2, "unmeasured_before_cliff": 3,
-                "learned_after_cliff": 4, "gradual": 5, "no_forgetting": 6, "inconclusive": 7}
+REGIME_ORDER = {r: k for k, r in enumerate(PAPER_REGIMES)}
 FAMILY_COLORS = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
 
 

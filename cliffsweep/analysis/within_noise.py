@@ -41,9 +41,9 @@ def notes(lr: np.ndarray, R: np.ndarray, n_R: np.ndarray, safe_lr: float | None,
     close = [x for x in (safe_lr, safe_next) if x is not None and x in at
              and abs(R[at[x]] / R[0] - cut) <= th.noise_z * _share_se(R, n, at[x])]
     if close:
-        lo = safe_lr if safe_lr is not None else 0.0
-        hi = f" or {lr_text(safe_next)}" if safe_next is not None else ""
-        out.append(f"highest safe lr {lr_text(lo) if lo else 'none'}{hi}: within noise at {items(*(at[x] for x in close))} items "
+        lo = f"highest safe lr {lr_text(safe_lr)}" if safe_lr is not None else "no lr safe"
+        hi = f" or {lr_text(safe_next)}" if safe_next is not None else " or none"
+        out.append(f"{lo}{hi}: within noise at {items(*(at[x] for x in close))} items "
                    f"(retention within {th.noise_z:g} standard errors of {cut:.0%} of base)")
     lo, hi = bracket
     if lo is not None and hi is not None and lo in at and hi in at:

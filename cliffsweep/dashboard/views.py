@@ -187,7 +187,7 @@ POINT_COLUMNS = ["point_id", "trial_id", "series", "method", "optimizer", "epoch
                  "final", "classified", "status", "L", "R"]
 SERIES_COLUMNS = ["series", "method", "optimizer", "epochs", "label", "regime", "regime_paper", "confidence",
                   "critical_lr_low", "critical_lr_high", "max_safe_lr", "max_safe_lr_next", "n_lrs", "base_L",
-                  "base_R", "runs_at_bracket", "confidence_over", "reason"]
+                  "base_R", "runs_at_bracket", "confidence_over", "within_noise", "reason"]
 
 
 def model_views(points: pd.DataFrame, table: pd.DataFrame, retain_tasks: list[str]) -> list[dict]:

@@ -307,10 +307,10 @@ class SweepRun:
         self.drain()
         self.count_settled()
         if self.rule is not None:  # series refinement left short of its last round are checked now
-            sent = self.topups.check(last=True)
-            while sent:  # the verdict read again after each round, to its fixpoint (topups.py)
+            self.topups.check(last=True)
+            self.drain()
+            while self.topups.check():  # the verdict read again after each round, to its fixpoint (topups.py)
                 self.drain()
-                sent = self.topups.check()
             self.count_settled()
         self.progress.phase = Phase.FINISHED
         self.write_live()

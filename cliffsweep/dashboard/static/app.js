@@ -175,7 +175,8 @@ function renderSeries(el, m) {
       `<td class="regime regime-${esc(s.regime)}">${esc(s.regime)}${s.regime === "cliff" && s.runs_at_bracket === 1 ? " (one run)" : ""}${s.regime_paper && s.regime_paper !== s.regime ? ` (paper: ${esc(s.regime_paper)})` : ""}</td>` +
       `<td>${s.confidence === null ? (snap.confidence === "computing" ? "computing" : "-") : Math.round(100 * s.confidence) + "%"}</td>` +
       `<td>${s.regime === "cliff" ? `${lr(s.critical_lr_low)} -> ${lr(s.critical_lr_high)}` : "-"}</td>` +
-      `<td>${lr(s.max_safe_lr)}</td><td>${s.n_lrs ?? "-"}</td><td class="muted">${esc(s.reason || "")}</td></tr>`).join("") + "</table>";
+      `<td>${lr(s.max_safe_lr)}${s.within_noise ? `<div class="muted within-noise">${esc(s.within_noise)}</div>` : ""}</td>` +
+      `<td>${s.n_lrs ?? "-"}</td><td class="muted">${esc(s.reason || "")}</td></tr>`).join("") + "</table>";
 }
 
 function colorOf(m) {
