@@ -44,7 +44,22 @@ Rules, in order (every threshold is a field of :class:`Thresholds`):
 6. inconclusive (unresolved) if two neighbouring trained lrs more than ``cliff_lr_ratio``
    apart collapse by ``cliff_drop`` from ``1 - near_base`` (whatever the learning gain: the
    gain may come before the collapse inside the step); the bracket is reported for refinement;
-7. gradual otherwise: retention falls meaningfully, but no collapse within ``cliff_lr_ratio``.
+7. otherwise retention falls meaningfully with no collapse within ``cliff_lr_ratio``, and the
+   series is **gradual** where the lrs that forget learned beyond noise over the best lr that
+   keeps retention (the base included): the paper's trade-off (000 Fig. 3, where a method such
+   as SIB can help); else **forgetting**: retention lost with no learning beyond noise to show
+   for it (issue 59: rule 7 was the catch-all, and a series that only forgets read gradual at
+   confidence 1.00).
+
+**Learning in standard errors** (issue 59 part 2). Where the learn task's item counts are known
+(``n_L``), every "did it learn" test reads the gain in binomial standard errors of the
+difference of the two accuracies, beside the share tests: across a collapse (rule 4: a gain is
+learning only when it is above ``max_gain_share`` of the span *and* above ``noise_z`` standard
+errors; the span's floor ``min_span`` is smaller than one learn score's noise at a few hundred
+items, so a 0.24 -> 0.26 wiggle across a 90 % collapse was "learning" in 39 % of draws), before
+it (the paper's ``collapse_without_learning``), after it (``learned_after_cliff``), and rule 7's
+trade-off, whose best-of-k comparison passes ``z_bar(noise_z, k)``, Bonferroni over the k lrs
+that forget. Without counts the share tests stay alone, and the reason says so.
 
 **The paper's cliff, and ours.** The paper's cliff (000 Fig. 4, Sec. 3) has two sides: small lrs
 that *learn with minimal forgetting*, then a sharp transition into catastrophic forgetting *with

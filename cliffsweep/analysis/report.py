@@ -90,6 +90,11 @@ class Section:
     level: int = 2
 
 
+ZERO = 1e-12
+"""Below this a table's number is float rounding of 0 (a difference of equal means summed in
+another order), printed as 0: the BLAS of one machine wrote 3.08e-16 where another wrote -1.92e-15."""
+
+
 def _fmt(value, col: str) -> str:
     if isinstance(value, (list, tuple, np.ndarray)):
         return ", ".join(map(str, value)) or "-"
@@ -102,7 +107,9 @@ def _fmt(value, col: str) -> str:
     if col in _PERCENT:
         return f"{value:.0%}"
     if isinstance(value, (float, np.floating)):
-        return f"{value:.3g}" if abs(value) >= 100 or (value != 0 and abs(value) < 1e-3) else f"{value:.3f}"
+        if abs(value) < ZERO:
+            return "0.000"  # zero within float rounding: a user reads 0, never -1.92e-15 (issue 60 part 7)
+        return f"{value:.3g}" if abs(value) >= 100 or abs(value) < 1e-3 else f"{value:.3f}"
     return str(value)
 
 
