@@ -280,3 +280,28 @@ def test_the_report_says_why_the_two_readings_differ():
     assert "lost 35% of base R" in why_readings_differ("cliff", "forgot_before_cliff", 0.5, 0.65, 0.0)
     assert "unmeasured" in why_readings_differ("cliff", "unmeasured_before_cliff", 0.5, None, 0.0)
     assert "learned 43% more than the safe side" in why_readings_differ("cliff", "learned_after_cliff", 0.5, 0.95, 0.43)
+
+
+def test_regime_names_are_spelt_only_in_their_vocabulary_module():
+    """Issue 60 part 5: package code compares with analysis/regimes.py's names, never with a string
+    of its own (one regime added, e.g. issue 59's `forgetting`, then reaches every room). The one
+    exception is the frontiers column `learned_after_cliff` (the measure), which shares its name
+    with the paper regime it decides; the dashboard reads `is_cliff` from its API."""
+    import io
+    import tokenize
+    from pathlib import Path
+
+    from cliffsweep.analysis.regimes import LEARNED_AFTER_CLIFF, PAPER_REGIMES
+
+    root = Path(__file__).resolve().parents[1] / "cliffsweep"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "regimes.py":
+            continue
+        for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+            word = tok.string[1:-1] if tok.type == tokenize.STRING and tok.string[:1] in "\"'" else None
+            if word in PAPER_REGIMES and word != LEARNED_AFTER_CLIFF:
+                found.append(f"{path.relative_to(root)}:{tok.start[0]} {tok.string}")
+    assert not found, found
+    js = (root / "dashboard" / "static" / "app.js").read_text()
+    assert not [r for r in PAPER_REGIMES if f'"{r}"' in js], "app.js spells a regime name"

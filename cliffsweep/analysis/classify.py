@@ -104,9 +104,10 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-REGIMES = ("cliff", "gradual", "forgetting", "no_forgetting", "inconclusive")
-PAPER_REGIMES = ("cliff", "collapse_without_learning", "forgot_before_cliff", "unmeasured_before_cliff",
-                 "learned_after_cliff", "gradual", "forgetting", "no_forgetting", "inconclusive")
+from cliffsweep.analysis.regimes import (  # noqa: F401  (REGIMES, PAPER_REGIMES: their home; re-exported)
+    CLIFF, COLLAPSE_WITHOUT_LEARNING, FORGETTING, FORGOT_BEFORE_CLIFF, GRADUAL, INCONCLUSIVE, LEARNED_AFTER_CLIFF,
+    NO_FORGETTING, PAPER_REGIMES, REGIMES, UNMEASURED_BEFORE_CLIFF)
+
 _NORMAL = NormalDist()
 _EPS = 1e-9  # float slack so that a value equal to a threshold up to rounding counts as equal
 
@@ -372,11 +373,11 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
     without them, as a share of the learning span or headroom."""
     n_points = len(lr)
     if n_points == 0 or lr[0] != 0:
-        return Classification("inconclusive", "no base point (lr = 0)", n_points)
+        return Classification(INCONCLUSIVE, "no base point (lr = 0)", n_points)
     if len(lr) - 1 < th.min_lrs:
-        return Classification("inconclusive", f"{len(lr) - 1} trained lr(s); need >= {th.min_lrs}", n_points)
+        return Classification(INCONCLUSIVE, f"{len(lr) - 1} trained lr(s); need >= {th.min_lrs}", n_points)
     if R[0] <= 0:
-        return Classification("inconclusive", "base retention is 0: forgetting is unmeasurable", n_points)
+        return Classification(INCONCLUSIVE, "base retention is 0: forgetting is unmeasurable", n_points)
     n_all = None if n_L is None else np.asarray(n_L, float)
     counted = n_all is not None and len(n_all) == n_points and bool(np.isfinite(n_all).all() and (n_all > 0).all())
     learn = _Learn(np.asarray(L, float), n_all if counted else None)
@@ -386,10 +387,10 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
     span = max(L.max() - L0, th.min_span * (1.0 - L0), 1e-12)
     summary = {"max_forgetting": float(lost.max()), "max_learning": float(L.max() - L0), **_closest(lr, L, r, span, th)}
     if lost.max() < th.forget_min:
-        return Classification("no_forgetting", f"every lr keeps > {1 - th.forget_min:.0%} of base retention",
+        return Classification(NO_FORGETTING, f"every lr keeps > {1 - th.forget_min:.0%} of base retention",
                               n_points, deciding_lrs=_lrs(lr, int(np.argmax(lost))), **summary)
     if lost[0] >= th.cliff_drop:
-        return Classification("inconclusive", f"the lowest lr ({lr[0]:g}) already loses {lost[0]:.0%} of base "
+        return Classification(INCONCLUSIVE, f"the lowest lr ({lr[0]:g}) already loses {lost[0]:.0%} of base "
                               "retention; sweep lower lrs", n_points, deciding_lrs=_lrs(lr, 0), **summary)
     back = 1.0 - th.near_base - _EPS
     # recovers[j]: some lr above lr_j keeps 1 - near_base again, so a collapse ending at j is transient.
@@ -400,7 +401,7 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
         return _cliff(lr, L, R, r, L0, span, learn, int(ends[0]), wit, th, n_points, summary)
     if wit.any():
         i, j = (int(x[0]) for x in np.nonzero(wit))
-        return Classification("inconclusive", f"retention collapses at lr {lr[i]:g} -> {lr[j]:g} but recovers "
+        return Classification(INCONCLUSIVE, f"retention collapses at lr {lr[i]:g} -> {lr[j]:g} but recovers "
                               "at a higher lr (non-monotone)", n_points,
                               deciding_lrs=_lrs(lr, i, j, j + 1 + int(np.argmax(r[j + 1:]))), **summary)
     wide = (lr[1:] > th.cliff_lr_ratio * lr[:-1] * (1 + _EPS)) & (r[:-1] >= back) \
@@ -408,7 +409,7 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
     if wide.any():
         k = int(np.flatnonzero(wide)[0])
         return Classification(
-            "inconclusive", f"retention collapses by {r[k] - r[k + 1]:.0%} of base between lr {lr[k]:g} and "
+            INCONCLUSIVE, f"retention collapses by {r[k] - r[k + 1]:.0%} of base between lr {lr[k]:g} and "
             f"{lr[k + 1]:g}, {lr[k + 1] / lr[k]:.2g}x apart (> cliff_lr_ratio {th.cliff_lr_ratio:g}): a cliff "
             "or a steep decline; refine the bracket", n_points,
             unresolved_lr_low=float(lr[k]), unresolved_lr_high=float(lr[k + 1]), deciding_lrs=_lrs(lr, k, k + 1),
@@ -416,10 +417,10 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
     learns, how, pair = _learning(learn, lost, th)
     deciding = tuple(sorted(set(_lrs(lr, *(k - 1 for k in pair if k > 0))) | set(_lrs_of(summary))))
     if not learns:
-        return Classification("forgetting", f"retention falls up to {lost.max():.0%} of base, and the lrs that "
+        return Classification(FORGETTING, f"retention falls up to {lost.max():.0%} of base, and the lrs that "
                               f"forget learned no more than those that keep it, beyond noise ({how}): forgetting "
                               "without a trade-off", n_points, deciding_lrs=deciding, **summary)
-    return Classification("gradual", f"retention falls up to {lost.max():.0%} of base as learning rises ({how}), "
+    return Classification(GRADUAL, f"retention falls up to {lost.max():.0%} of base as learning rises ({how}), "
                           f"with no collapse within {th.cliff_lr_ratio:g}x of lr lacking learning", n_points,
                           deciding_lrs=deciding, **summary)
 
@@ -432,7 +433,7 @@ def _cliff(lr, L, R, r, L0, span, learn: _Learn, j: int, wit: np.ndarray, th: Th
     below = np.flatnonzero(lr <= lr[j] / th.cliff_lr_ratio * (1 + _EPS))
     deciding = _lrs(lr, i, j, int(np.argmax(L[:i + 1])), j + int(np.argmax(L[j:])), *below[-1:])
     return Classification(
-        "cliff", f"lr {lr[i]:g} -> {lr[j]:g} ({lr[j] / lr[i]:.2g}x) loses {drop:.0%} of base retention for "
+        CLIFF, f"lr {lr[i]:g} -> {lr[j]:g} ({lr[j] / lr[i]:.2g}x) loses {drop:.0%} of base retention for "
         f"{gain / span:+.0%} of the learning span", n_points,
         critical_lr_low=float(lr[i]), critical_lr_high=float(lr[j]), drop_at_cliff=float(drop),
         drop_at_cliff_abs=float(R[i] - R[j]), gain_at_cliff=float(gain),
@@ -466,19 +467,19 @@ def paper_regime(regime: str, learned_before_cliff: float | None, th: Thresholds
     is strict where the counts are known: any gain over the safe side's best beyond ``noise_z``
     standard errors is further learning; without them, a gain above ``max_gain_share`` of the
     safe side's own learning (issue 52)."""
-    if regime != "cliff":
+    if regime != CLIFF:
         return regime
     if learned_before_cliff is None or learned_before_cliff < th.paper_min_learning - _EPS \
             or (_known(learned_before_cliff_z) and learned_before_cliff_z <= th.noise_z + _EPS):
-        return "collapse_without_learning"
+        return COLLAPSE_WITHOUT_LEARNING
     if not _known(kept_before_cliff):
-        return "unmeasured_before_cliff"
+        return UNMEASURED_BEFORE_CLIFF
     if kept_before_cliff < 1.0 - th.forget_min - _EPS:
-        return "forgot_before_cliff"
+        return FORGOT_BEFORE_CLIFF
     if _known(learned_after_cliff_z):
-        return "learned_after_cliff" if learned_after_cliff_z > th.noise_z + _EPS else regime
+        return LEARNED_AFTER_CLIFF if learned_after_cliff_z > th.noise_z + _EPS else regime
     if _known(learned_after_cliff) and learned_after_cliff > th.max_gain_share + _EPS:
-        return "learned_after_cliff"
+        return LEARNED_AFTER_CLIFF
     return regime
 
 
@@ -488,13 +489,13 @@ def why_readings_differ(regime: str, regime_paper: str, learned_before_cliff: fl
     agree), from the measures that decided it (the report puts it beside the paper's reading)."""
     if regime_paper == regime:
         return ""
-    if regime_paper == "collapse_without_learning":
+    if regime_paper == COLLAPSE_WITHOUT_LEARNING:
         return f"the last safe lr learned {learned_before_cliff:.0%} of the headroom: the collapse came before any learning"
-    if regime_paper == "forgot_before_cliff":
+    if regime_paper == FORGOT_BEFORE_CLIFF:
         return f"the small lrs had already lost {1 - kept_before_cliff:.0%} of base R before the collapse"
-    if regime_paper == "unmeasured_before_cliff":
+    if regime_paper == UNMEASURED_BEFORE_CLIFF:
         return "no lr was swept a transition width below the collapse: the small lrs are unmeasured"
-    if regime_paper == "learned_after_cliff":
+    if regime_paper == LEARNED_AFTER_CLIFF:
         return f"higher lrs learned {learned_after_cliff:.0%} more than the safe side's own learning"
     return ""
 

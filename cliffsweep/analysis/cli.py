@@ -10,6 +10,7 @@ import sys
 from cliffsweep.analysis.classify import Thresholds
 from cliffsweep.analysis.frontiers import MIN_CONFIDENCE
 from cliffsweep.analysis.suite import AGGREGATES
+from cliffsweep.analysis.regimes import CLIFF
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace, after=None) -> int:
 
     for r in table.itertuples():
         conf = "" if r.confidence != r.confidence else f" ({r.confidence:.0%})"
-        bracket = f" lr {lr_text(r.critical_lr_low)} -> {lr_text(r.critical_lr_high)}" if r.regime == "cliff" else ""
+        bracket = f" lr {lr_text(r.critical_lr_low)} -> {lr_text(r.critical_lr_high)}" if r.regime == CLIFF else ""
         paper = "" if r.regime_paper == r.regime else f" [paper: {r.regime_paper}]"
         safe = "" if r.max_safe_lr != r.max_safe_lr else f"; max safe lr {lr_text(r.max_safe_lr)}" + (
             "" if r.max_safe_lr_next != r.max_safe_lr_next else f" (next {lr_text(r.max_safe_lr_next)} forgets)")

@@ -20,6 +20,7 @@ from cliffsweep.analysis import layout
 from cliffsweep.analysis.classify import PAPER_REGIMES, lr_curve
 from cliffsweep.analysis.claims import OWN_FIGURES, REFERENCE, main_epochs
 from cliffsweep.analysis.pareto import pareto_mask
+from cliffsweep.analysis.regimes import CLIFF, INCONCLUSIVE
 
 REGIME_ORDER = {r: k for k, r in enumerate(PAPER_REGIMES)}
 FAMILY_COLORS = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
@@ -30,13 +31,13 @@ def regime_text(row) -> str:
     'gradual (no bootstrap)', or 'inconclusive (point estimate: cliff, 55 % agree)': never a bare
     'inconclusive (100%)' that reads as confident."""
     conf = row["confidence"]
-    if row["regime"] == "inconclusive":
+    if row["regime"] == INCONCLUSIVE:
         est = row["regime_point_estimate"]
-        if est != "inconclusive" and np.isfinite(conf):
+        if est != INCONCLUSIVE and np.isfinite(conf):
             return f"inconclusive (point estimate {est}: {conf:.0%} agree)"
         return "inconclusive (data cannot tell)"
     regime = row["regime"]
-    if regime == "cliff" and row.get("runs_at_bracket") == 1:
+    if regime == CLIFF and row.get("runs_at_bracket") == 1:
         regime = "cliff (one run)"  # its confidence saw evaluation items only, not training runs (issue 52)
     return f"{regime} ({conf:.0%})" if np.isfinite(conf) else regime
 
@@ -81,7 +82,7 @@ def frontier_panel(ax, points: pd.DataFrame, spread: pd.DataFrame, rows: pd.Data
         ax.scatter(trained["L"], trained["R"], s=sizes, color=st["color"], marker=st["marker"], zorder=3,
                    edgecolors="white", linewidths=0.5)
         obstacles_xy += list(zip(trained["L"], trained["R"]))
-        if row["regime"] == "cliff":
+        if row["regime"] == CLIFF:
             lo = curve[curve["lr"] == row["critical_lr_low"]].iloc[0]
             hi = curve[curve["lr"] == row["critical_lr_high"]].iloc[0]
             ax.annotate("", xy=(hi["L"], hi["R"]), xytext=(lo["L"], lo["R"]), zorder=4,

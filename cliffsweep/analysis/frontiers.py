@@ -22,6 +22,7 @@ from cliffsweep.analysis.pareto import dominates_all, frontier_area, margins, pa
 from cliffsweep.analysis.runs import run_weights, runs_at, shortfall_se, unreproduced
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.within_noise import notes as noise_notes
+from cliffsweep.analysis.regimes import CLIFF, FORGETTING, GRADUAL, INCONCLUSIVE
 
 SERIES_KEY = ["model", "series", "epochs"]
 MIN_CONFIDENCE = 0.6
@@ -104,11 +105,11 @@ def _series_row(key: tuple, first: dict, n_rows: int, n_refined: int, cls: np.nd
                n_checkpoints=n_rows, base_L=float(L[:n_base].mean()) if n_base else np.nan,
                base_R=float(R[:n_base].mean()) if n_base else np.nan)
     # the lrs that decided the verdict: a cliff's bracket, else the closest call (issue 52)
-    bracket = (point.critical_lr_low, point.critical_lr_high) if point.regime == "cliff" else (
+    bracket = (point.critical_lr_low, point.critical_lr_high) if point.regime == CLIFF else (
         point.closest_lr_low, point.closest_lr_high)
     runs = runs_at(lr[n_base:], *bracket)
     out["runs_at_bracket"] = np.nan if runs is None else runs
-    out["closest_shortfall_se"] = 0.0 if point.regime == "cliff" else shortfall_se(
+    out["closest_shortfall_se"] = 0.0 if point.regime == CLIFF else shortfall_se(
         lr[n_base:], R[n_base:], columns["n_R"][cls][n_base:], float(curve[2][0]), point.closest_lr_low,
         point.closest_lr_high, point.closest_drop, th.cliff_drop)
     _confidence(out, point, safe, lr, cls, reps, th, min_confidence, rng, n_L)
@@ -116,15 +117,15 @@ def _series_row(key: tuple, first: dict, n_rows: int, n_refined: int, cls: np.nd
     several = np.unique(lr[n_base:], return_counts=True)[1].max(initial=0) >= 2
     out["confidence_over"] = "none" if out["confidence_method"] == "none" else (
         "runs and items" if several else "items")
-    if out["regime"] in ("cliff", "gradual", "forgetting") and all(x is not None for x in bracket):
+    if out["regime"] in (CLIFF, GRADUAL, FORGETTING) and all(x is not None for x in bracket):
         # runs checked both ways (issue 59 part 4): a cliff every run past its bracket must show,
         # a decline no run at its closest call may collapse on
         why = unreproduced(lr[n_base:], R[n_base:], columns["n_R"][cls][n_base:], float(curve[2][0]), *bracket,
-                           th.cliff_drop, th.noise_z, cliff=out["regime"] == "cliff",
+                           th.cliff_drop, th.noise_z, cliff=out["regime"] == CLIFF,
                            names=columns["run"][cls][n_base:])
         if why:
-            out.update(regime="inconclusive", reason=why)
-    if out["regime"] != "cliff":
+            out.update(regime=INCONCLUSIVE, reason=why)
+    if out["regime"] != CLIFF:
         out.update({f: np.nan for f in _CLIFF_FIELDS})
     n_R = np.bincount(inv, columns["n_R"][cls], len(lrs))
     out["within_noise"] = "; ".join(noise_notes(curve[0], curve[2], n_R, safe.max_safe_lr, safe.max_safe_lr_next,
@@ -158,9 +159,9 @@ def _confidence(out: dict, point, safe, lr: np.ndarray, cls: np.ndarray, reps: t
     out["confidence"] = shares.get(point.regime, 0.0)
     out["regime_shares"] = json.dumps(shares, sort_keys=True)
     out["bracket_agreement"] = (np.mean([(c.critical_lr_low, c.critical_lr_high) == (
-        point.critical_lr_low, point.critical_lr_high) for c in reps_cls]) if point.regime == "cliff" else np.nan)
-    if out["confidence"] < min_confidence and point.regime != "inconclusive":
-        out["regime"] = "inconclusive"
+        point.critical_lr_low, point.critical_lr_high) for c in reps_cls]) if point.regime == CLIFF else np.nan)
+    if out["confidence"] < min_confidence and point.regime != INCONCLUSIVE:
+        out["regime"] = INCONCLUSIVE
         out["reason"] = (f"only {out['confidence']:.0%} of bootstrap replicates agree with the point "
                          f"estimate '{point.regime}' ({point.reason})")
 

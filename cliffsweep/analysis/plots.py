@@ -21,6 +21,7 @@ _MARGINS = dict(left=0.08, right=0.98, top=0.92, bottom=0.11, wspace=0.22)
 
 from cliffsweep.analysis.layout import CLIFF_RED, SAFE_GREEN, lr_text, series_style  # noqa: E402
 from cliffsweep.sweep.status import TrialStatus
+from cliffsweep.analysis.regimes import CLIFF
 
 
 def _final_curve(series_pts: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
@@ -56,7 +57,7 @@ def plot_vs_lr(model: str, points: pd.DataFrame, table: pd.DataFrame, path: str,
             st = style[row["label"]]
             ax.plot(curve["lr"], curve[key], "-", marker=st["marker"], ms=4, color=st["color"], label=row["label"])
             _ring_safe(ax, curve, row, "lr", key)
-            if row["regime"] == "cliff":
+            if row["regime"] == CLIFF:
                 ax.axvspan(row["critical_lr_low"], row["critical_lr_high"], color=CLIFF_RED, alpha=0.06)
         ax.set_xscale("log")
         ax.set_xlabel("learning rate")
@@ -132,7 +133,7 @@ def plot_suite(model: str, points: pd.DataFrame, table: pd.DataFrame, per_task: 
             mine = per_task[(per_task["model"] == model) & (per_task["series"] == row["series"])
                             & (per_task["epochs"] == row["epochs"]) & (per_task["task"] == name)]
             for r in mine.itertuples():
-                if r.regime == "cliff":
+                if r.regime == CLIFF:
                     ax.axvspan(r.critical_lr_low, r.critical_lr_high, color=CLIFF_RED, alpha=0.06)
         first = per_task[(per_task["model"] == model) & (per_task["task"] == name) & per_task["first_to_fall"]]
         ax.axhline(1.0, color="black", ls=":", lw=1)

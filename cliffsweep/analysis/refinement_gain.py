@@ -9,6 +9,7 @@ import pandas as pd
 
 from cliffsweep.analysis.classify import Classification, Thresholds, classify_arrays, lr_curve
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
+from cliffsweep.analysis.regimes import CLIFF
 
 REFINEMENT_COLUMNS = [
     "model", "series", "epochs", "n_grid_lrs", "n_refined_lrs", "grid_regime", "regime",
@@ -19,7 +20,7 @@ REFINEMENT_COLUMNS = [
 
 def _transition(c: Classification) -> tuple[float, float]:
     """The cliff bracket, else a collapse the grid could not resolve, else (NaN, NaN)."""
-    lo, hi = (c.critical_lr_low, c.critical_lr_high) if c.regime == "cliff" else (
+    lo, hi = (c.critical_lr_low, c.critical_lr_high) if c.regime == CLIFF else (
         c.unresolved_lr_low, c.unresolved_lr_high)
     return (np.nan, np.nan) if lo is None else (lo, hi)
 

@@ -24,7 +24,7 @@ from cliffsweep.analysis.paper_tables import paper_tables
 # headroom as %, accuracies and accuracy differences in points of 0-1 with 3 decimals.
 TABLE_COLUMNS = [("label", "series"), ("regime_paper", "paper's reading"),
                  ("regime_text", "our reading (bootstrap agreement)"), ("differ", "why the readings differ"),
-                 ("cliff", "cliff: last safe -> first collapsed lr"),
+                 ("cliff_bracket", "cliff: last safe -> first collapsed lr"),
                  ("drop_at_cliff", "R lost at cliff (% of base R)"), ("learned_before_cliff", "learned before cliff (% headroom)"),
                  ("safe", "highest safe lr -> next (forgets)"), ("learn_at_max_safe_lr", "L gain at safe lr"),
                  ("within_noise", "decided by noise (every item scored)"),
@@ -127,7 +127,7 @@ def series_rows(rows: pd.DataFrame) -> pd.DataFrame:
     out["regime_text"] = [figures.regime_text(r) for _, r in out.iterrows()]
     out["differ"] = [why_readings_differ(r.regime, r.regime_paper, r.learned_before_cliff, r.kept_before_cliff,
                                          r.learned_after_cliff) for r in out.itertuples()]
-    out["cliff"] = [bracket_text(a, b) for a, b in zip(out["critical_lr_low"], out["critical_lr_high"])]
+    out["cliff_bracket"] = [bracket_text(a, b) for a, b in zip(out["critical_lr_low"], out["critical_lr_high"])]
     out["safe"] = [bracket_text(a, b) for a, b in zip(out["max_safe_lr"], out["max_safe_lr_next"])]
     return out
 
@@ -271,7 +271,7 @@ def model_sections(table, points, spread, out_dir, learn, retain, curves, refine
 
 
 SUITE_TABLE = [("label", "series"), ("task", "retain task"), ("regime", "regime (its own)"), ("confidence", "agreement"),
-               ("cliff", "cliff: last safe -> first collapsed lr"), ("safe", "highest safe lr -> next (forgets)"),
+               ("cliff_bracket", "cliff: last safe -> first collapsed lr"), ("safe", "highest safe lr -> next (forgets)"),
                ("max_forgetting", "max R lost (% of its base)"), ("base_R", "base"), ("first", "falls first")]
 
 
@@ -280,7 +280,7 @@ def suite_sections(table, points, per_task: pd.DataFrame, out_dir: str) -> list[
     the task that falls first per series, and retention vs lr per task."""
     tasks = list(dict.fromkeys(per_task["task"]))
     out = per_task.copy()
-    out["cliff"] = [bracket_text(a, b) for a, b in zip(out["critical_lr_low"], out["critical_lr_high"])]
+    out["cliff_bracket"] = [bracket_text(a, b) for a, b in zip(out["critical_lr_low"], out["critical_lr_high"])]
     out["safe"] = [bracket_text(a, b) for a, b in zip(out["max_safe_lr"], out["max_safe_lr_next"])]
     out["first"] = np.where(out["first_to_fall"], "first, at lr " + out["falls_at"].map(lr_text), "")
     text = (f"R is the suite's aggregate of {len(tasks)} retain tasks ({', '.join(tasks)}); the regimes, "

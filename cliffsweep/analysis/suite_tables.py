@@ -16,6 +16,7 @@ import pandas as pd
 from cliffsweep.analysis.classify import Thresholds
 from cliffsweep.analysis.frontiers import SERIES_KEY, frontiers
 from cliffsweep.analysis.suite import n_column, task_column
+from cliffsweep.analysis.regimes import CLIFF
 
 SUITE_COLUMNS = ["model", "series", "epochs", "label", "task", "regime", "confidence", "critical_lr_low",
                  "critical_lr_high", "max_safe_lr", "max_safe_lr_next", "max_forgetting", "base_R", "falls_at",
@@ -37,7 +38,7 @@ def per_task_table(points: pd.DataFrame, samples: pd.DataFrame | None, tasks: li
                       n_boot=n_boot, seed=seed, min_confidence=min_confidence)
         rows.append(t.assign(task=task))
     table = pd.concat(rows, ignore_index=True)
-    cliff = table["regime_point_estimate"] == "cliff"
+    cliff = table["regime_point_estimate"] == CLIFF
     table["falls_at"] = np.where(cliff, table["critical_lr_high"], table["max_safe_lr_next"]).astype(float)
     order = {t: i for i, t in enumerate(tasks)}
     table["_order"] = table["task"].map(order)

@@ -29,6 +29,7 @@ import pandas as pd
 
 from cliffsweep.storage.store import Store, eval_key
 from cliffsweep.sweep.status import TrialStatus
+from cliffsweep.analysis.regimes import CLIFF, GRADUAL
 
 # Method effects (learning gain, forgetting scale), our choice for the example: SIB and the
 # regularisers keep more retention along a gradual trade-off (Fig. 3, 5, 6: the frontier moves
@@ -41,7 +42,7 @@ _LR_SCALE = {"lora": 0.1}
 
 @dataclass(frozen=True)
 class SyntheticSweep:
-    models: dict[str, str] = field(default_factory=lambda: {"toy-a": "cliff", "toy-b": "gradual"})
+    models: dict[str, str] = field(default_factory=lambda: {"toy-a": CLIFF, "toy-b": GRADUAL})
     """Model label -> ground-truth shape ('cliff', 'gradual', 'flat')."""
     series: tuple[tuple[str, str], ...] = (("sft", "sft"), ("ewc", "ewc(lam=10)"), ("lora", "lora"))
     """(method, series label) pairs."""
@@ -76,10 +77,10 @@ def true_accuracy(shape: str, method: str, lr: float, epochs: int, progress: flo
     L0, R0 = base
     learn_gain, forget_scale = _METHOD_EFFECT.get(method, (1.0, 1.0))
     x = math.log10(lr * _LR_SCALE.get(method, 1.0)) + math.log10(epochs) * 0.5  # more epochs act like a larger lr (Fig. 7)
-    if shape == "cliff":
+    if shape == CLIFF:
         learned = 1 / (1 + math.exp(-4 * (x + 4.6)))
         kept = 1.0 if x < -3.3 else 0.08
-    elif shape == "gradual":
+    elif shape == GRADUAL:
         learned = 1 / (1 + math.exp(-2.2 * (x + 3.8)))
         kept = 1.0 - forget_scale * 0.9 * learned
     elif shape == "flat":
@@ -143,10 +144,10 @@ def random_curve(shape: str, rng: np.random.Generator) -> Curve:
     """
     at = rng.uniform(-5, -3)
     base = (rng.uniform(0.2, 0.3), rng.uniform(0.4, 0.8))
-    if shape == "cliff":
+    if shape == CLIFF:
         return Curve(learn_at=at - rng.uniform(0.7, 1.5), learn_decades=rng.uniform(0.5, 1.0), forget_at=at,
                      forget_decades=math.log10(rng.uniform(1.05, 1.5)), floor=rng.uniform(0, 0.15), base=base)
-    if shape == "gradual":
+    if shape == GRADUAL:
         return Curve(learn_at=at + rng.uniform(-0.3, 0.2), learn_decades=rng.uniform(1.2, 2.5), forget_at=at,
                      forget_decades=rng.uniform(1.6, 3.0), floor=rng.uniform(0.05, 0.4), base=base)
     raise ValueError(f"unknown shape {shape!r}; valid: cliff, gradual")
@@ -260,9 +261,9 @@ def write_synthetic_store(path: str, sweep: SyntheticSweep | None = None) -> Sto
 
 
 _PAPER_LRS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4)
-_SMALL = {"qwen2.5-0.5b": ("Qwen/Qwen2.5-0.5B-Instruct", "gradual"), "qwen3-0.6b": ("Qwen/Qwen3-0.6B", "cliff"),
-          "llama3.2-1b": ("meta-llama/Llama-3.2-1B-Instruct", "cliff")}
-_LARGE = {"qwen2.5-3b": ("Qwen/Qwen2.5-3B-Instruct", "gradual"), "llama3.2-3b": ("meta-llama/Llama-3.2-3B-Instruct", "cliff")}
+_SMALL = {"qwen2.5-0.5b": ("Qwen/Qwen2.5-0.5B-Instruct", GRADUAL), "qwen3-0.6b": ("Qwen/Qwen3-0.6B", CLIFF),
+          "llama3.2-1b": ("meta-llama/Llama-3.2-1B-Instruct", CLIFF)}
+_LARGE = {"qwen2.5-3b": ("Qwen/Qwen2.5-3B-Instruct", GRADUAL), "llama3.2-3b": ("meta-llama/Llama-3.2-3B-Instruct", CLIFF)}
 _CL = (("sft", "sft"), ("sib", "sib"), ("ewc", "ewc"), ("mas", "mas"), ("migu", "migu"), ("nanoadam", "nanoadam"))
 
 

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from cliffsweep.analysis.classify import Thresholds
+from cliffsweep.analysis.regimes import CLIFF, FORGETTING, GRADUAL, INCONCLUSIVE
 
 
 def verify_seeds(seeds: list[int], n: int) -> list[int]:
@@ -41,11 +42,11 @@ def verify_lrs(row: pd.Series | dict, th: Thresholds, margin: float) -> list[flo
     a collapse by at most ``margin`` standard errors of its drop, else none."""
     estimate = row["regime_point_estimate"]
     short = row.get("closest_shortfall_se", np.nan)
-    if estimate == "cliff":
+    if estimate == CLIFF:
         pair = (row["critical_lr_low"], row["critical_lr_high"])
         if not all(np.isfinite(pair)):  # the frontiers row blanks cliff fields of a series it overruled
             pair = (row["closest_lr_low"], row["closest_lr_high"])
-    elif estimate in ("gradual", "forgetting", "inconclusive") and np.isfinite(short) and short <= margin:
+    elif estimate in (GRADUAL, FORGETTING, INCONCLUSIVE) and np.isfinite(short) and short <= margin:
         pair = (row["closest_lr_low"], row["closest_lr_high"])
     else:
         return []

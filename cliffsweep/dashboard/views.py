@@ -187,14 +187,17 @@ POINT_COLUMNS = ["point_id", "trial_id", "series", "method", "optimizer", "epoch
                  "final", "classified", "status", "L", "R"]
 SERIES_COLUMNS = ["series", "method", "optimizer", "epochs", "label", "regime", "regime_paper", "confidence",
                   "critical_lr_low", "critical_lr_high", "max_safe_lr", "max_safe_lr_next", "n_lrs", "base_L",
-                  "base_R", "runs_at_bracket", "confidence_over", "within_noise", "reason"]
+                  "base_R", "runs_at_bracket", "confidence_over", "within_noise", "is_cliff", "reason"]
 
 
 def model_views(points: pd.DataFrame, table: pd.DataFrame, retain_tasks: list[str]) -> list[dict]:
     """Per model: every evaluated checkpoint (intermediate ones too), each retain task's score when
     R is a suite's, and each series' regime row (`table`: analysis.frontiers.frontiers)."""
+    from cliffsweep.analysis.regimes import CLIFF
     from cliffsweep.analysis.suite import task_column
 
+    if len(table):  # the page reads whether a row is a cliff from here, never spelling the word itself
+        table = table.assign(is_cliff=table["regime"] == CLIFF)
     out = []
     task_cols = {t: task_column(t) for t in retain_tasks if task_column(t) in points}
     for model, pts in points.groupby("model", sort=True):

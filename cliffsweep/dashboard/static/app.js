@@ -172,9 +172,9 @@ function renderSeries(el, m) {
   const rows = m.series.filter(keep);
   el.innerHTML = `<table><tr><th>series</th><th>regime</th><th>confidence</th><th>critical lr</th><th>highest safe lr</th><th>lrs</th><th>why</th></tr>` +
     rows.map((s) => `<tr class="series-row" data-model="${esc(m.model)}" data-label="${esc(s.label)}"><td>${esc(s.label)}</td>` +
-      `<td class="regime regime-${esc(s.regime)}">${esc(s.regime)}${s.regime === "cliff" && s.runs_at_bracket === 1 ? " (one run)" : ""}${s.regime_paper && s.regime_paper !== s.regime ? ` (paper: ${esc(s.regime_paper)})` : ""}</td>` +
+      `<td class="regime regime-${esc(s.regime)}">${esc(s.regime)}${s.is_cliff && s.runs_at_bracket === 1 ? " (one run)" : ""}${s.regime_paper && s.regime_paper !== s.regime ? ` (paper: ${esc(s.regime_paper)})` : ""}</td>` +
       `<td>${s.confidence === null ? (snap.confidence === "computing" ? "computing" : "-") : Math.round(100 * s.confidence) + "%"}</td>` +
-      `<td>${s.regime === "cliff" ? `${lr(s.critical_lr_low)} -> ${lr(s.critical_lr_high)}` : "-"}</td>` +
+      `<td>${s.is_cliff ? `${lr(s.critical_lr_low)} -> ${lr(s.critical_lr_high)}` : "-"}</td>` +
       `<td>${lr(s.max_safe_lr)}${s.within_noise ? `<div class="muted within-noise">${esc(s.within_noise)}</div>` : ""}</td>` +
       `<td>${s.n_lrs ?? "-"}</td><td class="muted">${esc(s.reason || "")}</td></tr>`).join("") + "</table>";
 }
@@ -223,7 +223,7 @@ function drawLr(el, m) {
   }
   for (const s of m.series.filter(keep)) {
     const name = `${s.series} ${s.epochs}ep`;
-    if (s.regime === "cliff" && s.critical_lr_low) shapes.push(vline(Math.sqrt(s.critical_lr_low * s.critical_lr_high), color(name), "dash"));
+    if (s.is_cliff && s.critical_lr_low) shapes.push(vline(Math.sqrt(s.critical_lr_low * s.critical_lr_high), color(name), "dash"));
     if (s.max_safe_lr) shapes.push(vline(s.max_safe_lr, color(name), "dot"));
   }
   plot(el, traces, {title: {text: "at the final checkpoint, against lr (dashed line: cliff; dotted: highest safe lr)", font: {size: 13}},
