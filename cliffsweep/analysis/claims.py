@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from cliffsweep.analysis.classify import lr_curve
+from cliffsweep.sweep.grid import SERIES_KEY
 
 REFERENCE = "sft"
 """The method every other one is compared with (plain SFT, the paper's dashed black line)."""
@@ -366,7 +367,7 @@ def point_spread(points: pd.DataFrame, reps: tuple | None = None) -> pd.DataFram
     seed mean (from ``reps``, aligned with ``points`` rows)."""
     fin = points[points["classified"]]
     rows = []
-    for (model, series, epochs, lr), g in fin.groupby(["model", "series", "epochs", "lr"], sort=True, dropna=False):
+    for (model, series, epochs, lr), g in fin.groupby([*SERIES_KEY, "lr"], sort=True, dropna=False):
         row = {"model": model, "series": series, "epochs": epochs, "lr": lr, "n_seeds": g["seed"].nunique(),
                "n_L": int(g["n_L"].max()) if g["n_L"].notna().any() else np.nan,
                "n_R": int(g["n_R"].max()) if g["n_R"].notna().any() else np.nan}
@@ -388,8 +389,7 @@ def sweep_counts(points: pd.DataFrame, trials: pd.DataFrame | None) -> dict:
     # a task's size is its base's (scored on every item): under eval.adaptive the checkpoints'
     # items scored vary, and the report's notes say how many (analysis/topup.scored_notes)
     sized = points[points["series"] == "base"] if (points["series"] == "base").any() else points
-    out = {"models": int(points["model"].nunique()), "series": int(trained.groupby(
-        ["model", "series", "epochs"]).ngroups), "seeds": sorted(int(s) for s in trained["seed"].dropna().unique()),
+    out = {"models": int(points["model"].nunique()), "series": int(trained.groupby(SERIES_KEY).ngroups), "seeds": sorted(int(s) for s in trained["seed"].dropna().unique()),
         "n_learn": sorted(int(n) for n in sized["n_L"].dropna().unique()),
         "n_retain": sorted(int(n) for n in sized["n_R"].dropna().unique()),
         "checkpoints": int(len(trained)), "final_checkpoints": int(trained["classified"].sum())}

@@ -22,9 +22,9 @@ from cliffsweep.analysis.pareto import dominates_all, frontier_area, margins, pa
 from cliffsweep.analysis.runs import run_weights, runs_at, shortfall_se, unreproduced
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.within_noise import notes as noise_notes
+from cliffsweep.sweep.grid import SERIES_KEY  # noqa: F401  (re-exported: the analysis' callers)
 from cliffsweep.analysis.regimes import CLIFF, FORGETTING, GRADUAL, INCONCLUSIVE
 
-SERIES_KEY = ["model", "series", "epochs"]
 MIN_CONFIDENCE = 0.6
 """Our default: a regime is reported when at least 60 % of bootstrap replicates agree."""
 

@@ -10,6 +10,7 @@ import pandas as pd
 from cliffsweep.analysis.classify import Classification, Thresholds, classify_arrays, lr_curve
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.regimes import CLIFF
+from cliffsweep.sweep.grid import SERIES_KEY
 
 REFINEMENT_COLUMNS = [
     "model", "series", "epochs", "n_grid_lrs", "n_refined_lrs", "grid_regime", "regime",
@@ -48,7 +49,7 @@ def refinement_table(points: pd.DataFrame, thresholds: Thresholds | None = None)
         return pd.DataFrame(columns=REFINEMENT_COLUMNS)
     pts = points[points["classified"]] if "classified" in points else points
     rows = []
-    for (model, series, epochs), s in pts[pts["series"] != "base"].groupby(["model", "series", "epochs"], sort=True):
+    for (model, series, epochs), s in pts[pts["series"] != "base"].groupby(SERIES_KEY, sort=True):
         if not (s["round"] > 0).any():
             continue
         base = pts[(pts["model"] == model) & (pts["series"] == "base")]

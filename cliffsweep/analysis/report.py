@@ -19,6 +19,7 @@ from cliffsweep.analysis.classify import Thresholds, why_readings_differ
 from cliffsweep.analysis.claims import main_epochs, sweep_counts
 from cliffsweep.analysis.layout import lr_text
 from cliffsweep.analysis.paper_tables import paper_tables
+from cliffsweep.sweep.grid import SERIES_KEY
 
 # (column, header). Units: lrs as 3e-4 (as in the plots), shares of base retention or of the
 # headroom as %, accuracies and accuracy differences in points of 0-1 with 3 decimals.
@@ -134,7 +135,7 @@ def series_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 def refinement_rows(table: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
     """The refinement table (analysis/refinement_gain.py) with brackets as text and plot labels."""
-    out = table.merge(labels[["model", "series", "epochs", "label"]], on=["model", "series", "epochs"], how="left")
+    out = table.merge(labels[[*SERIES_KEY, "label"]], on=SERIES_KEY, how="left")
     for pre in ("grid_", ""):
         out[f"{pre}safe"] = [bracket_text(a, b) for a, b in zip(out[f"{pre}max_safe_lr"], out[f"{pre}max_safe_lr_next"])]
         out[f"{pre}transition"] = [bracket_text(a, b) for a, b in zip(out[f"{pre}transition_low"],

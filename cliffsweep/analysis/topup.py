@@ -17,9 +17,10 @@ import pandas as pd
 
 from cliffsweep.analysis.classify import Thresholds
 from cliffsweep.evals.stopping import StopRule, retention_cuts
+from cliffsweep.sweep.grid import SERIES_KEY
 from cliffsweep.sweep.spec import AdaptiveSpec
 
-SERIES = ["model", "series", "epochs"]
+SERIES = SERIES_KEY
 HINGES = ("critical_lr_low", "critical_lr_high", "max_safe_lr", "max_safe_lr_next")
 """The frontier table's lrs (analysis/frontiers.py) at which a series' verdict is read."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from cliffsweep.storage.store import PRIMARY_METRICS, Store
+from cliffsweep.sweep.grid import SERIES_KEY
 from cliffsweep.sweep.status import TrialStatus
 
 
@@ -19,7 +20,7 @@ def final_points(store: Store) -> pd.DataFrame:
     # first task of each role = primary (the learn task; the first retain task)
     primary = ev.groupby("role")["task"].first()
     ev = ev[ev.apply(lambda r: r["task"] == primary[r["role"]], axis=1)]
-    wide = ev.pivot_table(index=["model", "series", "epochs", "lr", "trial_id", "step"],
+    wide = ev.pivot_table(index=[*SERIES_KEY, "lr", "trial_id", "step"],
                           columns="role", values="value").reset_index()
     wide.columns.name = None
     wide = wide.merge(items_scored(ev), on=["trial_id", "step"], how="left")
@@ -30,12 +31,12 @@ def final_points(store: Store) -> pd.DataFrame:
     base = wide[wide["series"] == "base"]
     rest = wide[wide["series"] != "base"]
     rows = [rest]
-    for (model, series, epochs), _ in rest.groupby(["model", "series", "epochs"]):
+    for (model, series, epochs), _ in rest.groupby(SERIES_KEY):
         b = base[base["model"] == model].copy()
         b["series"], b["epochs"] = series, epochs
         rows.append(b)
     out = pd.concat(rows, ignore_index=True) if rows else wide
-    return out.sort_values(["model", "series", "epochs", "lr"]).reset_index(drop=True)
+    return out.sort_values([*SERIES_KEY, "lr"]).reset_index(drop=True)
 
 
 def items_scored(ev: pd.DataFrame) -> pd.DataFrame:
@@ -67,7 +68,7 @@ def summary_text(store: Store) -> str:
     if pts.empty:
         return "no evaluations in the store yet"
     staged = bool((pts["scored"] < pts["items"]).any())  # the column only where the rule stopped early
-    for (model, series, epochs), g in pts.groupby(["model", "series", "epochs"], sort=True):
+    for (model, series, epochs), g in pts.groupby(SERIES_KEY, sort=True):
         lines.append(f"\n{model} / {series} / " + (f"{epochs} epoch(s)" if epochs else "a step budget"))
         lines.append(f"  {'lr':>10}  {'learn':>7}  {'retain':>7}  {'status':>9}" + (f"  {'items':>11}" if staged else ""))
         for _, r in g.iterrows():

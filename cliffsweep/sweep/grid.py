@@ -95,9 +95,14 @@ def expand_grid(spec: SweepSpec) -> list[Trial]:
     return trials
 
 
+SERIES_KEY = ["model", "series", "epochs"]
+"""The columns that name one learning-forgetting frontier (a series), in every table that has
+them: the one definition (issue 60 part 5); `series_key` is a trial's value of it."""
+
+
 def series_key(t: Trial) -> tuple[str, str, int]:
     """(model, series, epochs): one learning-forgetting frontier, the unit refinement works on
-    (the analysis' SERIES_KEY)."""
+    (SERIES_KEY's value for this trial)."""
     return t.model, t.series, t.epochs
 
 
