@@ -185,6 +185,6 @@ def test_recipe_optimizer_settings_reach_the_optimizer_and_bad_ones_are_listed(t
     assert main(["validate", str(sweep)]) == 2
     err = capsys.readouterr().err
     for want in ("recipe.optimizer_settings.adamw.betas: Value error, betas must lie in [0, 1)",
-                 "recipe.optimizer_settings.adamw.epsilon: Extra inputs are not permitted",
+                 "recipe.optimizer_settings.adamw.epsilon: not a field of this section",
                  "recipe.optimizer_settings.adam: unknown optimizer 'adam'"):
         assert want in err, err

@@ -49,7 +49,7 @@ def test_all_problems_reported_at_once():
     with pytest.raises(SpecError) as e:
         parse_spec(bad, "bad.yaml")
     text = "\n".join(e.value.problems)
-    for needle in ["name:", "extra: Extra inputs", "lrs:", "epochs:", "models.1.colour", "duplicate model name 'm'",
+    for needle in ["name:", "extra: not a field of this section", "lrs:", "epochs:", "models.1.colour", "duplicate model name 'm'",
                    "models.0.path: unknown toy model 'nope'", "methods.0.name: unknown method 'sftt'",
                    "methods.1.params.rank", "methods.1.params.bogus", "optimizers.0: unknown optimizer 'adam'",
                    "tasks.learn.params.n_eval", "tasks.retain.0.name: unknown task 'gsm9k'",
@@ -91,8 +91,9 @@ def test_validate_cli_lists_problems_and_starts_nothing(tmp_path):
 def test_not_yaml_and_missing_file(tmp_path):
     p = tmp_path / "x.yaml"
     p.write_text("name: [unclosed")
-    with pytest.raises(SpecError, match="not valid YAML"):
+    with pytest.raises(SpecError, match="line 1, column 16: not valid YAML") as e:
         load_spec(p)
+    assert "unicode string" not in str(e.value) and str(p) in str(e.value)  # the file, and its line
     with pytest.raises(SpecError, match="file not found"):
         load_spec(tmp_path / "absent.yaml")
 
@@ -209,3 +210,15 @@ def test_a_model_may_train_for_its_own_epochs():
     with pytest.raises(SpecError, match="set one of the two"):
         parse_spec(minimal(models=[{"name": "q", "path": "toy:qwen2-tiny", "epochs": [12]}],
                            recipe={"max_steps": [9]}))
+
+
+def test_a_misspelled_key_names_the_field_it_is_close_to_and_an_empty_list_reads_as_such():
+    """Issue 63 part 4: the tool's words, not the library's ("recipie: Extra inputs are not
+    permitted"; "List should have at least 1 item after validation, not 0")."""
+    bad = minimal(recipie={"batch_size": 2}, lrs=[], zzz=1)
+    with pytest.raises(SpecError) as e:
+        parse_spec(bad, "bad.yaml")
+    text = "\n".join(e.value.problems)
+    assert "recipie: not a field of this section; did you mean 'recipe'?" in text, text
+    assert "lrs: must not be empty" in text and "zzz: not a field of this section" in text, text
+    assert "did you mean" not in text.split("zzz:")[1].splitlines()[0]  # nothing close: no guess

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from cliffsweep.sweep import specfile
 from cliffsweep.sweep.spec import SweepSpec
-from cliffsweep.sweep.specfile import default_spec_path, loc as _loc, read_yaml
+from cliffsweep.sweep.specfile import default_spec_path, loc as _loc, message, read_yaml
 from cliffsweep.sweep.tracking import CREDENTIAL_KEYS
 
 __all__ = ["default_spec_path", "load_spec", "parse_spec", "read_yaml"]
@@ -39,7 +39,8 @@ def _params_problems(where: str, cls, params: Any, what: str) -> list[str]:
         try:
             cls.Params(**combo)
         except ValidationError as e:
-            return [f"{where}.params.{_loc(err['loc'])}: {err['msg']} ({what})" for err in e.errors()]
+            return [f"{where}.params.{_loc(err['loc'])}: {message(err, list(cls.Params.model_fields))} ({what})"
+                    for err in e.errors()]
     return []
 
 
@@ -131,7 +132,9 @@ def _optimizer_settings_problems(data: dict) -> list[str]:
                 settings_class(name)(**settings)
             except (ValidationError, ValueError) as e:
                 errs = e.errors() if isinstance(e, ValidationError) else [{"loc": (), "msg": str(e)}]
-                problems += [f"{where}{'.' + _loc(err['loc']) if err['loc'] else ''}: {err['msg']}" for err in errs]
+                fields = list(getattr(settings_class(name), "model_fields", ()))
+                problems += [f"{where}{'.' + _loc(err['loc']) if err['loc'] else ''}: {message(err, fields)}"
+                             for err in errs]
     return problems
 
 

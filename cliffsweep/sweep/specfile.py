@@ -8,11 +8,14 @@ started was checked then: a reader of it (the dashboard, `status`) needs the typ
 
 from __future__ import annotations
 
+import difflib
+import typing
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from cliffsweep.sweep.sources import problems as source_problems
 from cliffsweep.sweep.spec import SpecError, SweepSpec
@@ -26,6 +29,41 @@ def loc(where: tuple) -> str:
     return ".".join(str(x) for x in where) or "<root>"
 
 
+@lru_cache(maxsize=1)
+def field_names() -> tuple[str, ...]:
+    """Every field name of the sweep file's models, nested ones too: what a misspelled key is
+    matched against."""
+    seen: set[type] = set()
+    names: set[str] = set()
+
+    def walk(tp) -> None:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            if tp in seen:
+                return
+            seen.add(tp)
+            for name, f in tp.model_fields.items():
+                names.add(name)
+                walk(f.annotation)
+        for arg in typing.get_args(tp):
+            walk(arg)
+
+    walk(SweepSpec)
+    return tuple(sorted(names))
+
+
+def message(err: dict, fields: Sequence[str] | None = None) -> str:
+    """A validation error in the tool's words (issue 63 part 4): a misspelled key with the
+    nearest field of `fields` (default: every field of the sweep file) ("did you mean"), an empty
+    list as such; else the library's message."""
+    if err.get("type") == "extra_forbidden":
+        key = str(err["loc"][-1]) if err["loc"] else ""
+        close = difflib.get_close_matches(key, list(fields or field_names()), n=1, cutoff=0.75)
+        return "not a field of this section" + (f"; did you mean '{close[0]}'?" if close else "")
+    if err.get("type") == "too_short" and isinstance(err.get("input"), (list, tuple, dict)) and not err["input"]:
+        return "must not be empty"
+    return err["msg"]
+
+
 def parse_spec(data: Any, source: str = "<spec>", checks: Sequence[Check] = ()) -> SweepSpec:
     """Validate a parsed sweep file; raise SpecError with every problem found."""
     if not isinstance(data, dict):
@@ -35,7 +73,7 @@ def parse_spec(data: Any, source: str = "<spec>", checks: Sequence[Check] = ()) 
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as e:
-        problems = [f"{loc(err['loc'])}: {err['msg']}" for err in e.errors()]
+        problems = [f"{loc(err['loc'])}: {message(err)}" for err in e.errors()]
     for check in checks:
         problems += check(data)
     if spec is not None:
@@ -80,7 +118,10 @@ def read_yaml(path: Path) -> tuple[Any, list[str]]:
     try:
         data = loader.get_single_data()
     except yaml.YAMLError as e:
-        raise SpecError(str(path), [f"not valid YAML: {e}"]) from None
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        what = " ".join(x for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x) or str(e)
+        raise SpecError(str(path), [f"{where}not valid YAML: {what}"]) from None
     finally:
         loader.dispose()
     return data, loader.duplicates
