@@ -141,7 +141,9 @@ def stopped_early_once(store: Store, table: pd.DataFrame) -> None:
     assert not samples.duplicated(["trial_id", "step", "task", "example_id"]).any()
     retain = acc[acc["role"] == "retain"]
     collapsed = retain[retain["value"] == 0]
-    assert len(collapsed) and (collapsed["n_scored"] < collapsed["n_items"]).all(), collapsed
+    # a collapse far from every cut stops early; those a verdict rests on (its bracket, issue 59's
+    # deciding lrs) are then topped up to every item, so some, not all, stay short
+    assert len(collapsed) and (collapsed["n_scored"] < collapsed["n_items"]).any(), collapsed
     assert acc["n_scored"].sum() < acc["n_items"].sum()
     # the checkpoints the verdicts are read at were scored on every item (the top-ups)
     bracket = acc[(acc["model"] == CLIFF[0]) & (acc["series"] == CLIFF[1])
