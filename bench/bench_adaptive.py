@@ -50,9 +50,10 @@ def ordered(samples: pd.DataFrame, task: str, seed: int) -> dict[tuple[str, int]
     return out
 
 
-def settle(x: np.ndarray, base: np.ndarray, rule, role: str) -> tuple[int, int]:
-    """(items scored, generation calls) when the rule settles, its stages chosen as the evaluator
-    chooses them (evaluator/staged.py: StopRule.next_total, then StopRule.read)."""
+def settle(x: np.ndarray, base: np.ndarray, rule, role: str) -> dict:
+    """The `evals` row's staged columns when the rule stops (n_scored, settled: false where it
+    stopped open, by the width; ci_low, ci_high) and its generation calls, its stages chosen as
+    the evaluator chooses them (evaluator/staged.py: StopRule.next_total, then StopRule.read)."""
     done, calls, reading = 0, 0, None
     while done < len(x):
         done = rule.next_total(done, len(x), reading)
@@ -60,7 +61,8 @@ def settle(x: np.ndarray, base: np.ndarray, rule, role: str) -> tuple[int, int]:
         reading = rule.read(role, x[:done], base)
         if reading.settled:
             break
-    return done, calls
+    return {"n_scored": done, "n_items": len(x), "calls": calls, "settled": done >= len(x) or not reading.open,
+            "ci_low": reading.interval.low, "ci_high": reading.interval.high}
 
 
 def replay(points: pd.DataFrame, samples: pd.DataFrame, learn: str, retain: str, rule) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -74,15 +76,15 @@ def replay(points: pd.DataFrame, samples: pd.DataFrame, learn: str, retain: str,
             base = by_point[(f"{model}-base", 0)]
             for idx, p in mpts[mpts["series"] != "base"].iterrows():
                 x = by_point[(p["trial_id"], int(p["step"]))]
-                n, calls = settle(x, base, rule, role)
+                row = settle(x, base, rule, role)
+                n = row["n_scored"]
                 got.loc[idx, col] = float(x[:n].mean())  # what the store keeps: the mean of the items scored
                 full[(p["trial_id"], int(p["step"]), col)] = float(x.mean())
-                rows.append({"model": model, "task": task, "trial_id": p["trial_id"], "step": int(p["step"]),
-                             "n_scored": n, "n_items": len(x), "calls": calls})
+                rows.append({"model": model, "task": task, "trial_id": p["trial_id"], "step": int(p["step"]), **row})
     scored = pd.DataFrame(rows)
     index = {(p["trial_id"], int(p["step"])): idx for idx, p in got[got["series"] != "base"].iterrows()}
     while True:  # the sweep's fixpoint (orchestrator/topups.py): read, top up, read again
-        hinge = set(top_ups(got, frontiers(got, n_boot=0), scored))
+        hinge = set(top_ups(got, frontiers(got, n_boot=0), scored, {"L": learn, "R": retain}))
         if not hinge:
             return got, scored
         for key in hinge:
@@ -91,6 +93,7 @@ def replay(points: pd.DataFrame, samples: pd.DataFrame, learn: str, retain: str,
         topped = scored.apply(lambda r: (r["trial_id"], r["step"]) in hinge, axis=1)
         scored.loc[topped & (scored["n_scored"] < scored["n_items"]), "calls"] += 1  # the top-up's one call
         scored.loc[topped, "n_scored"] = scored.loc[topped, "n_items"]
+        scored.loc[topped, "settled"] = True
 
 
 def agreement(full: pd.DataFrame, fast: pd.DataFrame) -> dict[str, float]:

@@ -16,9 +16,10 @@ of its base's answers). Then:
 
 It prints per family: how often the adaptive verdict (regime in both readings, bracket, highest
 safe lr) equals the full evaluation's, how often the full evaluation's equals the truth, the items
-scored, and the measured error of the per-checkpoint decisions (a checkpoint stopped early whose
-mean of the items scored lies on the other side of a cut from its mean over every item) against
-the stated `error`.
+scored, and the measured error of the per-checkpoint decisions the verdict reads (a checkpoint settled and
+still scored in part after the top-ups whose mean of the items scored lies on the other side of a
+cut from its mean over every item) against the stated `error`, and how many checkpoints were left
+open (a cut inside their interval, the verdict the same at either end of it: no decision made).
 
     .venv/bin/python bench/bench_margin.py                     # every family, 420 items, 3x grid
     .venv/bin/python bench/bench_margin.py --items 50 200 420 1319 --grids 2 3 10 --runs 1 3
@@ -40,8 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cliffsweep.analysis.classify import Thresholds  # noqa: E402
 from cliffsweep.analysis.frontiers import frontiers  # noqa: E402
 from cliffsweep.analysis.topup import stop_rule, top_ups  # noqa: E402
+from cliffsweep.analysis.topup import verdict as topup_verdict  # noqa: E402
 from cliffsweep.evals.stopping import retention_cuts  # noqa: E402
 from cliffsweep.sweep.spec import AdaptiveSpec  # noqa: E402
+
+from bench_adaptive import settle  # noqa: E402 - bench/ is the script's folder
 
 R0, L0 = 0.70, 0.25
 TH = Thresholds()
@@ -76,17 +80,6 @@ def draw(p: float, base_u: np.ndarray, pairing: float, rng: np.random.Generator)
     return (u < p).astype(float)
 
 
-def settle(x: np.ndarray, base: np.ndarray, rule, role: str) -> int:
-    """Items scored when the rule settles, its stages as the evaluator chooses them."""
-    done, reading = 0, None
-    while done < len(x):
-        done = rule.next_total(done, len(x), reading)
-        reading = rule.read(role, x[:done], base)
-        if reading.settled:
-            break
-    return done
-
-
 def series_draw(fam: Family, n: int, grid: float, runs: int, run_sd: float, pairing: float,
                 rng: np.random.Generator):
     """(points with every item's mean, the items per (trial, task), the truth's points)."""
@@ -113,50 +106,56 @@ def series_draw(fam: Family, n: int, grid: float, runs: int, run_sd: float, pair
     return pd.DataFrame(rows), items, pd.DataFrame(truth)
 
 
-def adaptive(points: pd.DataFrame, items: dict, rule, cuts: tuple[float, ...]) -> tuple[pd.DataFrame, pd.DataFrame, list]:
-    """(points as the rule reads them, after the top-up fixpoint; scored rows; per stopped retain
-    checkpoint whether some cut's side differs from the full mean's)."""
+def adaptive(points: pd.DataFrame, items: dict, rule, cuts: tuple[float, ...]) -> tuple[pd.DataFrame, pd.DataFrame, list, int]:
+    """(points as the rule reads them, after the top-up fixpoint; scored rows; per retain
+    checkpoint the verdict reads from fewer than all its items, whether some cut's side differs
+    from the full mean's)."""
     got = points.copy()
-    scored, wrong = [], []
+    scored = []
     for idx, p in got[got["series"] != "base"].iterrows():
         for col, role in (("R", "retain"), ("L", "learn")):
             x, b = items[(p["trial_id"], col)], items[("m-base", col)]
-            k = settle(x, b, rule, role)
-            got.loc[idx, col] = x[:k].mean()
-            got.loc[idx, f"n_{col}"] = k
-            scored.append({"trial_id": p["trial_id"], "step": 1, "task": col, "n_scored": k, "n_items": len(x)})
-            if role == "retain" and k < len(x):
-                r0 = b.mean()
-                wrong.append(any((x[:k].mean() / r0 - c) * (x.mean() / r0 - c) < 0 for c in cuts))
+            row = settle(x, b, rule, role)
+            got.loc[idx, col] = x[:row["n_scored"]].mean()
+            got.loc[idx, f"n_{col}"] = row["n_scored"]
+            scored.append({"trial_id": p["trial_id"], "step": 1, "task": col, **row})
     scored = pd.DataFrame(scored)
     index = {t: i for i, t in zip(got.index, got["trial_id"])}
     while True:  # the fixpoint: read the verdict, top up what it rests on, read again
-        keys = top_ups(got, frontiers(got, n_boot=0), scored)
+        keys = top_ups(got, frontiers(got, n_boot=0), scored, {"L": "L", "R": "R"})
         if not keys:
-            return got, scored, wrong
+            break
         for tid, _ in keys:
             for col in ("R", "L"):
                 got.loc[index[tid], col] = items[(tid, col)].mean()
                 got.loc[index[tid], f"n_{col}"] = len(items[(tid, col)])
         hit = scored["trial_id"].isin({t for t, _ in keys})
         scored.loc[hit, "n_scored"] = scored.loc[hit, "n_items"]
-
-
-VERDICT = ("regime", "regime_paper", "critical_lr_low", "critical_lr_high", "max_safe_lr")
+        scored.loc[hit, "settled"] = True
+    wrong = []
+    r0 = items[("m-base", "R")].mean()
+    # a checkpoint left open (its interval still holds a cut, and either end reads the same
+    # verdict) settles no decision at that cut: only the settled ones' decisions are at `error`
+    short = scored[(scored["task"] == "R") & (scored["n_scored"] < scored["n_items"])]
+    left_open = int((~short["settled"].astype(bool)).sum())
+    for r in short[short["settled"].astype(bool)].itertuples():
+        x = items[(r.trial_id, "R")]
+        wrong.append(any((x[:r.n_scored].mean() / r0 - c) * (x.mean() / r0 - c) < 0 for c in cuts))
+    return got, scored, wrong, left_open
 
 
 def verdict(points: pd.DataFrame) -> tuple:
-    row = frontiers(points, n_boot=0).iloc[0]
-    return tuple(None if isinstance(row[c], float) and row[c] != row[c] else row[c] for c in VERDICT)
+    return topup_verdict(frontiers(points, n_boot=0).iloc[0])
 
 
 def run_family(fam: Family, n: int, grid: float, runs: int, draws: int, args, rule, cuts) -> dict:
     rng = np.random.default_rng([n, int(grid * 10), runs, abs(hash(fam.name)) % 2**31])
-    same, true, items_share, wrong, regimes = [], [], [], [], {}
+    same, true, items_share, wrong, regimes, left_open = [], [], [], [], {}, 0
     for _ in range(draws):
         pts, items, truth = series_draw(fam, n, grid, runs, args.run_sd, args.pairing, rng)
         full, fast_pts = verdict(pts), None
-        fast_pts, scored, bad = adaptive(pts, items, rule, cuts)
+        fast_pts, scored, bad, still_open = adaptive(pts, items, rule, cuts)
+        left_open += still_open
         fast = verdict(fast_pts)
         same.append(fast == full)
         true.append(full[:2] == verdict(truth)[:2])
@@ -167,7 +166,8 @@ def run_family(fam: Family, n: int, grid: float, runs: int, draws: int, args, ru
             "full = truth (regimes)": np.mean(true), "truth": verdict(truth)[0] + " / " + verdict(truth)[1],
             "full regimes": ", ".join(f"{k} {v}" for k, v in sorted(regimes.items())),
             "items scored": np.mean(items_share),
-            "decision error": float(np.mean(wrong)) if wrong else 0.0, "stopped early": len(wrong)}
+            "decision error": float(np.mean(wrong)) if wrong else 0.0, "stopped early": len(wrong),
+            "left open": left_open}
 
 
 def main(argv=None) -> int:
@@ -195,7 +195,8 @@ def main(argv=None) -> int:
                     print(f"{r['family']:<48} n={n:<5} {r['grid']:>4} runs={runs}: adaptive=full {r['adaptive = full']:.0%}, "
                           f"full=truth {r['full = truth (regimes)']:.0%} (truth {r['truth']}; full: {r['full regimes']}), "
                           f"items {r['items scored']:.0%}, decision error {r['decision error']:.1%} of "
-                          f"{r['stopped early']} stopped early (stated {spec.error:.0%}) [{time.time() - t0:.0f} s]",
+                          f"{r['stopped early']} settled early (stated {spec.error:.0%}), {r['left open']} left open "
+                          f"[{time.time() - t0:.0f} s]",
                           flush=True)
     table = pd.DataFrame(rows)
     if args.out:

@@ -173,7 +173,8 @@ def test_a_driver_killed_between_two_stages_of_a_checkpoint_scores_no_item_twice
     assert again.returncode == -signal.SIGKILL, again.stdout[-3000:] + again.stderr[-3000:]
     assert (store.read("trials")["status"] == "done").all()
     data_now = load_store(str(tmp_path / "store"))
-    hinging = top_ups(data_now.points, frontiers(data_now.points, n_boot=0), store.read("evals"))
+    hinging = top_ups(data_now.points, frontiers(data_now.points, n_boot=0), store.read("evals"),
+                      {"L": data_now.learn_task, "R": data_now.retain_task})
     assert hinging  # what the killed run left to top up
     # `analyze --top-up` finishes them: the store's sweep again, nothing trained. Its first run is
     # SIGKILLed between two rounds (issue 59: the verdict read again once a round has landed), the

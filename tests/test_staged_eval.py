@@ -80,7 +80,21 @@ def test_a_collapsed_checkpoint_stops_early_and_stores_each_scored_item_once(sto
     s = stored(store)
     assert len(s) == res.n == len(scorer.asked) and s["example_id"].is_unique
     ev = store.read("evals").set_index("trial_id").loc["m-sft-lr1"]
-    assert (int(ev.n_scored), int(ev.n_items)) == (res.n, N)
+    assert (int(ev.n_scored), int(ev.n_items)) == (res.n, N) and bool(ev.settled)  # settled by its cuts
+
+
+def test_a_checkpoint_stopped_by_its_width_with_a_cut_inside_is_stored_open(store):
+    """Issue 59 part 3: the width (0.15) stops a checkpoint 0.005 above the 0.9 cut, the cut still
+    inside its interval; the store says so (`settled` false), for the analysis to top it up."""
+    base = base_scores(store, "m", "arith", IDS)
+    right = base.astype(bool).copy()
+    right[np.flatnonzero(right)[: int(0.095 * right.sum())]] = False
+    res, _ = run(store, right, request())
+    assert res.n < N and not res.settled
+    low, high = res.interval
+    assert low < 0.9 * base.mean() < high
+    ev = store.read("evals").set_index("trial_id").loc["m-sft-lr1"]
+    assert int(ev.n_scored) == res.n and not bool(ev.settled)
 
 
 def test_a_checkpoint_on_a_cut_is_scored_in_full_in_few_stages(store):
@@ -132,3 +146,4 @@ def test_without_the_base_only_the_width_stops(tmp_path):
     res = evaluate_staged(Scorer(np.zeros(N, bool)), empty, request(), "retain", "arith", IDS, None)
     # all wrong: the interval on the accuracy alone narrows below the width well before every item
     assert res.n < N and res.interval[1] - res.interval[0] <= RULE.width
+    assert not res.settled  # no base, no cut read: open

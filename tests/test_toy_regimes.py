@@ -10,7 +10,8 @@ The sweep runs with `--dashboard` and is watched in headless Chromium (issue 41'
 tests/dashboard_page.py): the live page's counts change and match `status`, and afterwards
 `cliffsweep dashboard` shows each series with the regime `analyze` gives here (issue 38 folded
 the browser test's own 3-trial sweep into this one). The same sweep with `verify:` then runs on
-the finished store: verification runs at the cliffs' brackets only (issue 52).
+the finished store: verification runs at the cliffs' brackets and the close calls only
+(issues 52, 59).
 """
 
 from __future__ import annotations
@@ -106,17 +107,24 @@ def test_the_default_sweep_shows_a_cliff_and_a_gradual_series(tmp_path):
 
 
 def verified_at_the_brackets(cwd: Path, table: pd.DataFrame) -> None:
-    """Issue 52 part 1: the same sweep with `verify: {seeds: 2}`, run on the finished store, adds
-    runs with seeds 1 and 2 at the cliffs' brackets (qwen2-tiny: 1e-3 and 3e-3) and nowhere else
-    (llama-tiny's gradual series are no close call); the cliffs keep their regime, their
-    confidence now over runs and items. Evaluated by transformers: an engine start is not what
-    this checks, and the two engines agree item for item (tests/test_evals_backends.py)."""
+    """Issue 52 part 1, issue 59 part 4: the same sweep with `verify: {seeds: 2}`, run on the
+    finished store, adds runs with seeds 1 and 2 at exactly the lrs analysis/verify.py asks of the
+    table: a cliff's bracket (qwen2-tiny: 1e-3 and 3e-3), a close call's pair (a gradual series
+    whose closest pair falls short of a collapse by at most 1 standard error of its drop, run
+    noise included: llama-tiny / SFT on the toy store), and nowhere else; every verdict keeps its
+    regime, its confidence now over runs and items where it was verified. Evaluated by
+    transformers: an engine start is not what this checks, and the two engines agree item for
+    item (tests/test_evals_backends.py)."""
     import yaml
 
+    from cliffsweep.analysis.classify import Thresholds
+    from cliffsweep.analysis.verify import verify_lrs
     from cliffsweep.orchestrator.specfile import default_spec_path
 
     data = yaml.safe_load(Path(default_spec_path()).read_text())
     (cwd / "verify.yaml").write_text(yaml.safe_dump({**data, "store": "results/toy", "verify": {"seeds": 2}}))
+    asked = {key: sorted(verify_lrs(row, Thresholds(), 1.0)) for key, row in table.iterrows()}
+    assert asked[CLIFF], table.loc[CLIFF]  # the cliff's bracket, whatever the close calls are
     run = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "run", "verify.yaml", "--eval-backend", "hf"],
                          capture_output=True, text=True, cwd=cwd, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -124,15 +132,15 @@ def verified_at_the_brackets(cwd: Path, table: pd.DataFrame) -> None:
     trials = Store(str(cwd / "results" / "toy")).read("trials")
     added = trials[trials["seed"] > 0]
     assert set(added["seed"]) == {1, 2} and (added["status"] == "done").all(), added
-    assert set(added["model"]) == {CLIFF[0]}, added  # the gradual model: no verification
-    for (model, series), rows in added.groupby(["model", "series"]):
-        was, now = table.loc[(model, series)], after.loc[(model, series)]
-        assert was.regime_point_estimate == "cliff", was
-        assert sorted(rows["lr"]) == sorted([was.critical_lr_low, was.critical_lr_high] * 2), rows
-        assert now.regime_point_estimate == "cliff" and now.confidence_over == "runs and items", now
+    got = {key: sorted(rows["lr"]) for key, rows in added.groupby(["model", "series"])}
+    assert got == {key: sorted(lrs * 2) for key, lrs in asked.items() if lrs}, (got, asked)
+    for key, lrs in asked.items():
+        was, now = table.loc[key], after.loc[key]
+        assert now.regime_point_estimate == was.regime_point_estimate, (was, now)
+        assert now.confidence_over == ("runs and items" if lrs else "items"), now
     assert after.loc[CLIFF, "regime"] == "cliff" and after.loc[CLIFF, "runs_at_bracket"] == 3, after.loc[CLIFF]
     for key in GRADUAL:
-        assert after.loc[key, "regime"] == "gradual" and after.loc[key, "confidence_over"] == "items"
+        assert after.loc[key, "regime"] == "gradual", after.loc[key]
 
 
 def stopped_early_once(store: Store, table: pd.DataFrame) -> None:

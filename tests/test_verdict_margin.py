@@ -129,10 +129,11 @@ def test_checkpoints_of_one_trial_are_never_counted_as_runs():
     assert t["n_checkpoints"] == 18 and t["n_lrs"] == 6
 
 
-def test_the_stopping_rule_never_settles_a_retain_checkpoint_with_a_cut_inside_by_its_width():
+def test_a_retain_checkpoint_stopped_by_its_width_with_a_cut_inside_is_read_open():
     """A checkpoint at 0.905 of R0, 0.005 above the highest safe lr's cut: the width clause (0.15)
-    stopped such checkpoints and read them on the wrong side 37-47 % of the time. The interval still
-    straddles 0.9 at 420 items, so it is scored in full; a learn task still stops by its width."""
+    stops it with the cut still inside its interval, where issue 59 measured such stops read on the
+    wrong side 37-47 % of the time. Such a reading is open (the store's `settled` false), and no
+    verdict reads it before a top-up (the next test); one far from every cut stops settled."""
     rng = np.random.default_rng(3)
     n = 420
     base = (rng.random(n) < R0).astype(float)
@@ -140,17 +141,41 @@ def test_the_stopping_rule_never_settles_a_retain_checkpoint_with_a_cut_inside_b
     flip = rng.choice(np.flatnonzero(base == 1), size=int(round(0.095 * base.sum())), replace=False)
     ckpt[flip] = 0.0
     rule = stop_rule(AdaptiveSpec())
-    for k in (64, 160, 320):
-        share = share_interval(change_interval(ckpt[:k], base[:k], rule.error), base.mean())
-        assert share.low < 0.9 < share.high and share.width < 0.15 / R0 * 2  # narrow, yet the cut inside
-        assert not rule.read("retain", ckpt[:k], base).settled
-    assert not rule.read("retain", ckpt, base).settled  # even every item leaves it within noise
+    stop = next(k for k in range(32, n + 1, 16) if rule.read("retain", ckpt[:k], base).settled)
+    share = share_interval(change_interval(ckpt[:stop], base[:stop], rule.error), base.mean())
+    assert share.low < 0.9 < share.high and stop < n  # stopped by its width, the cut inside
+    assert rule.read("retain", ckpt[:stop], base).open
+    assert rule.read("retain", ckpt, base).open  # even every item leaves it within noise
     far = base.copy()
     far[rng.choice(np.flatnonzero(base == 1), size=int(round(0.6 * base.sum())), replace=False)] = 0.0
     stop = next(k for k in range(32, n + 1, 16) if rule.read("retain", far[:k], base).settled)
-    assert stop < n // 2  # a collapse far from every cut stops early
-    learn = (rng.random(n) < 0.5).astype(float)
-    assert rule.read("learn", learn[:300], (rng.random(n) < 0.25).astype(float)).settled  # by its width
+    assert stop < n // 2 and not rule.read("retain", far[:stop], base).open  # settled by its cuts
+
+
+def test_an_open_checkpoint_is_topped_up_only_where_its_interval_leaves_the_verdict_undecided():
+    """Two classified checkpoints read open, and a mid-training one: lr 3 at 0.905 of R0 (the
+    highest safe lr turns on which side of 0.9 it is) and lr 1 at 0.91 (0.9 is inside its interval
+    too, but the highest safe lr is lr 3's either way, and no value in it makes a cliff). Only lr 3
+    is topped up; the mid-training checkpoint, which no verdict reads, never is."""
+    r = [0.99, 0.91, 0.96, 0.905, 0.80, 0.62]
+    L = [0.30, 0.40, 0.50, 0.60, 0.70, 0.75]
+    pts = frame(L, [x * R0 for x in r], 420, 420)
+    pts["trial_id"] = ["m-base"] + [f"t{k}" for k in range(6)]
+    pts["step"], pts["classified"] = 2, True
+    mid = pts.iloc[[4]].assign(step=1, classified=False, R=0.905 * R0)
+    pts = pd.concat([pts, mid], ignore_index=True)
+    rows = [{"trial_id": t, "step": st, "task": "retain_t", "n_scored": 150, "n_items": 420, "settled": False,
+             "ci_low": (x - 0.06) * R0, "ci_high": (x + 0.06) * R0}
+            for t, st, x in (("t3", 2, 0.905), ("t1", 2, 0.91), ("t3", 1, 0.905))]
+    rows += [{"trial_id": f"t{k}", "step": 2, "task": "retain_t", "n_scored": 420, "n_items": 420, "settled": True,
+              "ci_low": np.nan, "ci_high": np.nan} for k in (0, 2, 4, 5)]
+    evals = pd.DataFrame(rows)
+    table = frontiers(pts, n_boot=0)
+    assert table.iloc[0]["max_safe_lr"] == pytest.approx(LRS[3])
+    keys = top_ups(pts, table, evals, {"R": "retain_t"})
+    assert keys == [("t3", 2)], keys
+    # without telling which task a column is read from, every classified open one is topped up
+    assert top_ups(pts, table, evals) == [("t1", 2), ("t3", 2)]
 
 
 def test_a_decision_every_item_leaves_within_noise_is_said_in_words():

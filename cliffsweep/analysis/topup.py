@@ -6,8 +6,13 @@ Why a top-up at all: the rule settles each checkpoint on its own, against the cu
 retention share (evals/stopping.py). A series' verdict also compares checkpoints with each other:
 the critical bracket is the lr pair with the largest collapse, the highest safe lr is the last lr
 within forget_min of the base and the one after it is the first that is not. Those few points are
-where a verdict turns, so they are read from every item, as a full evaluation reads them. The rest
-keep what the rule scored.
+where a verdict turns, so they are read from every item, as a full evaluation reads them. So is
+every checkpoint a verdict reads (a done trial's classified one) that the rule stopped by its
+width with a cut still inside its interval (`evals.settled` false) where its value at one end of
+that interval would change the verdict: no verdict rests on a decision the rule left open (issue
+59 part 3). The rest keep what the rule scored: mid-training checkpoints (no verdict reads them),
+classified ones settled at `error` against every cut, and open ones whose whole interval reads
+the same verdict.
 """
 
 from __future__ import annotations
@@ -60,10 +65,82 @@ def partial(evals: pd.DataFrame) -> set[tuple[str, int]]:
     return {(str(t), int(s)) for t, s in zip(short["trial_id"], short["step"])}
 
 
-def top_ups(points: pd.DataFrame, table: pd.DataFrame, evals: pd.DataFrame) -> list[tuple[str, int]]:
-    """The checkpoints to score on every item: hinging and scored in part."""
+VERDICT = ("regime", "regime_paper", "critical_lr_low", "critical_lr_high", "max_safe_lr")
+"""What a series' verdict is (the frontiers table's columns): its regime in both readings, its
+bracket and its highest safe lr; what a top-up must leave as a full evaluation reads it."""
+
+
+def verdict(row: pd.Series) -> tuple:
+    """`row`'s VERDICT, NaN as None (so that two verdicts compare equal)."""
+    return tuple(None if isinstance(row[c], float) and row[c] != row[c] else row[c] for c in VERDICT)
+
+
+def opened(evals: pd.DataFrame) -> pd.DataFrame:
+    """The `evals` rows a staged evaluation stopped open: by its width, a cut still inside its
+    interval (`settled` false, evals/stopping.py `Reading.open`), scored in part."""
+    if evals.empty or "settled" not in evals:
+        return evals.iloc[:0]
+    return evals[evals["settled"].eq(False) & (evals["n_scored"] < evals["n_items"])]
+
+
+def _frontiers_row(series_points: pd.DataFrame, th: Thresholds | None) -> pd.Series:
+    """The frontiers row of the one series among `series_points` (its base's points too)."""
+    from cliffsweep.analysis.frontiers import frontiers  # frontiers -> confidence -> points -> here
+
+    return frontiers(series_points, thresholds=th, n_boot=0).iloc[0]
+
+
+def _moves(series_points: pd.DataFrame, at, column: str, ends: tuple[float, float], now: tuple,
+           th: Thresholds | None) -> bool:
+    """Whether the series' verdict (`now`) differs with point `at`'s `column` at either end of
+    its interval, all else as read."""
+    for value in ends:
+        probe = series_points.copy()
+        probe.loc[at, column] = float(np.clip(value, 0.0, 1.0))
+        if verdict(_frontiers_row(probe, th)) != now:
+            return True
+    return False
+
+
+def open_deciding(points: pd.DataFrame, table: pd.DataFrame, evals: pd.DataFrame, tasks: dict[str, str] | None = None,
+                  th: Thresholds | None = None, skip: frozenset = frozenset()) -> set[tuple[str, int]]:
+    """(trial, step) of the classified checkpoints read open (not in `skip`) whose interval leaves
+    the verdict undecided: their value at one end of it changes their series' verdict, all else as
+    read (issue 59 part 3: no decision a verdict rests on is left open). `tasks`: a points column
+    -> the task it is read from ({"L": learn task, "R": retain task}); an open task with no column
+    of its own (a suite's retain tasks, or `tasks` not given) is topped up wherever it is classified."""
+    open_ = opened(evals)
+    if open_.empty:
+        return set()
+    column = {t: c for c, t in (tasks or {}).items()}
+    out: set[tuple[str, int]] = set()
+    pts = points[(points["series"] == "base") | points["classified"].astype(bool)]
+    for _, row in table.iterrows():
+        mine = pts[(pts[SERIES] == row[SERIES].to_numpy()).all(axis=1)
+                   | ((pts["series"] == "base") & (pts["model"] == row["model"]))]
+        at = {(str(t), int(s)): i for i, t, s, b in zip(mine.index, mine["trial_id"], mine["step"],
+                                                        mine["series"] == "base") if not b}
+        now = None
+        for r in open_.itertuples():
+            key = (str(r.trial_id), int(r.step))
+            if key not in at or key in out or key in skip:
+                continue
+            now = verdict(_frontiers_row(mine, th)) if now is None else now
+            col = column.get(r.task)
+            if col is None or col not in mine or not np.isfinite([r.ci_low, r.ci_high]).all() or \
+                    _moves(mine, at[key], col, (r.ci_low, r.ci_high), now, th):
+                out.add(key)
+    return out
+
+
+def top_ups(points: pd.DataFrame, table: pd.DataFrame, evals: pd.DataFrame, tasks: dict[str, str] | None = None,
+            th: Thresholds | None = None) -> list[tuple[str, int]]:
+    """The checkpoints to score on every item: those the verdict hinges on that were scored in
+    part, and every classified checkpoint read open whose interval leaves the verdict undecided
+    (issue 59 part 3)."""
     short = partial(evals)
-    return [k for k in hinging(points, table) if k in short]
+    hinge = frozenset(k for k in hinging(points, table) if k in short)
+    return sorted(hinge | open_deciding(points, table, evals, tasks, th, skip=hinge))
 
 
 def within_evaluations(samples: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:

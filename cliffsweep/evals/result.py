@@ -35,6 +35,9 @@ class TaskResult:
     interval: tuple[float, float] | None = None
     """A staged evaluation's anytime-valid interval on the accuracy on every item
     (evals/stopping.py); None for a full one."""
+    settled: bool = True
+    """False where a staged evaluation stopped by its width with a cut still inside its interval
+    (evals/stopping.py `Reading.open`): the analysis scores it in full before a verdict reads it."""
     scores: list[float] = field(default_factory=list)
     """Each sample's own value where it is not right/wrong (a loss task: the item's mean per-token
     NLL), in the order of `samples`; empty otherwise."""

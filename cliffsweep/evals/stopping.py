@@ -37,9 +37,13 @@ and the interval on the retention change is much narrower than one on the accura
 **The decisions** (analysis/classify.py `Thresholds`): a checkpoint's retention share R / R0 is
 read against 1 - forget_min (no meaningful forgetting; the highest safe lr) and 1 - near_base /
 1 - cliff_drop (the start and the depth of a collapse). A retain task is settled when no such cut
-lies inside its interval on R / R0 (never by its width alone: issue 59), else scored in full. The learn
-task's decision is which side of the other points' learning it falls on (`cuts` given by the
-caller: frontier membership); with none given, its width decides.
+lies inside its interval on R / R0; the learn task's when its own cut (paper_min_learning) is
+outside its interval. Either may also stop once its interval is narrower than `width`, and then
+a cut may still lie inside it: such a reading is *open* (issue 59 part 3). The store says so
+(`evals.settled` false), and the analysis scores an open checkpoint on every item wherever a
+verdict reads it (analysis/topup.py), so the decisions a verdict rests on are each at `error`,
+while the checkpoints no verdict reads (mid-training ones) stop at the width: on the paper-sized
+stores two in three.
 """
 
 from __future__ import annotations
@@ -166,6 +170,10 @@ class Reading:
     """Items at which it would settle if its interval keeps narrowing as 1 / sqrt(n) around the
     mean read now: where the next stage ends (`StopRule.next_total`). A forecast, never a
     decision: the interval decides, and it is valid whatever the stages' sizes."""
+    open: bool = True
+    """Some cut still lies inside the interval (or the mean read lies on the other side of one than
+    the interval): a reading that stops here (by its width) settles no decision at that cut, and
+    the analysis tops it up where a verdict reads it (issue 59 part 3)."""
 
 
 @dataclass(frozen=True)
@@ -193,18 +201,15 @@ class StopRule:
     def read(self, role: str, scores, base_scores=None) -> Reading:
         """The reading after `scores` (the checkpoint's first items in the model's order, each in
         [0, 1]); `base_scores`: the base's scores on every item in that order, or None when the
-        base is not evaluated yet (then only the width can settle it).
+        base is not evaluated yet (then only the width can stop it, and the reading stays open).
 
-        Settled, for a retain task read against its base: no cut lies inside the share's
+        Settled by its cuts, for a task read against its base: no cut lies inside the share's
         interval, and the mean of the items scored (what the store keeps and the analysis reads)
         lies on the same side of every cut as the interval, so that the value read agrees with
-        the decision the interval settled. The width never settles such a reading (issue 59: a
-        checkpoint within 0.01 of the 0.9 cut, stopped by a width of 0.15, was read on the wrong
-        side 37-47 % of the time): every decision a stopped checkpoint hands the analysis is at
-        `error`, and one whose cut stays inside the interval is scored on every item. The width
-        stops only what has no cut of its own to settle: a checkpoint whose base is not scored
-        yet, and a learn task (its decisions compare checkpoints with each other: the verdict's
-        deciding checkpoints are scored in full, analysis/topup.py)."""
+        the decision the interval settled. Else it may still stop by its width, open: issue 59
+        measured such stops read on the wrong side of the 0.9 cut 37-47 % of the time within
+        0.01 of it, so an open reading is never what a verdict is read from (analysis/topup.py
+        scores it in full first); a mid-training checkpoint, which no verdict reads, keeps it."""
         x = np.asarray(scores, dtype=float)
         if base_scores is None:
             inner = mean_interval(x, self.error)
@@ -215,7 +220,7 @@ class StopRule:
         accuracy = Interval(max(0.0, b0 + change.low), min(1.0, b0 + change.high))
         by_width = x.size * (accuracy.width / self.width) ** 2
         if b0 <= 0:
-            return Reading(accuracy, accuracy.width <= self.width, by_width)
+            return Reading(accuracy, accuracy.width <= self.width, by_width, open=False)
         share = share_interval(change, b0)
         cuts = self.cuts(role, b0)
         plain = float(x.mean()) / b0
@@ -224,9 +229,8 @@ class StopRule:
         inside = [abs(plain - c) for c in cuts if share.low < c < share.high]
         gap = min(inside, default=math.inf)
         by_cut = x.size * (share.width / 2 / gap) ** 2 if gap > 0 else math.inf
-        width = self.width / b0 if role != "retain" else 0.0
-        return Reading(accuracy, agrees and share.settles(cuts, width), by_cut if role == "retain" else
-                       min(by_width, by_cut))
+        by_cuts = agrees and not inside
+        return Reading(accuracy, by_cuts or accuracy.width <= self.width, min(by_width, by_cut), open=not by_cuts)
 
     def next_total(self, done: int, n_items: int, reading: Reading | None) -> int:
         """Where the next stage ends, `done` items scored: the first stage's size; then `growth`

@@ -23,7 +23,8 @@ def eval_rows(r: EvalRequest, role: str, scorer_version: str, res, now: datetime
     low, high = res.interval if res.interval is not None else (None, None)
     return [dict(base, task=res.task, role=role, metric=m, value=float(v), n=res.n,
                  scorer_version=scorer_version, evaluated_at=now, eval_seconds=res.seconds, canary_distance=canary,
-                 n_scored=res.n, n_items=res.n if res.n_items is None else res.n_items, ci_low=low, ci_high=high)
+                 n_scored=res.n, n_items=res.n if res.n_items is None else res.n_items, ci_low=low, ci_high=high,
+                 settled=bool(getattr(res, "settled", True)))
             for m, v in metrics.items()]
 
 

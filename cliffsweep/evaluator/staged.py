@@ -96,4 +96,5 @@ def evaluate_staged(score_stage, store: Store, req: EvalRequest, role: str, labe
         before = store.read_unit("evals", eval_key(req.trial_id, req.step, label))
         seconds += float(before["eval_seconds"].iloc[0]) if before is not None and len(before) else 0.0
     return TaskResult(task=label, accuracy=float(values.mean()), n=int(values.size), seconds=seconds,
-                      n_items=len(example_ids), interval=(reading.interval.low, reading.interval.high))
+                      n_items=len(example_ids), interval=(reading.interval.low, reading.interval.high),
+                      settled=values.size >= n or not reading.open)

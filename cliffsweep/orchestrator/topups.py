@@ -93,7 +93,8 @@ class TopUps:
         ckpts = {r.key: r for r in ledger.records(self.store.read("checkpoints"))}
         # a checkpoint is topped up once per run: one a round sent that is still short (another
         # driver's trial, declined) is left to a re-run, so the rounds end
-        keys = [k for k in top_ups(mine, frontiers(mine, n_boot=0), self.store.read("evals"))
+        keys = [k for k in top_ups(mine, frontiers(mine, n_boot=0), self.store.read("evals"),
+                                    {"L": data.learn_task, "R": data.retain_task})
                 if k in ckpts and k[1] not in self.sent.get(k[0], ())]
         if keys:
             maybe_fail("topups")  # the tests' kill of a driver before a round of top-ups

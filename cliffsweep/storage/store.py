@@ -80,6 +80,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         # n_items, and the anytime-valid interval on the accuracy on every item; a full one has
         # n_scored = n_items and no interval; older files: null
         ("n_scored", pa.int64()), ("n_items", pa.int64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
+        # false: stopped by its width with a cut still inside that interval (issue 59 part 3,
+        # evals/stopping.py `Reading.open`); a verdict reads it only once topped up; older files: null
+        ("settled", pa.bool_()),
     ]),
     "samples": pa.schema([
         ("trial_id", pa.string()), ("step", pa.int64()), ("task", pa.string()),
