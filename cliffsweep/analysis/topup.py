@@ -120,8 +120,9 @@ def open_deciding(points: pd.DataFrame, table: pd.DataFrame, evals: pd.DataFrame
                    | ((pts["series"] == "base") & (pts["model"] == row["model"]))]
         at = {(str(t), int(s)): i for i, t, s, b in zip(mine.index, mine["trial_id"], mine["step"],
                                                         mine["series"] == "base") if not b}
+        mine_open = open_[open_["trial_id"].astype(str).isin({t for t, _ in at})]
         now = None
-        for r in open_.itertuples():
+        for r in mine_open.itertuples():
             key = (str(r.trial_id), int(r.step))
             if key not in at or key in out or key in skip:
                 continue
