@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cliffsweep.analysis.topup import partial, stop_rule, within_evaluations
+from cliffsweep.analysis.scored import within_evaluations
+from cliffsweep.analysis.topup import partial, stop_rule
 from cliffsweep.evals.result import TaskResult
 from cliffsweep.evaluator.request import EvalRequest, base_request
 from cliffsweep.evaluator.results import write_evals, write_result

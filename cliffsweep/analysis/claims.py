@@ -387,7 +387,7 @@ def sweep_counts(points: pd.DataFrame, trials: pd.DataFrame | None) -> dict:
     """What the report header states: seeds, evaluation sizes, trials by status, checkpoints."""
     trained = points[points["series"] != "base"]
     # a task's size is its base's (scored on every item): under eval.adaptive the checkpoints'
-    # items scored vary, and the report's notes say how many (analysis/topup.scored_notes)
+    # items scored vary, and the report's notes say how many (analysis/scored.scored_notes)
     sized = points[points["series"] == "base"] if (points["series"] == "base").any() else points
     out = {"models": int(points["model"].nunique()), "series": int(trained.groupby(SERIES_KEY).ngroups), "seeds": sorted(int(s) for s in trained["seed"].dropna().unique()),
         "n_learn": sorted(int(n) for n in sized["n_L"].dropna().unique()),

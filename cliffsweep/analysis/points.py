@@ -18,7 +18,7 @@ import pandas as pd
 
 from cliffsweep.analysis.learnsuite import with_learn_suite
 from cliffsweep.analysis.suite import n_column, suite_label, suite_retention, task_column
-from cliffsweep.analysis.topup import scored_notes, within_evaluations
+from cliffsweep.analysis.scored import scored_notes, within_evaluations
 from cliffsweep.storage.health import ensure_readable
 from cliffsweep.storage.store import LIKELIHOOD, Store
 from cliffsweep.sweep.status import TrialStatus

@@ -180,21 +180,25 @@ def retrying(what: str, uri: str, fn, delays=RETRY_DELAYS):
             time.sleep(delay)
 
 
-RELIST_TRIES = 5  # a read that found a file it listed gone starts over this many times at most
+# a read that found a file it listed gone starts over after each of these pauses at most: a
+# compaction deletes its folded files one by one, so a listing made while it deletes can meet a
+# second gone file; the pauses (6 s in all) outlast the deletion of a large table's units
+RELIST_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
 
 
-def relisted(fn):
+def relisted(fn, delays=RELIST_DELAYS):
     """`fn()`, a read that lists a table's files and then reads them, started over from a new
     listing while a file it listed is gone. A compaction running meanwhile (a run compacts its
     store as it finishes, while `status`, `analyze` or the dashboard may be reading) deletes the
     unit files it folded only after publishing the file that holds their rows, so the next
     listing finds them there (CI once saw `status` fail so, at the end of the README's sweep)."""
-    for attempt in range(RELIST_TRIES):
+    for delay in (*delays, None):
         try:
             return fn()
         except FileNotFoundError:
-            if attempt == RELIST_TRIES - 1:
+            if delay is None:
                 raise
+            time.sleep(delay)
 
 
 # The errors table keeps at most this many characters of a message: its head (where it
