@@ -3,6 +3,7 @@
     cliffsweep run [SWEEP.yaml] [--store DIR]   run a sweep (default: the packaged toy sweep)
     cliffsweep validate SWEEP.yaml              list every problem, print the grid size, start nothing
     cliffsweep plan SWEEP.yaml [...]            budget: tokens, FLOPs, GPU-hours, checkpoints, memory
+    cliffsweep simulate SWEEP.yaml [...]        its schedule on a GPU cluster: makespan, idle GPUs
     cliffsweep status STORE                     trials done / running / failed, evals done
     cliffsweep analyze STORE --out DIR          frontiers, regimes and the report
     cliffsweep dashboard STORE [--port N]       a live page of the sweep in the browser (run --dashboard: beside it)
@@ -233,8 +234,11 @@ EXIT_CODES = """exit codes:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from importlib.metadata import version
+
     p = argparse.ArgumentParser(prog="cliffsweep", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"cliffsweep {version('cliffsweep')}")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run a sweep (default: the packaged toy sweep)",

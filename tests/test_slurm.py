@@ -129,10 +129,12 @@ def test_a_job_array_shares_the_grid_and_one_cancelled_task_leaves_it_to_the_oth
 @pytest.mark.ray
 @pytest.mark.cluster
 def test_a_job_whose_time_limit_comes_mid_sweep_requeues_itself_and_finishes(slurm, tmp_path):
-    data, path = data_for(tmp_path, 6)
+    data, path = data_for(tmp_path, 9)
     store = Store(data["store"])
-    # 2 minutes, USR1 60 s before: the 6-trial sweep (about 100 s alone) is cut mid-way
-    job = submit(path, tmp_path, "--array", "1", "--time", "2", "--grace", "60")
+    # 3 minutes, USR1 60 s before: the 9-trial sweep (about 150 s alone, its start included) is
+    # cut mid-way, and each 120 s slot finishes some trial even on a loaded machine (with 60 s
+    # slots, CI's loaded run once spent every slot starting the first trial)
+    job = submit(path, tmp_path, "--array", "1", "--time", "3", "--grace", "60")
 
     def finished() -> bool:
         for tid, state, reason in queued(job):
@@ -143,7 +145,7 @@ def test_a_job_whose_time_limit_comes_mid_sweep_requeues_itself_and_finishes(slu
     wait("the job, requeued, finishing", finished, tmp_path, limit=1200)
     said = logs(tmp_path)
     assert "time limit near: stopping the driver, then requeueing" in said, said[-4000:]
-    assert "restart 1" in said and "finished: trials 6/6" in said, said[-4000:]
+    assert "restart 1" in said and "finished: trials 9/9" in said, said[-4000:]
     assert_invariant(store, parse_spec(data))
     trials = store.read("trials")
     assert trials["driver"].nunique() >= 1 and (trials["status"] == "done").all()
