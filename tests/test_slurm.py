@@ -76,10 +76,18 @@ def submit(path: Path, workdir: Path, *flags: str) -> str:
     return out.stdout.strip()
 
 
+# a job's states once it will not run again (a requeued one passes through REQUEUED, never these)
+ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
+         "OUT_OF_MEMORY", "REVOKED"}
+
+
 def queued(job: str) -> list[tuple[str, str, str]]:
-    """(job id, state, reason) of `job`'s tasks still in the queue."""
-    out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%i %T %r"], capture_output=True, text=True)
-    return [tuple(line.split(" ", 2)) for line in out.stdout.splitlines() if line.strip()]
+    """(job id, state, reason) of `job`'s tasks not ended. Every state is asked for (`-t all`):
+    squeue's default list leaves out a job between its requeue and its pending again, which read
+    as "left the queue" and ended the requeue test before the requeued job ran (CI, twice)."""
+    out = subprocess.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%i %T %r"], capture_output=True, text=True)
+    rows = [tuple(line.split(" ", 2)) for line in out.stdout.splitlines() if line.strip()]
+    return [r for r in rows if r[1] not in ENDED]
 
 
 def logs(workdir: Path) -> str:
