@@ -83,14 +83,15 @@ def replay(points: pd.DataFrame, samples: pd.DataFrame, learn: str, retain: str,
                 rows.append({"model": model, "task": task, "trial_id": p["trial_id"], "step": int(p["step"]), **row})
     scored = pd.DataFrame(rows)
     index = {(p["trial_id"], int(p["step"])): idx for idx, p in got[got["series"] != "base"].iterrows()}
+    column = {learn: "L", retain: "R"}
     while True:  # the sweep's fixpoint (orchestrator/topups.py): read, top up, read again
-        hinge = set(top_ups(got, frontiers(got, n_boot=0), scored, {"L": learn, "R": retain}))
+        hinge = {(k.trial_id, k.step, t) for k in top_ups(got, frontiers(got, n_boot=0), scored,
+                                                           {"L": learn, "R": retain}) for t in k.tasks}
         if not hinge:
             return got, scored
-        for key in hinge:
-            for col in ("L", "R"):
-                got.loc[index[key], col] = full[(*key, col)]
-        topped = scored.apply(lambda r: (r["trial_id"], r["step"]) in hinge, axis=1)
+        for tid, step, task in hinge:  # only the tasks topped up: the others keep what they scored
+            got.loc[index[(tid, step)], column[task]] = full[(tid, step, column[task])]
+        topped = scored.apply(lambda r: (r["trial_id"], r["step"], r["task"]) in hinge, axis=1)
         scored.loc[topped & (scored["n_scored"] < scored["n_items"]), "calls"] += 1  # the top-up's one call
         scored.loc[topped, "n_scored"] = scored.loc[topped, "n_items"]
         scored.loc[topped, "settled"] = True

@@ -125,11 +125,12 @@ def adaptive(points: pd.DataFrame, items: dict, rule, cuts: tuple[float, ...]) -
         keys = top_ups(got, frontiers(got, n_boot=0), scored, {"L": "L", "R": "R"})
         if not keys:
             break
-        for tid, _ in keys:
-            for col in ("R", "L"):
+        hit = pd.Series(False, index=scored.index)
+        for tid, _, tasks in keys:  # only the tasks topped up: the others keep what they scored
+            for col in tasks:
                 got.loc[index[tid], col] = items[(tid, col)].mean()
                 got.loc[index[tid], f"n_{col}"] = len(items[(tid, col)])
-        hit = scored["trial_id"].isin({t for t, _ in keys})
+                hit |= (scored["trial_id"] == tid) & (scored["task"] == col)
         scored.loc[hit, "n_scored"] = scored.loc[hit, "n_items"]
         scored.loc[hit, "settled"] = True
     wrong = []

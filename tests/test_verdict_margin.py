@@ -173,9 +173,38 @@ def test_an_open_checkpoint_is_topped_up_only_where_its_interval_leaves_the_verd
     table = frontiers(pts, n_boot=0)
     assert table.iloc[0]["max_safe_lr"] == pytest.approx(LRS[3])
     keys = top_ups(pts, table, evals, {"R": "retain_t"})
-    assert keys == [("t3", 2)], keys
+    assert keys == [("t3", 2, frozenset({"retain_t"}))], keys
     # without telling which task a column is read from, every classified open one is topped up
-    assert top_ups(pts, table, evals) == [("t1", 2), ("t3", 2)]
+    assert [k[:2] for k in top_ups(pts, table, evals)] == [("t1", 2), ("t3", 2)]
+
+
+def test_a_top_up_for_an_open_reading_scores_that_task_alone_and_a_hinge_every_short_task():
+    """lr 1 (off the hinges of a gradual series) was read open on retention from 40 items, its
+    interval so wide that its low end makes a collapse, and stopped settled but short on its learn
+    task: only its retain task is topped up (issue 59: scoring every task of an open checkpoint
+    raised the learn share of the items). The hinges (the highest safe lr and the lrs past it),
+    scored in part on both tasks, are topped up on both."""
+    r = [0.99, 0.97, 0.96, 0.905, 0.80, 0.62]
+    L = [0.30, 0.40, 0.50, 0.60, 0.70, 0.75]
+    pts = frame(L, [x * R0 for x in r], 420, 420)
+    pts["trial_id"] = ["m-base"] + [f"t{k}" for k in range(6)]
+    pts["step"], pts["classified"] = 2, True
+    table = frontiers(pts, n_boot=0)
+    assert table.iloc[0]["regime"] == "gradual" and table.iloc[0]["max_safe_lr"] == pytest.approx(LRS[3])
+    short = {"n_scored": 96, "n_items": 420, "settled": True, "ci_low": np.nan, "ci_high": np.nan}
+    full = {**short, "n_scored": 420}
+    rows = [{"trial_id": f"t{k}", "step": 2, "task": task, **(short if k >= 3 else full)}
+            for k in (0, 2, 3, 4, 5) for task in ("learn_t", "retain_t")]
+    rows += [{"trial_id": "t1", "step": 2, "task": "retain_t", "n_scored": 40, "n_items": 420, "settled": False,
+              "ci_low": 0.52 * R0, "ci_high": 1.0},
+             {"trial_id": "t1", "step": 2, "task": "learn_t", **short, "n_scored": 40}]
+    got = {k.trial_id: k.tasks for k in top_ups(pts, table, pd.DataFrame(rows), {"L": "learn_t", "R": "retain_t"})}
+    both = {"learn_t", "retain_t"}
+    assert got == {"t1": {"retain_t"}, "t3": both, "t4": both, "t5": both}, got
+    # the same open reading with an interval that holds the verdict either way is left as scored
+    rows[-2] = {**rows[-2], "ci_low": 0.95 * R0, "ci_high": 0.99 * R0}
+    got = {k.trial_id: k.tasks for k in top_ups(pts, table, pd.DataFrame(rows), {"L": "learn_t", "R": "retain_t"})}
+    assert "t1" not in got, got
 
 
 def test_a_decision_every_item_leaves_within_noise_is_said_in_words():
@@ -205,8 +234,8 @@ def test_the_top_up_reads_the_verdict_again_until_it_rests_on_full_scores_only()
         keys = top_ups(pts, frontiers(pts, n_boot=0), evals)
         if not keys:
             break
-        rounds.append(sorted(t for t, _ in keys))
-        for t, _ in keys:
+        rounds.append(sorted(t for t, _, _ in keys))
+        for t, _, _ in keys:
             k = int(t[1:])
             pts.loc[pts["trial_id"] == t, "R"] = r_full[k] * R0
             evals.loc[evals["trial_id"] == t, "n_scored"] = 420
@@ -216,3 +245,20 @@ def test_the_top_up_reads_the_verdict_again_until_it_rests_on_full_scores_only()
     assert final["max_safe_lr"] == pytest.approx(LRS[2])
     full = set(evals.loc[evals["n_scored"] == 420, "trial_id"])
     assert {f"t{LRS.index(x)}" for x in final["deciding_lrs"]} <= full  # every deciding point is read in full
+
+
+def test_every_forgetting_lr_within_noise_of_the_best_learner_decides_the_trade_off():
+    """Rule 7 compares the best forgetting lr's learning with the best keeping one's; which lr is
+    the best is itself a reading of noise where two learn within a standard error of each other,
+    so each such lr is a deciding one (topped up before the verdict is cited; issue 59's replay
+    missed its 98 % where a learn checkpoint off the pair, stopped by its width, was read high)."""
+    r = [0.99, 0.97, 0.85, 0.80, 0.75, 0.70]
+    L = [0.30, 0.32, 0.40, 0.55, 0.60, 0.61]
+    row = frontiers(frame(L, [x * R0 for x in r], 420, 420), n_boot=0).iloc[0]
+    assert row["regime"] == "gradual", row["reason"]
+    def decides(row, lr):
+        return bool(np.isclose(np.asarray(row["deciding_lrs"], float), lr, rtol=1e-9).any())
+
+    assert decides(row, LRS[4]) and decides(row, LRS[5]), row["deciding_lrs"]
+    apart = frontiers(frame([0.30, 0.32, 0.40, 0.45, 0.50, 0.75], [x * R0 for x in r], 420, 420), n_boot=0).iloc[0]
+    assert decides(apart, LRS[5]) and not decides(apart, LRS[4]), apart["deciding_lrs"]

@@ -337,6 +337,14 @@ class _Learn:
     def z(self, a: int, b: int) -> float | None:
         return None if self.n is None else _after_z(self.L, self.n, a, b)
 
+    def near(self, best: int, among: np.ndarray, z: float) -> list[int]:
+        """Positions in ``among`` whose L is within ``z`` standard errors of the difference from
+        L[best]: the lrs that noise alone could make the best instead (none without counts)."""
+        if self.n is None:
+            return []
+        v = _var(self.L, self.n)
+        return [int(k) for k in among if k != best and abs(self.L[best] - self.L[k]) <= z * np.sqrt(v[k] + v[best])]
+
     def gain_matrix_z(self) -> np.ndarray | None:
         """[a, b]: (L_b - L_a) in standard errors of the difference (trained lrs, base excluded)."""
         if self.n is None:
@@ -345,24 +353,27 @@ class _Learn:
         return (L[None, :] - L[:, None]) / np.sqrt(v[:, None] + v[None, :])
 
 
-def _learning(learn: _Learn, lost: np.ndarray, th: Thresholds) -> tuple[bool, str, tuple[int, int]]:
+def _learning(learn: _Learn, lost: np.ndarray, th: Thresholds) -> tuple[bool, str, tuple[int, ...]]:
     """Whether the lrs that forget learned beyond noise over the best of those that do not (the
     base included): the trade-off that makes a series gradual (000 Fig. 3: retention falls as
     learning rises). With item counts the gain of the best forgetting lr over the best keeping
     one must pass z_bar(noise_z, k) standard errors, k the forgetting lrs it was the best of;
-    without them it must reach paper_min_learning of the headroom, as the row's reason says."""
+    without them it must reach paper_min_learning of the headroom, as the row's reason says.
+    Returns the pair compared, then every lr within noise_z standard errors of either end (which
+    lr is "the best" is itself a reading of noise: each of them decides, issue 59 part 3)."""
     L = learn.L
     forgets = np.flatnonzero(lost >= th.forget_min - _EPS) + 1  # positions in L (base at 0)
     keeps = np.concatenate([[0], np.flatnonzero(lost < th.forget_min - _EPS) + 1])
     a, b = int(keeps[np.argmax(L[keeps])]), int(forgets[np.argmax(L[forgets])])
+    pair = (a, b, *learn.near(a, keeps, th.noise_z), *learn.near(b, forgets, th.noise_z))
     gain = L[b] - L[a]
     z = learn.z(a, b)
     if z is not None:
         bar = z_bar(th.noise_z, len(forgets))
-        return z > bar + _EPS, f"{gain:+.3f} in L, {z:.1f} standard errors (bar {bar:.1f})", (a, b)
+        return z > bar + _EPS, f"{gain:+.3f} in L, {z:.1f} standard errors (bar {bar:.1f})", pair
     bar = th.paper_min_learning * (1.0 - L[0])
     return gain >= bar - _EPS, (f"{gain:+.3f} in L against a bar of {bar:.3f} ({th.paper_min_learning:.0%} of the "
-                                "headroom; no item counts, so no standard error)"), (a, b)
+                                "headroom; no item counts, so no standard error)"), pair
 
 
 def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds,

@@ -17,6 +17,8 @@ the same verdict.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -58,12 +60,20 @@ def hinging(points: pd.DataFrame, table: pd.DataFrame) -> list[tuple[str, int]]:
     return sorted(out)
 
 
+def short_tasks(evals: pd.DataFrame) -> dict[tuple[str, int], frozenset[str]]:
+    """(trial, step) -> the tasks that scored it on fewer than all their items."""
+    if evals.empty or "n_items" not in evals:
+        return {}
+    short = evals[evals["n_items"].notna() & (evals["n_scored"] < evals["n_items"])]
+    out: dict[tuple[str, int], set[str]] = {}
+    for t, s, task in zip(short["trial_id"], short["step"], short["task"] if "task" in short else [""] * len(short)):
+        out.setdefault((str(t), int(s)), set()).add(str(task))
+    return {k: frozenset(v) for k, v in out.items()}
+
+
 def partial(evals: pd.DataFrame) -> set[tuple[str, int]]:
     """(trial, step) of checkpoints that some task scored on fewer than all its items."""
-    if evals.empty or "n_items" not in evals:
-        return set()
-    short = evals[evals["n_items"].notna() & (evals["n_scored"] < evals["n_items"])]
-    return {(str(t), int(s)) for t, s in zip(short["trial_id"], short["step"])}
+    return set(short_tasks(evals))
 
 
 VERDICT = ("regime", "regime_paper", "critical_lr_low", "critical_lr_high", "max_safe_lr")
@@ -102,17 +112,18 @@ def _moves(series_points: pd.DataFrame, at, column: str, ends: tuple[float, floa
 
 
 def open_deciding(points: pd.DataFrame, table: pd.DataFrame, evals: pd.DataFrame, tasks: dict[str, str] | None = None,
-                  th: Thresholds | None = None, skip: frozenset = frozenset()) -> set[tuple[str, int]]:
-    """(trial, step) of the classified checkpoints read open (not in `skip`) whose interval leaves
-    the verdict undecided: their value at one end of it changes their series' verdict, all else as
-    read (issue 59 part 3: no decision a verdict rests on is left open). `tasks`: a points column
-    -> the task it is read from ({"L": learn task, "R": retain task}); an open task with no column
-    of its own (a suite's retain tasks, or `tasks` not given) is topped up wherever it is classified."""
+                  th: Thresholds | None = None, skip: frozenset = frozenset()) -> dict[tuple[str, int], set[str]]:
+    """(trial, step) -> its tasks read open, of the classified checkpoints (not in `skip`) whose
+    interval on that task leaves the verdict undecided: their value at one end of it changes their
+    series' verdict, all else as read (issue 59 part 3: no decision a verdict rests on is left
+    open). `tasks`: a points column -> the task it is read from ({"L": learn task, "R": retain
+    task}); an open task with no column of its own (a suite's retain tasks, or `tasks` not given)
+    is topped up wherever it is classified."""
     open_ = opened(evals)
     if open_.empty:
-        return set()
+        return {}
     column = {t: c for c, t in (tasks or {}).items()}
-    out: set[tuple[str, int]] = set()
+    out: dict[tuple[str, int], set[str]] = {}
     pts = points[(points["series"] == "base") | points["classified"].astype(bool)]
     for _, row in table.iterrows():
         mine = pts[(pts[SERIES] == row[SERIES].to_numpy()).all(axis=1)
@@ -123,21 +134,34 @@ def open_deciding(points: pd.DataFrame, table: pd.DataFrame, evals: pd.DataFrame
         now = None
         for r in mine_open.itertuples():
             key = (str(r.trial_id), int(r.step))
-            if key not in at or key in out or key in skip:
+            if key not in at or key in skip or str(r.task) in out.get(key, ()):
                 continue
             now = verdict(_frontiers_row(mine, th)) if now is None else now
             col = column.get(r.task)
             if col is None or col not in mine or not np.isfinite([r.ci_low, r.ci_high]).all() or \
                     _moves(mine, at[key], col, (r.ci_low, r.ci_high), now, th):
-                out.add(key)
+                out.setdefault(key, set()).add(str(r.task))
     return out
 
 
+class TopUp(NamedTuple):
+    """One checkpoint to score on every item of `tasks` (its other tasks keep what they scored)."""
+
+    trial_id: str
+    step: int
+    tasks: frozenset[str]
+
+
 def top_ups(points: pd.DataFrame, table: pd.DataFrame, evals: pd.DataFrame, tasks: dict[str, str] | None = None,
-            th: Thresholds | None = None) -> list[tuple[str, int]]:
-    """The checkpoints to score on every item: those the verdict hinges on that were scored in
-    part, and every classified checkpoint read open whose interval leaves the verdict undecided
-    (issue 59 part 3)."""
-    short = partial(evals)
-    hinge = frozenset(k for k in hinging(points, table) if k in short)
-    return sorted(hinge | open_deciding(points, table, evals, tasks, th, skip=hinge))
+            th: Thresholds | None = None) -> list[TopUp]:
+    """The checkpoints to score on every item, and on which tasks: those the verdict hinges on
+    that were scored in part (every task scored in part: the hinges are read on both axes), and
+    every classified checkpoint read open whose interval leaves the verdict undecided, on the task
+    read open alone (issue 59 part 3; a checkpoint topped up for its open retain reading does not
+    pay for its learn task's items)."""
+    short = short_tasks(evals)
+    hinge = {k: short[k] for k in hinging(points, table) if k in short}
+    out = dict(hinge)
+    for key, open_tasks in open_deciding(points, table, evals, tasks, th, skip=frozenset(hinge)).items():
+        out[key] = frozenset(open_tasks)
+    return [TopUp(t, s, out[(t, s)]) for t, s in sorted(out)]

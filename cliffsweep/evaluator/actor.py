@@ -93,7 +93,10 @@ class Evaluator:
             canary = self._load(path, req.kind)
             out = {}
             for role, task in self.tasks:
-                if req.rule is not None and req.checkpoint is not None and stageable(task):
+                kept = self._kept(req, task.label)
+                if kept is not None:  # a top-up of another task: this one keeps its rows as they are
+                    out[f"{role}:{task.label}"] = kept
+                elif req.rule is not None and req.checkpoint is not None and stageable(task):
                     res = self._staged(req, role, task)
                     write_evals(self.store, req, role, task.scorer_version, res, canary)
                 else:
@@ -115,6 +118,16 @@ class Evaluator:
                 from cliffsweep.evals.backends.share import release_cached
 
                 release_cached()
+
+    def _kept(self, req: EvalRequest, label: str) -> float | None:
+        """The stored accuracy of task `label` where `req` is a top-up of other tasks and this one's
+        `evals` rows are in the store; None: evaluate it."""
+        from cliffsweep.storage.store import eval_key
+
+        if not req.skips(label):
+            return None
+        rows = self.store.read_unit("evals", eval_key(req.trial_id, req.step, label))
+        return None if rows is None or rows.empty else float(rows["value"].iloc[0])
 
     def _staged(self, req: EvalRequest, role: str, task):
         """`task` on the served checkpoint in stages (evaluator/staged.py), paired with the base's

@@ -32,6 +32,17 @@ class EvalRequest:
     """Score at least this many items of each staged task, whatever the rule says: a top-up of a
     checkpoint the verdict hinges on (analysis/topup.py); a number past the task's size means
     every item."""
+    top_up: tuple[str, ...] = ()
+    """The tasks (labels) `at_least` applies to; () every task. A checkpoint topped up for its
+    open retain reading alone scores no more learn items (analysis/topup.py `TopUp`)."""
+
+    def at_least_on(self, label: str) -> int:
+        """Items of task `label` to score at least, whatever the rule says."""
+        return self.at_least if not self.top_up or label in self.top_up else 0
+
+    def skips(self, label: str) -> bool:
+        """Whether this is a top-up that leaves task `label` as it was scored."""
+        return bool(self.at_least and self.top_up and label not in self.top_up)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

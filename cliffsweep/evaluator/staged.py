@@ -88,7 +88,7 @@ def evaluate_staged(score_stage, store: Store, req: EvalRequest, role: str, labe
         done += x.size
         reading = rule.read(role, np.concatenate(scored), base)
         # a stage stored already (by a top-up killed before its `evals` rows) is read, never dropped
-        if reading.settled and done >= min(req.at_least, n) and not (
+        if reading.settled and done >= min(req.at_least_on(label), n) and not (
                 stored and store.has("samples", stage_key(req.trial_id, req.step, label, done))):
             break
     values = np.concatenate(scored)

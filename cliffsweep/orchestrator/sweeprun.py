@@ -315,11 +315,11 @@ class SweepRun:
         self.progress.phase = Phase.FINISHED
         self.write_live()
 
-    def top_up(self, rec: ledger.CheckpointRecord, at_least: int) -> None:
-        """Score `rec`'s checkpoint on at least `at_least` items of each task (topups.py), if this
-        driver holds its trial (or can claim it: its driver is done or gone)."""
+    def top_up(self, rec: ledger.CheckpointRecord, at_least: int, tasks: tuple[str, ...]) -> None:
+        """Score `rec`'s checkpoint on at least `at_least` items of each of `tasks` (topups.py), if
+        this driver holds its trial (or can claim it: its driver is done or gone)."""
         if rec.trial_id in self.by_id and self.take_trial(rec.trial_id, evaluating=True):
-            self.evaluate(rec, at_least=at_least)
+            self.evaluate(rec, at_least=at_least, top_up=tasks)
 
     def close(self) -> None:
         import ray
@@ -457,13 +457,14 @@ class SweepRun:
         else:
             raise TypeError(f"unknown report {type(rec).__name__} from trial {tid}")
 
-    def evaluate(self, rec: ledger.CheckpointRecord, known_unevaluated: bool = False, at_least: int = 0) -> None:
+    def evaluate(self, rec: ledger.CheckpointRecord, known_unevaluated: bool = False, at_least: int = 0,
+                 top_up: tuple[str, ...] = ()) -> None:
         self.book.known_checkpoint(rec.trial_id, rec.step)
         t = self.by_id[rec.trial_id]
         self.tracker.submit(EvalRequest(
             trial_id=t.trial_id, model=t.model, method=t.method, series=t.series, optimizer=t.optimizer,
             lr=t.lr, epochs=t.epochs, seed=t.seed, step=rec.step, epoch=rec.epoch, checkpoint=rec.uri,
-            kind=rec.kind, rule=self.rule, at_least=at_least), known_unevaluated=known_unevaluated)
+            kind=rec.kind, rule=self.rule, at_least=at_least, top_up=top_up), known_unevaluated=known_unevaluated)
 
     def reconcile(self) -> None:
         """From the store: every reported checkpoint of this grid that lacks an evaluation is

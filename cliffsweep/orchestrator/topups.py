@@ -33,11 +33,11 @@ class TopUps:
     def __init__(self, store, book, tracker, grid: list[Trial], final_round: Callable[[Series, int], bool],
                  evaluate: Callable[[ledger.CheckpointRecord, int], None]):
         """`grid`: the run's trials (the list the run extends); `final_round(series, round)`:
-        whether refinement adds no round after `round`; `evaluate(record, at_least)` sends one."""
+        whether refinement adds no round after `round`; `evaluate(record, at_least, tasks)` sends one."""
         self.store, self.book, self.tracker, self.grid = store, book, tracker, grid
         self.final_round, self.evaluate = final_round, evaluate
         self.checked: dict[Series, int] = {}  # series -> its trials when checked
-        self.sent: dict[str, set[int]] = {}  # trial -> steps topped up by this run
+        self.sent: dict[str, set[tuple[int, str]]] = {}  # trial -> (step, task) topped up by this run
         self.waiting: dict[Series, set[tuple[str, int]]] = {}  # series -> its last round's top-ups
         self.seen_changes = -1
 
@@ -91,21 +91,24 @@ class TopUps:
         pts = data.points
         mine = pts[(pts["series"] == "base") | pts[SERIES].apply(tuple, axis=1).isin(due)]
         ckpts = {r.key: r for r in ledger.records(self.store.read("checkpoints"))}
-        # a checkpoint is topped up once per run: one a round sent that is still short (another
-        # driver's trial, declined) is left to a re-run, so the rounds end
-        keys = [k for k in top_ups(mine, frontiers(mine, n_boot=0), self.store.read("evals"),
-                                    {"L": data.learn_task, "R": data.retain_task})
-                if k in ckpts and k[1] not in self.sent.get(k[0], ())]
+        # a checkpoint's task is topped up once per run: one a round sent that is still short
+        # (another driver's trial, declined) is left to a re-run, so the rounds end
+        keys = []
+        for k in top_ups(mine, frontiers(mine, n_boot=0), self.store.read("evals"),
+                         {"L": data.learn_task, "R": data.retain_task}):
+            new = sorted(t for t in k.tasks if (k.step, t) not in self.sent.get(k.trial_id, ()))
+            if (k.trial_id, k.step) in ckpts and new:
+                keys.append(((k.trial_id, k.step), tuple(new)))
         if keys:
             maybe_fail("topups")  # the tests' kill of a driver before a round of top-ups
         for key in due:
             self.waiting.pop(key, None)
         by_trial = {t.trial_id: series_key(t) for t in self.grid}
-        for key in keys:
-            self.sent.setdefault(key[0], set()).add(key[1])
+        for key, tasks in keys:
+            self.sent.setdefault(key[0], set()).update((key[1], t) for t in tasks)
             if key[0] in by_trial:
                 self.waiting.setdefault(by_trial[key[0]], set()).add(key)
-            self.evaluate(ckpts[key], sys.maxsize)
+            self.evaluate(ckpts[key], sys.maxsize, tasks)
         return len(keys)
 
     def final(self, trial: Trial) -> bool:
@@ -115,4 +118,4 @@ class TopUps:
             return False
         # a top-up that failed keeps the folders: a re-run tops it up from them
         return not any(self.tracker.in_flight(trial.trial_id, s) or self.tracker.error_of(trial.trial_id, s)
-                       for s in self.sent.get(trial.trial_id, ()))
+                       for s, _ in self.sent.get(trial.trial_id, ()))
