@@ -13,6 +13,7 @@ import pytest
 from cliffsweep.analysis.scored import within_evaluations
 from cliffsweep.analysis.topup import partial, stop_rule
 from cliffsweep.evals.result import TaskResult
+from cliffsweep.evals.stopping import item_order
 from cliffsweep.evaluator.request import EvalRequest, base_request
 from cliffsweep.evaluator.results import write_evals, write_result
 from cliffsweep.evaluator.staged import base_scores, evaluate_staged, item_ids
@@ -24,9 +25,10 @@ IDS = [f"q{i}" for i in range(N)]
 RULE = stop_rule(AdaptiveSpec())
 
 
-def request(at_least: int = 0, rule=RULE) -> EvalRequest:
+def request(at_least: int = 0, rule=RULE, top_up: tuple[str, ...] = ()) -> EvalRequest:
     return EvalRequest(trial_id="m-sft-lr1", model="m", method="sft", series="sft", optimizer="adamw", lr=1e-3,
-                       epochs=1, seed=0, step=10, epoch=1.0, checkpoint="/nowhere", rule=rule, at_least=at_least)
+                       epochs=1, seed=0, step=10, epoch=1.0, checkpoint="/nowhere", rule=rule, at_least=at_least,
+                       top_up=top_up)
 
 
 class Scorer:
@@ -139,6 +141,23 @@ def test_a_top_up_scores_only_the_rest_and_the_analysis_reads_what_the_rows_coun
     assert topped.n == N and not partial(store.read("evals"))
     assert sorted(first.asked + interrupted.asked + more.asked) == list(range(N))  # each item once
     assert stored(store)["example_id"].is_unique and len(within_evaluations(stored(store), store.read("evals"))) == N
+
+
+def test_a_top_up_of_another_task_scores_nothing_more_on_this_one(store):
+    """A top-up names its tasks (analysis/topup.py `TopUp`): this task, not among them, reads its
+    stored stages back, scores no item, and its rows keep their count and their seconds."""
+    res, _ = run(store, np.zeros(N, bool), request())
+    before = store.read("evals")
+    assert res.n < N
+    other = Scorer(np.zeros(N, bool))
+    again, _ = run(store, np.zeros(N, bool), request(at_least=N, top_up=("learn_task",)), other)
+    assert other.asked == [] and again.n == res.n
+    after = store.read("evals")
+    assert after["n_scored"].tolist() == before["n_scored"].tolist()
+    assert after["eval_seconds"].tolist() == pytest.approx(before["eval_seconds"].tolist())
+    named = Scorer(np.zeros(N, bool))
+    topped, _ = run(store, np.zeros(N, bool), request(at_least=N, top_up=("arith",)), named)
+    assert topped.n == N and sorted(named.asked) == sorted(set(range(N)) - set(item_order(N, 0, "m/arith")[:res.n]))
 
 
 def test_without_the_base_only_the_width_stops(tmp_path):
