@@ -42,15 +42,35 @@ def _load(path: str | None, store: str | None, ray_address: str | None = None):
     return spec
 
 
+def _load_all(path: str | None):
+    """`_load`, and where the sweep file has problems, the ones of what it names on this machine
+    too (model folders, data files: orchestrator/preflight.py), so that one `validate` lists every
+    problem, not a second round once the first is fixed (issue 63). A YAML error stands alone."""
+    from cliffsweep.orchestrator.preflight import local_problems
+    from cliffsweep.sweep.spec import SpecError
+
+    try:
+        return _load(path, None)
+    except SpecError as e:
+        if path is None or any("not valid YAML" in p or "not UTF-8" in p for p in e.problems):
+            raise
+        extra = [p for p in local_problems(path) if p not in e.problems]
+        raise SpecError(e.source, e.problems + extra) from None
+
+
 def cmd_validate(args) -> int:
+    from cliffsweep import hub
     from cliffsweep.sweep.grid import expand_grid
 
-    from cliffsweep.orchestrator.preflight import check_preflight
+    from cliffsweep.orchestrator.preflight import check_preflight, model_path_problems
 
-    spec = _load(args.spec, None)
+    hub.offline()  # asked once, before any client retries (hub.py)
+    spec = _load_all(args.spec)
     check_preflight(spec, source=args.spec)
     grid = expand_grid(spec)
     print(f"{args.spec}: OK")
+    for note in model_path_problems([(i, m.path) for i, m in enumerate(spec.models)])[1]:
+        print(f"  note: {note}")
     _warn_tracking(spec)
     own = any(m.lrs for m in spec.methods)  # per-method lr axes: the product is not one lr count
     lrs = f"their own lrs ({len({t.lr for t in grid})} distinct)" if own else f"{len(spec.lrs)} lr(s)"
@@ -89,6 +109,9 @@ def cmd_plan(args) -> int:
     from cliffsweep.planner.text import plan_text
     from cliffsweep.planner.tokenstats import UnknownLengths
 
+    from cliffsweep import hub
+
+    hub.offline()  # asked once, before any client retries (hub.py)
     try:
         specs = [(path, load_spec(path)) for path in args.specs]
         print(plan_text(specs, args.mfu, args.bandwidth * 1e9, tuple(args.measured), args.gpu))
@@ -105,11 +128,21 @@ def cmd_simulate(args) -> int:
     from cliffsweep.simulate.engine import Cluster, simulate
     from cliffsweep.simulate.report import figure, text
 
+    from cliffsweep.planner.archs import UnknownArch
+    from cliffsweep.planner.tokenstats import UnknownLengths
+
+    from cliffsweep import hub
+
+    hub.offline()  # asked once, before any client retries (hub.py)
     cluster = Cluster(args.nodes, args.gpus_per_node, args.cpus_per_node)
     results = []
     for path in args.specs:
         spec = load_spec(path)
-        result = simulate(spec, plan_spec(spec, args.bandwidth * 1e9, measured_rows(tuple(args.measured))), cluster)
+        try:
+            result = simulate(spec, plan_spec(spec, args.bandwidth * 1e9, measured_rows(tuple(args.measured))), cluster)
+        except (UnknownArch, UnknownLengths, ValueError) as e:  # a refusal is a sentence, never a traceback
+            print(f"error: {path}: cannot simulate it: {e}", file=sys.stderr)
+            return 2
         results.append((path, result))
         print(text(path, result), flush=True)
     if args.figure:

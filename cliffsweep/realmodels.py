@@ -19,6 +19,7 @@ the wheel's version, so every test, worker and benchmark reuses one build.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -121,6 +122,21 @@ def _max_logit_diff(a, b, tok) -> float:
         return float((a(ids).logits - b(ids).logits).abs().max())
 
 
+@functools.lru_cache(maxsize=1)
+def stand_in_tokenizer(variant: str = "135m-instruct"):
+    """SmolLM2 `variant`'s tokenizer and chat template: from its cached folder where it is built,
+    else from the GGUF file alone (seconds; building the model takes minutes). `plan` measures a
+    hub model's local data with it, a proxy, when the model is not on this machine."""
+    from transformers import AutoTokenizer
+
+    folder = cache_folder(variant)
+    if (folder / "tokenizer_config.json").exists():
+        return AutoTokenizer.from_pretrained(str(folder))
+    gguf = gguf_path(variant)
+    with _quiet_transformers():
+        return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
 def ensure_smollm2(variant: str = "135m-instruct") -> str:
     """The cached HF folder of SmolLM2 `variant`, built on first use (about 20-100 s on 2 cores).
     Built in a private temporary folder and renamed into place, so concurrent callers (tests,
@@ -177,3 +193,20 @@ def ensure_model(path: str) -> str:
     if problem:
         raise ValueError(problem)
     return ensure_smollm2(path[len(PREFIX):])
+
+
+CONTEXT: dict[str, int] = {"135m-instruct": 8192}
+"""Each variant's context in tokens, as its GGUF file says (`llama.context_length`; a test reads
+it there): what `validate` checks `eval.max_model_len` against without building the model."""
+
+
+def known_config(path: str) -> dict | None:
+    """What `validate` needs of `smollm2:<variant>`'s config.json: its built folder's where it is
+    built, else its architecture and context (CONTEXT), so that nothing is built to validate."""
+    variant = path[len(PREFIX):]
+    if variant not in CONTEXT:
+        return None
+    built = cache_folder(variant) / "config.json"
+    if built.is_file():
+        return json.loads(built.read_text())
+    return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "max_position_embeddings": CONTEXT[variant]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -222,3 +223,48 @@ def test_a_misspelled_key_names_the_field_it_is_close_to_and_an_empty_list_reads
     assert "recipie: not a field of this section; did you mean 'recipe'?" in text, text
     assert "lrs: must not be empty" in text and "zzz: not a field of this section" in text, text
     assert "did you mean" not in text.split("zzz:")[1].splitlines()[0]  # nothing close: no guess
+
+
+def test_a_misspelled_method_task_or_optimizer_names_the_one_it_is_close_to():
+    bad = minimal(methods=[{"name": "sftt"}, {"name": "zzzz"}], optimizers=["adamww"],
+                  tasks={"learn": {"name": "toy_fact"}, "retain": [{"name": "toy_arith"}]})
+    with pytest.raises(SpecError) as e:
+        parse_spec(bad, "bad.yaml")
+    text = "\n".join(e.value.problems)
+    assert "methods.0.name: unknown method 'sftt'; did you mean 'sft'?" in text, text
+    assert "optimizers.0: unknown optimizer 'adamww'; did you mean 'adamw'?" in text, text
+    assert "tasks.learn.name: unknown task 'toy_fact'; did you mean 'toy_facts'?" in text, text
+    assert "unknown method 'zzzz'; valid:" in text  # nothing close: no guess
+
+
+def test_validate_lists_key_data_and_model_problems_in_one_run_and_a_yaml_error_alone(tmp_path):
+    """Issue 63 part 2: a misspelled key, a missing data file and a missing local model folder in
+    one list (the relative paths shown resolved), not in rounds; a YAML error stands alone with
+    its file, line and column."""
+    text = f"""
+name: t
+models: [{{name: m, path: ./no-such-model}}]
+methods: [{{name: sft}}]
+lrs: [1.0e-3]
+epochz: [1]
+tasks:
+  learn: {{name: dataset, params: {{path: data/missing.jsonl}}}}
+  retain: [{{name: toy_arith}}]
+store: {tmp_path / 'store'}
+"""
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9"}  # a hub that does not answer, on loopback
+    r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "validate", str(path)], capture_output=True,
+                       text=True, cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "epochz: not a field of this section; did you mean 'epochs'?" in r.stderr, r.stderr
+    assert f"models.0.path: ./no-such-model: no such folder on this machine, a relative path read as " \
+           f"{tmp_path.resolve() / 'no-such-model'}" in r.stderr, r.stderr
+    assert f"tasks.learn.params.path: data/missing.jsonl: no such file or folder (a relative path, read as " \
+           f"{tmp_path.resolve() / 'data' / 'missing.jsonl'})" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    path.write_text(text + "resources: {workers_per_trial: 1\n")  # a flow mapping never closed
+    r = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "validate", str(path)], capture_output=True,
+                       text=True, cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 2 and f"{path}: 1 problem(s)" in r.stderr and "line 12, column 1: not valid YAML" in r.stderr, r.stderr

@@ -10,6 +10,7 @@ trials train (driver.py).
 
 from __future__ import annotations
 
+import os
 
 from cliffsweep.models import context_length, folder_config
 from cliffsweep.sweep.spec import SpecError, SweepSpec
@@ -17,11 +18,66 @@ from cliffsweep.sweep.spec import SpecError, SweepSpec
 
 def local_config(path: str) -> dict | None:
     """The model's config.json when its folder is on this machine or can be built here without
-    the hub (toy and smollm2 models, cached once built: archs.local_folder); None for a hub id."""
+    the hub (toy models, cached once built: archs.local_folder; smollm2 read without building it:
+    realmodels.known_config); None for a hub id."""
+    from cliffsweep import realmodels
     from cliffsweep.planner.archs import local_folder
 
+    if realmodels.is_real_path(path):
+        return realmodels.known_config(path)
     folder = local_folder(path)
     return folder_config(folder) if folder else None
+
+
+def is_local_path(path: str) -> bool:
+    """A model path meant as a folder on this machine: written as one (/, ., ~) or present here."""
+    return path.startswith(("/", ".", "~")) or os.path.isdir(os.path.expanduser(path))
+
+
+def model_path_problems(paths: list[tuple[int, str]]) -> tuple[list[str], list[str]]:
+    """(problems, notes) of each model path (models.<i>.path): a folder that is not on this machine,
+    a hub id not of the hub's form or not on the hub; where the hub is offline (hub.py) an id
+    neither cached nor checkable is a note, "not checked: offline", never a wait."""
+    from cliffsweep import hub, realmodels
+
+    problems, notes = [], []
+    for i, path in paths:
+        if path.startswith("toy:") or realmodels.is_real_path(path):
+            continue  # checked with the sweep file (specfile.py)
+        where = f"models.{i}.path"
+        if is_local_path(path):
+            folder = os.path.expanduser(path)
+            if not os.path.isdir(folder):
+                relative = "" if os.path.isabs(folder) else f", a relative path read as {os.path.abspath(folder)}"
+                problems.append(f"{where}: {path}: no such folder on this machine{relative} (validate and run "
+                                "check the machine they run on)")
+            continue
+        bad = hub.id_problem(path)
+        if bad is not None:
+            problems.append(f"{where}: {path!r} is not a folder here, nor a model id of the hub: {bad}")
+        elif hub.cached_folder(path) is None:
+            if hub.offline():
+                notes.append(f"{where}: {path!r}: not checked: the model hub is offline here and the model is not in "
+                             "its local cache (a node that reaches the hub checks it when the sweep runs)")
+            else:
+                problems += _on_hub(where, path)
+    return problems, notes
+
+
+def _on_hub(where: str, model_id: str) -> list[str]:
+    """A problem if the hub answers that `model_id` does not exist (or is gated for this user)."""
+    from huggingface_hub import model_info
+    from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        model_info(model_id, timeout=10)
+    except GatedRepoError:
+        return [f"{where}: {model_id!r} is gated on the hub: accept its terms and log in (hf auth login) first"]
+    except RepositoryNotFoundError:
+        return [f"{where}: {model_id!r}: no such model on the hub (or a private one this user cannot read)"]
+    except Exception:  # noqa: BLE001 - the hub did not answer clearly: the run's base evaluation will say
+        return []
+    return []
 
 
 def preflight_problems(spec: SweepSpec, configs: dict[str, dict | None], backend: str) -> list[str]:
@@ -91,10 +147,39 @@ def retain_data_problems(spec: SweepSpec) -> list[str]:
     return []
 
 
+def local_problems(path: str) -> list[str]:
+    """What the sweep file at `path` names on this machine that is not there, read from the file
+    as written (it may not parse as a sweep): model folders (model_path_problems) and task data
+    files (dataset.missing_sources). Cheap: existence checks, no row is read."""
+    from pathlib import Path
+
+    from cliffsweep.evals.tasks.dataset import missing_sources
+    from cliffsweep.sweep.specfile import read_yaml
+
+    data, _ = read_yaml(Path(path))
+    if not isinstance(data, dict):
+        return []
+    models = data.get("models") if isinstance(data.get("models"), list) else []
+    paths = [(i, m["path"]) for i, m in enumerate(models) if isinstance(m, dict) and isinstance(m.get("path"), str)]
+    problems = model_path_problems(paths)[0]
+    tasks = data.get("tasks") if isinstance(data.get("tasks"), dict) else {}
+    entries = [("tasks.learn", tasks.get("learn")), ("tasks.retain_data", tasks.get("retain_data"))]
+    for key in ("retain", "learn_suite"):
+        listed = tasks.get(key) if isinstance(tasks.get(key), list) else []
+        entries += [(f"tasks.{key}.{i}", t) for i, t in enumerate(listed)]
+    for where, t in entries:
+        params = t.get("params") if isinstance(t, dict) and isinstance(t.get("params"), dict) else {}
+        for key in ("path", "eval_path"):
+            if isinstance(params.get(key), str) and missing_sources(params[key]):
+                problems.append(f"{where}.params.{key}: {missing_sources(params[key])}")
+    return problems
+
+
 def check_preflight(spec: SweepSpec, backend: str | None = None, source: str = "<spec>") -> None:
     """Raise SpecError with every problem found in the models' configs and the tasks' data."""
-    problems = preflight_problems(spec, {m.name: local_config(m.path) for m in spec.models},
-                                  backend or spec.eval.backend)
+    problems = model_path_problems([(i, m.path) for i, m in enumerate(spec.models)])[0]
+    problems += preflight_problems(spec, {m.name: local_config(m.path) for m in spec.models},
+                                   backend or spec.eval.backend)
     problems += task_data_problems(spec)
     problems += packing_problems(spec)  # issue 39: what shares a GPU must fit, each process its own cap
     if problems:

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from cliffsweep.sweep import specfile
 from cliffsweep.sweep.spec import SweepSpec
-from cliffsweep.sweep.specfile import default_spec_path, loc as _loc, message, read_yaml
+from cliffsweep.sweep.specfile import default_spec_path, loc as _loc, message, read_yaml, unknown
 from cliffsweep.sweep.tracking import CREDENTIAL_KEYS
 
 __all__ = ["default_spec_path", "load_spec", "parse_spec", "read_yaml"]
@@ -77,7 +77,7 @@ def _model_problems(data: dict) -> list[str]:
     for i, m in models:
         path = m.get("path")
         if isinstance(path, str) and path.startswith("toy:") and path[4:] not in TOY_MODELS:
-            problems.append(f"models.{i}.path: unknown toy model {path[4:]!r}; valid: {sorted(TOY_MODELS)}")
+            problems.append(f"models.{i}.path: {unknown('toy model', path[4:], list(TOY_MODELS))}")
         if isinstance(path, str) and realmodels.is_real_path(path) and realmodels.path_problem(path):
             problems.append(f"models.{i}.path: {realmodels.path_problem(path)}")
         folder = Path(path).expanduser() if isinstance(path, str) and path.startswith(("/", ".", "~")) else None
@@ -99,21 +99,21 @@ def _method_problems(data: dict) -> list[str]:
             problems.append(f"methods.{i}: the same as methods.{first} (its trials would repeat those trial ids)")
         name = m.get("name")
         if isinstance(name, str) and name not in METHODS:
-            problems.append(f"methods.{i}.name: unknown method {name!r}; valid: {sorted(METHODS)}")
+            problems.append(f"methods.{i}.name: {unknown('method', name, list(METHODS))}")
         elif isinstance(name, str):
             problems += _params_problems(f"methods.{i}", method_class(name), m.get("params"), f"method {name}")
         mopts = m.get("optimizers")
         for j, o in enumerate(mopts if isinstance(mopts, list) else []):
             if isinstance(o, str) and o not in OPTIMIZERS:
-                problems.append(f"methods.{i}.optimizers.{j}: unknown optimizer {o!r}; valid: {sorted(OPTIMIZERS)}")
+                problems.append(f"methods.{i}.optimizers.{j}: {unknown('optimizer', o, list(OPTIMIZERS))}")
     opts = data.get("optimizers")
     for i, o in enumerate(opts if isinstance(opts, list) else []):
         if isinstance(o, str) and o not in OPTIMIZERS:
-            problems.append(f"optimizers.{i}: unknown optimizer {o!r}; valid: {sorted(OPTIMIZERS)}")
+            problems.append(f"optimizers.{i}: {unknown('optimizer', o, list(OPTIMIZERS))}")
     for i, m in _items(data, "models"):
         o = m.get("pretrain_optimizer")
         if isinstance(o, str) and o not in OPTIMIZERS:
-            problems.append(f"models.{i}.pretrain_optimizer: unknown optimizer {o!r}; valid: {sorted(OPTIMIZERS)}")
+            problems.append(f"models.{i}.pretrain_optimizer: {unknown('optimizer', o, list(OPTIMIZERS))}")
     return problems + _optimizer_settings_problems(data)
 
 
@@ -126,7 +126,7 @@ def _optimizer_settings_problems(data: dict) -> list[str]:
     for name, settings in (given.items() if isinstance(given, dict) else ()):
         where = f"recipe.optimizer_settings.{name}"
         if name not in OPTIMIZERS:
-            problems.append(f"{where}: unknown optimizer {name!r}; valid: {sorted(OPTIMIZERS)}")
+            problems.append(f"{where}: {unknown('optimizer', name, list(OPTIMIZERS))}")
         elif isinstance(settings, dict):
             try:
                 settings_class(name)(**settings)
@@ -153,7 +153,7 @@ def _task_problems(data: dict) -> list[str]:
         if not isinstance(t, dict) or not isinstance(t.get("name"), str):
             continue
         if t["name"] not in task_names():
-            problems.append(f"{where}.name: unknown task {t['name']!r}; valid: {task_names()}")
+            problems.append(f"{where}.name: {unknown('task', t['name'], list(task_names()))}")
         else:
             problems += _params_problems(where, task_class(t["name"]), t.get("params"), f"task {t['name']}")
     return problems

@@ -263,7 +263,9 @@ def eval_prompt_tokens(model_path: str, tasks, notes: list[str]) -> float:
         shots = 0 if getattr(t.params, "protocol", None) == "zeroshot" else int(getattr(t.params, "num_fewshot", 0) or 0)
         # The fields the user set, not a dump of defaults: a task's cross-field checks refuse
         # defaults its own choices make meaningless (num_fewshot under protocol zeroshot).
-        lengths = lengths_for(model_path, t.name, t.params.model_dump(exclude_unset=True), [])
+        said: list[str] = []
+        lengths = lengths_for(model_path, t.name, t.params.model_dump(exclude_unset=True), said)
+        notes += [n for n in said if n not in notes and ("proxy" in n or "estimate" in n)]  # the labels a bill must carry
         total += t.eval_size * (1 + shots) * lengths.mean(1 << 20)
     return total
 
@@ -279,9 +281,19 @@ def _measured(folder: str, task: str, params_json: str, stamp: int) -> Lengths:
     return tokenstats.measure(AutoTokenizer.from_pretrained(folder), task, json.loads(params_json))
 
 
+@functools.lru_cache(maxsize=32)
+def _stand_in(task: str, params_json: str, stamp: int) -> Lengths:
+    """tokenstats.measure with the packaged stand-in tokenizer (a proxy), once per task in a process."""
+    from cliffsweep.planner import tokenstats
+
+    return tokenstats.measure_with_stand_in(task, json.loads(params_json))
+
+
 def lengths_for(model_path: str, task: str, params: dict, notes: list[str]) -> Lengths:
-    """Exact token lengths when the data and the model's tokenizer are local, else the packaged
-    proxy (tokenstats.py); the choice is noted in the plan."""
+    """Exact token lengths when the data and the model's tokenizer are local; local data with a hub
+    model that is not here: measured with a stand-in tokenizer; else the packaged lengths, or a
+    stated estimate where none are packaged (tokenstats.py). Every proxy is labelled in the plan's
+    notes; only a local data file that does not exist is refused."""
     from cliffsweep.planner import tokenstats
     from cliffsweep.planner.archs import local_folder
 
@@ -301,12 +313,16 @@ def lengths_for(model_path: str, task: str, params: dict, notes: list[str]) -> L
         if absent:
             raise tokenstats.UnknownLengths(f"task {task!r}: {absent[0]}: no such file; point `path:` at the data "
                                             "on this machine") from None
-        if folder is None and data_local:  # what is missing is the tokenizer, not the data
-            raise tokenstats.UnknownLengths(
-                f"task {task!r}: its data is local, but the model {model_path!r} is not a local folder, so its "
-                "tokenizer cannot measure the examples' lengths (nothing here reaches the model hub); point "
-                "models[].path at a local copy (config.json and the tokenizer's files)") from None
-        raise
+        if data_local:  # what is missing is the model's tokenizer, not the data: a stand-in measures it
+            path = params.get("path")
+            stamp = os.stat(path).st_mtime_ns if isinstance(path, str) and os.path.exists(path) else 0
+            got = _stand_in(task, json.dumps(params, sort_keys=True, default=str), stamp)
+            notes.append(f"{task}: {got.n} training examples, lengths measured on the local data with a stand-in "
+                         f"tokenizer, since {model_path!r} is not on this machine: {got.source}")
+            return got
+        got = tokenstats.estimated(task, params)
+        notes.append(f"{task}: {got.source}")
+        return got
     why = "hub model, offline" if folder is None else "data not local"
     notes.append(f"{task}: {got.n} training examples, lengths from the packaged proxy ({why}): {got.source}")
     return got

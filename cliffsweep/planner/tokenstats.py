@@ -94,6 +94,35 @@ def measure(tokenizer, name: str, params: dict, max_len: int = 1 << 20) -> Lengt
     return Lengths.of(lengths, f"{name}: {len(lengths)} examples, encoded with the model's tokenizer")
 
 
+def measure_with_stand_in(name: str, params: dict) -> Lengths:
+    """The lengths of a task whose data is local, for a model whose tokenizer is not here (a hub id,
+    offline): encoded with SmolLM2-135M-Instruct's tokenizer and chat template, read from the
+    packaged GGUF file alone (no model is built), labelled a proxy as PACKAGED is."""
+    from cliffsweep.realmodels import stand_in_tokenizer
+
+    got = measure(stand_in_tokenizer(), name, params)
+    return Lengths(got.n, got.quantiles, f"{name}: {got.n} examples, SmolLM2-135M-Instruct tokenizer + chat "
+                   "template (proxy)")
+
+
+ESTIMATED_TOKENS = 256
+"""Tokens per example assumed for a task neither on this machine nor packaged (an lm-eval task
+whose documents are not cached, offline): a multiple-choice question with its context, as in
+ARC, HellaSwag or MMLU, is 60-400 tokens; the plan says it is an estimate."""
+
+
+def estimated(name: str, params: dict) -> Lengths:
+    """A stated estimate (ESTIMATED_TOKENS an example) for a task whose data is not here and that
+    has no packaged statistics; n is the task's items (its `limit`, else its documented size)."""
+    from cliffsweep.evals.tasks import build_task
+
+    task = build_task(name, params)
+    n = max(1, int(task.eval_size))
+    return Lengths(n, (ESTIMATED_TOKENS,) * N_QUANTILES,
+                   f"({task.label}) its data is not on this machine and no lengths are packaged for it: "
+                   f"{ESTIMATED_TOKENS} tokens an example assumed (estimate)")
+
+
 class UnknownLengths(ValueError):
     """A task `plan` cannot price: its data is not on this machine and no packaged statistics
     stand in for it; the message says what to give."""

@@ -51,6 +51,12 @@ def field_names() -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+def unknown(what: str, name: str, valid: Sequence[str]) -> str:
+    """'unknown <what> <name>; did you mean <nearest>? valid: [...]' (issue 63 part 4)."""
+    close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+    return f"unknown {what} {name!r}; " + (f"did you mean {close[0]!r}? " if close else "") + f"valid: {sorted(valid)}"
+
+
 def message(err: dict, fields: Sequence[str] | None = None) -> str:
     """A validation error in the tool's words (issue 63 part 4): a misspelled key with the
     nearest field of `fields` (default: every field of the sweep file) ("did you mean"), an empty

@@ -160,10 +160,23 @@ def local_source(source: str) -> str:
 
 
 def is_hub(source: str) -> bool:
-    """A hub dataset id ('org/name'): not a path on this machine (nor a toy file, `toy:<file>`)."""
-    if source.startswith("toy:"):
+    """A hub dataset id ('org/name'): not a path on this machine (nor a toy file, `toy:<file>`),
+    nor a name ending as a data file does (`data/train.jsonl` missing here is a missing file)."""
+    if source.startswith("toy:") or source.lower().endswith(tuple(s + c for s in SUFFIXES for c in ("", *COMPRESSIONS))):
         return False
     return not Path(source).expanduser().exists() and source.count("/") == 1 and not source.startswith((".", "/", "~"))
+
+
+def missing_sources(source: str) -> str | None:
+    """Why local data `source` is not on this machine (no such file or folder, the relative path
+    resolved), or None (present, a hub dataset id, or a toy file). Reads no row."""
+    if is_hub(source) or source.startswith("toy:"):
+        return None
+    path = Path(source).expanduser()
+    if path.exists():
+        return None
+    resolved = "" if path.is_absolute() else f" (a relative path, read as {path.resolve()})"
+    return f"{source}: no such file or folder{resolved}"
 
 
 def read_rows(source: str, split: str | None, collect: list[str] | None = None) -> Iterator[tuple[str, dict]]:
@@ -175,8 +188,9 @@ def read_rows(source: str, split: str | None, collect: list[str] | None = None) 
     path = Path(local_source(source)).expanduser()
     files = data_files(path, SUFFIXES) if path.is_dir() else [path]
     if not path.exists() or not files:
+        resolved = "" if Path(source).expanduser().is_absolute() else f" (a relative path, read as {path.resolve()})"
         raise DataError(f"{source}: no such file, or no {'/'.join(SUFFIXES)} files in the folder "
-                        f"(each also as {'/'.join(COMPRESSIONS)})")
+                        f"(each also as {'/'.join(COMPRESSIONS)}){resolved}")
     for f in files:
         yield from _file_rows(f, collect)
 

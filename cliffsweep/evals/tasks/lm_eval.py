@@ -165,7 +165,10 @@ class LmEval(Task):
         """lm-eval's task objects (this loads their data, once per instance): {name: Task}. Read
         here for checks and plan only; an evaluation builds its own (simple_evaluate)."""
         if self._tasks is None:
-            self._tasks = self._index.load([self.lm_eval_spec()])["tasks"]
+            from cliffsweep.hub import quiet_offline
+
+            with quiet_offline():  # offline: no task module fetches its own files, nor says it did
+                self._tasks = self._index.load([self.lm_eval_spec()])["tasks"]
         return self._tasks
 
     def primary(self, configs: list[dict] | None = None) -> Primary:
@@ -195,7 +198,11 @@ class LmEval(Task):
         try:
             tasks = self._built()
         except Exception as e:  # lm-eval and datasets raise many kinds; the sentence is what counts
-            return [f"lm_eval task {p.task!r}: its data did not load ({type(e).__name__}: {str(e)[:300]}). "
+            from cliffsweep.hub import is_offline
+
+            why = "it is not in the local cache, and the model hub is offline here" if is_offline() \
+                else f"{type(e).__name__}: {str(e)[:300]}"
+            return [f"lm_eval task {p.task!r}: its data did not load ({why}). "
                     "Offline, point it at local files: params.overrides {dataset_path: json, dataset_name: null, "
                     "dataset_kwargs: {data_files: {test: /path/to/test.jsonl}}}, or a task YAML in include_path"]
         problems = []
