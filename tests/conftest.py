@@ -18,6 +18,11 @@ torch.set_num_threads(1)
 # tested where it matters (tests/test_submit.py: a head with a token, a client with and without).
 os.environ["RAY_AUTH_MODE"] = "disabled"
 
+# Nothing here reaches the model hub: the tests run its clients in their offline mode, so that no
+# test asks an outside host (cliffsweep/hub.py would probe it once per process). The test of a hub
+# that does not answer points HF_ENDPOINT at a closed port on loopback instead.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 @pytest.fixture(scope="session")
 def real_data() -> Path:
     """The real GSM8K and ChemL3 files, shipped in tests/data and unpacked once (realdata.py)."""

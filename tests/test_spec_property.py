@@ -127,7 +127,13 @@ own_data = st.fixed_dictionaries(
     optional={"eval_path": st.just("toy:facts_chat_held.jsonl"), "metric": st.sampled_from(["exact", "normalized",
               "number"]), "eval_fraction": st.floats(0.05, 0.5), "max_tokens": st.integers(1, 64),
               "n_eval": st.integers(5, 50), "format": st.sampled_from(["auto", "messages"])})
-LEARN = st.one_of(st.builds(lambda p: {"name": "toy_facts", "params": p},
+OWN_FILE = DATA / "my_train.jsonl"  # the user's own JSONL, as the README's pattern has it
+OWN_FILE.write_text("".join('{"messages": [{"role": "user", "content": "What is %d + %d?"}, '
+                            '{"role": "assistant", "content": "%d"}]}\n' % (i, i, 2 * i) for i in range(60)))
+user_file = st.fixed_dictionaries({"path": st.just(str(OWN_FILE))},
+                                  optional={"eval_fraction": st.floats(0.1, 0.5), "max_tokens": st.integers(1, 64)})
+LEARN = st.one_of(st.builds(lambda p: {"name": "dataset", "params": p}, user_file),
+                  st.builds(lambda p: {"name": "toy_facts", "params": p},
                             st.fixed_dictionaries({}, optional={"n_eval": st.integers(5, 50), "seed": st.integers(0, 3)})),
                   st.builds(lambda p: {"name": "chem_l3", "params": p}, chem),
                   st.builds(lambda p: {"name": "dataset", "params": p}, own_data))
@@ -136,7 +142,10 @@ loss_of = st.fixed_dictionaries(
                                                                                 "n_train": 30}}])},
     optional={"split": st.sampled_from(["eval", "train"]), "n_eval": st.integers(5, 40),
               "max_doc_tokens": st.integers(8, 256)})
+lm_eval = st.fixed_dictionaries({"task": st.just("toy_arith_lm"), "include_path": st.just("toy")},
+                                optional={"limit": st.integers(5, 60), "apply_chat_template": st.booleans()})
 RETAIN = st.lists(st.one_of(st.just({"name": "toy_arith"}),
+                            st.builds(lambda p: {"name": "lm_eval", "params": p}, lm_eval),
                             st.builds(lambda p: {"name": "gsm8k", "params": p}, gsm8k),
                             st.builds(lambda p: {"name": "loss", "params": p}, loss_of)),
                   min_size=1, max_size=2, unique_by=lambda t: t["name"])  # one task of a kind: a second is refused
@@ -149,15 +158,22 @@ def refused_by_design(task: dict) -> bool:
     return task["name"] == "gsm8k" and p.get("protocol") == "zeroshot" and bool({"num_fewshot", "fewshot_seed"} & set(p))
 
 
+GPU = {"resources": {"workers_per_trial": 1, "gpus_per_worker": 1}, "eval": {"gpus_per_evaluator": 1}}
+
+
 @settings(max_examples=200, deadline=None)
-@given(learn=LEARN, retain=RETAIN, model=st.sampled_from(["toy:qwen2-tiny", "toy:llama-tiny"]),
-       epochs=st.sampled_from([[1], [1, 2]]), micro=st.sampled_from([None, 4, 8]))
-def test_every_file_validate_accepts_plans(learn, retain, model, epochs, micro):
+@given(learn=LEARN, retain=RETAIN, model=st.sampled_from(["toy:qwen2-tiny", "toy:llama-tiny", "Qwen/Qwen2.5-0.5B-Instruct"]),
+       epochs=st.sampled_from([[1], [1, 2]]), micro=st.sampled_from([None, 4, 8]), gpu=st.booleans())
+def test_every_file_validate_accepts_plans_and_simulates(learn, retain, model, epochs, micro, gpu):
     """`plan` rebuilds each task from what the file set, never from a dump of defaults: the
-    zero-shot GSM8K file of issue 37 (a 40-line traceback before) is among what is generated."""
+    zero-shot GSM8K file of issue 37 (a 40-line traceback before) is among what is generated.
+    Issue 63: a hub model (offline here: its local data measured with a stand-in tokenizer), the
+    user's own JSONL and an lm-eval task are generated too, and `simulate` prices every GPU file
+    `validate` accepts (a CPU file it refuses in a sentence: it prices GPU clusters)."""
     data = {"name": "valid", "models": [{"name": "m", "path": model}], "methods": [{"name": "sft"}],
             "lrs": [1e-4], "epochs": epochs, "tasks": {"learn": learn, "retain": retain},
-            "recipe": {"batch_size": 8, "max_seq_len": 128, **({"micro_batch_size": micro} if micro else {})}}
+            "recipe": {"batch_size": 8, "max_seq_len": 128, **({"micro_batch_size": micro} if micro else {})},
+            **(GPU if gpu else {})}
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "sweep.yaml"
         f.write_text(yaml.safe_dump(data))
@@ -167,3 +183,7 @@ def test_every_file_validate_accepts_plans(learn, retain, model, epochs, micro):
         if code == 0:
             code, err = run("plan", str(f))
             assert code == 0 and "Traceback" not in err, (data, err)
+            code, err = run("simulate", str(f))
+            assert code == (0 if gpu else 2) and "Traceback" not in err, (data, err)
+            if not gpu:
+                assert err.startswith("error: ") and "simulate prices GPU work" in err, err

@@ -262,3 +262,28 @@ def test_every_forgetting_lr_within_noise_of_the_best_learner_decides_the_trade_
     assert decides(row, LRS[4]) and decides(row, LRS[5]), row["deciding_lrs"]
     apart = frontiers(frame([0.30, 0.32, 0.40, 0.45, 0.50, 0.75], [x * R0 for x in r], 420, 420), n_boot=0).iloc[0]
     assert decides(apart, LRS[5]) and not decides(apart, LRS[4]), apart["deciding_lrs"]
+
+
+def test_a_hinge_is_topped_up_on_the_axes_it_is_read_on():
+    """A cliff's bracket is read on both axes (the drop and the gain across it); the lr its "small
+    lrs" are read at (kept_before_cliff) on retention alone; a trade-off's learning contenders
+    outside its closest call on the learn axis alone: each top-up scores only those tasks (the
+    paper-sized replay scored learn items where no decision read them)."""
+    def short(pts):
+        return pd.DataFrame([{"trial_id": t, "step": 2, "task": task, "n_scored": 96, "n_items": 420, "settled": True,
+                              "ci_low": np.nan, "ci_high": np.nan} for t in pts["trial_id"][1:] for task in ("learn_t", "retain_t")])
+
+    def tasks_of(r, L):
+        pts = frame(L, [x * R0 for x in r], 420, 420)
+        pts["trial_id"] = ["m-base"] + [f"t{k}" for k in range(6)]
+        pts["step"], pts["classified"] = 2, True
+        table = frontiers(pts, n_boot=0)
+        return table.iloc[0], {k.trial_id: set(k.tasks) for k in top_ups(pts, table, short(pts), {"L": "learn_t", "R": "retain_t"})}
+
+    row, got = tasks_of([0.99, 0.98, 0.97, 0.96, 0.30, 0.25], [0.30, 0.45, 0.50, 0.55, 0.56, 0.50])
+    assert row["regime"] == "cliff" and row["critical_lr_low"] == pytest.approx(LRS[3]), row["reason"]
+    assert got == {"t2": {"retain_t"}, "t3": {"learn_t", "retain_t"}, "t4": {"learn_t", "retain_t"}}, got
+    row, got = tasks_of([0.99, 0.97, 0.85, 0.80, 0.75, 0.70], [0.30, 0.32, 0.40, 0.55, 0.60, 0.61])
+    assert row["regime"] == "gradual" and row["closest_lr_low"] == pytest.approx(LRS[1]), row["reason"]
+    assert got["t1"] == got["t2"] == {"learn_t", "retain_t"}  # the closest call, and the safe pair
+    assert got["t5"] == got["t4"] == {"learn_t"}, got  # the best learner and its contender within noise

@@ -219,6 +219,12 @@ class Classification:
     lr its "small lrs" are read at and the pair its further learning is read from; a decline's
     closest call and the pair its learning test compared; the lr that came closest to forgetting
     for no_forgetting. The top-up scores them on every item and reads the verdict again."""
+    learn_only_lrs: tuple[float, ...] = ()
+    """Of deciding_lrs, those read on the learn axis alone (a learning test's pair and its
+    contenders, where no retention decision reads them): their top-up scores the learn task only."""
+    retain_only_lrs: tuple[float, ...] = ()
+    """Of deciding_lrs, those read on retention alone (a cliff's "small lrs", no_forgetting's
+    closest): their top-up scores the retain tasks only."""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -399,7 +405,8 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
     summary = {"max_forgetting": float(lost.max()), "max_learning": float(L.max() - L0), **_closest(lr, L, r, span, th)}
     if lost.max() < th.forget_min:
         return Classification(NO_FORGETTING, f"every lr keeps > {1 - th.forget_min:.0%} of base retention",
-                              n_points, deciding_lrs=_lrs(lr, int(np.argmax(lost))), **summary)
+                              n_points, deciding_lrs=_lrs(lr, int(np.argmax(lost))),
+                              retain_only_lrs=_lrs(lr, int(np.argmax(lost))), **summary)
     if lost[0] >= th.cliff_drop:
         return Classification(INCONCLUSIVE, f"the lowest lr ({lr[0]:g}) already loses {lost[0]:.0%} of base "
                               "retention; sweep lower lrs", n_points, deciding_lrs=_lrs(lr, 0), **summary)
@@ -426,14 +433,17 @@ def classify_arrays(lr: np.ndarray, L: np.ndarray, R: np.ndarray, th: Thresholds
             unresolved_lr_low=float(lr[k]), unresolved_lr_high=float(lr[k + 1]), deciding_lrs=_lrs(lr, k, k + 1),
             **summary)
     learns, how, pair = _learning(learn, lost, th)
-    deciding = tuple(sorted(set(_lrs(lr, *(k - 1 for k in pair if k > 0))) | set(_lrs_of(summary))))
+    learning = set(_lrs(lr, *(k - 1 for k in pair if k > 0)))
+    deciding = tuple(sorted(learning | set(_lrs_of(summary))))
+    learn_only = tuple(sorted(learning - set(_lrs_of(summary))))
     if not learns:
         return Classification(FORGETTING, f"retention falls up to {lost.max():.0%} of base, and the lrs that "
                               f"forget learned no more than those that keep it, beyond noise ({how}): forgetting "
-                              "without a trade-off", n_points, deciding_lrs=deciding, **summary)
+                              "without a trade-off", n_points, deciding_lrs=deciding, learn_only_lrs=learn_only,
+                              **summary)
     return Classification(GRADUAL, f"retention falls up to {lost.max():.0%} of base as learning rises ({how}), "
                           f"with no collapse within {th.cliff_lr_ratio:g}x of lr lacking learning", n_points,
-                          deciding_lrs=deciding, **summary)
+                          deciding_lrs=deciding, learn_only_lrs=learn_only, **summary)
 
 
 def _cliff(lr, L, R, r, L0, span, learn: _Learn, j: int, wit: np.ndarray, th: Thresholds, n_points: int,
@@ -442,7 +452,8 @@ def _cliff(lr, L, R, r, L0, span, learn: _Learn, j: int, wit: np.ndarray, th: Th
     i = int(np.flatnonzero(wit[:, j])[-1])
     drop, gain = r[i] - r[j], L[j] - L[i]
     below = np.flatnonzero(lr <= lr[j] / th.cliff_lr_ratio * (1 + _EPS))
-    deciding = _lrs(lr, i, j, int(np.argmax(L[:i + 1])), j + int(np.argmax(L[j:])), *below[-1:])
+    learning, small = {int(np.argmax(L[:i + 1])), j + int(np.argmax(L[j:]))}, set(below[-1:].tolist())
+    deciding = _lrs(lr, i, j, *learning, *small)
     return Classification(
         CLIFF, f"lr {lr[i]:g} -> {lr[j]:g} ({lr[j] / lr[i]:.2g}x) loses {drop:.0%} of base retention for "
         f"{gain / span:+.0%} of the learning span", n_points,
@@ -451,7 +462,9 @@ def _cliff(lr, L, R, r, L0, span, learn: _Learn, j: int, wit: np.ndarray, th: Th
         gain_at_cliff_share=float(gain / span), learned_before_cliff=float((L[i] - L0) / max(1.0 - L0, 1e-12)),
         learned_before_cliff_z=learn.z(0, i + 1),
         kept_before_cliff=_kept_below(lr, r, lr[j] / th.cliff_lr_ratio),
-        deciding_lrs=deciding, **_after_cliff(L, None if learn.n is None else learn.n[1:], L0, i, j, th),
+        deciding_lrs=deciding, learn_only_lrs=_lrs(lr, *(learning - small - {i, j})),
+        retain_only_lrs=_lrs(lr, *(small - learning - {i, j})),
+        **_after_cliff(L, None if learn.n is None else learn.n[1:], L0, i, j, th),
         **summary)
 
 

@@ -37,7 +37,7 @@ FRONTIER_COLUMNS = [
     "max_safe_lr", "max_safe_lr_next", "learn_at_max_safe_lr", "max_safe_lr_confidence", "max_forgetting", "max_learning", "base_L", "base_R", "frontier_area", "pareto_point_ids",
     "model_pareto_point_ids", "model_pareto_share", "dominated_by", "n_points", "n_lrs", "n_refined_lrs",
     "n_checkpoints", "runs_at_bracket", "confidence_over", "learned_after_cliff_z", "closest_lr_low",
-    "closest_lr_high", "closest_drop", "closest_shortfall", "closest_shortfall_se", "deciding_lrs", "within_noise", "reason",
+    "closest_lr_high", "closest_drop", "closest_shortfall", "closest_shortfall_se", "deciding_lrs", "learn_only_lrs", "retain_only_lrs", "within_noise", "reason",
 ]
 _CLIFF_FIELDS = ["critical_lr_low", "critical_lr_high", "drop_at_cliff", "drop_at_cliff_abs", "gain_at_cliff",
                  "gain_at_cliff_share", "learned_before_cliff", "learned_before_cliff_z", "kept_before_cliff",
@@ -96,8 +96,13 @@ def _series_row(key: tuple, first: dict, n_rows: int, n_refined: int, cls: np.nd
     for k in ("unresolved_lr_low", "unresolved_lr_high"):  # in the reason; next_lrs.py reads them
         out.pop(k)
     # every lr the verdict and the highest safe lr were read at (the top-up's fixpoint, issue 59)
-    out["deciding_lrs"] = sorted(set(point.deciding_lrs) | {x for x in (safe.max_safe_lr, safe.max_safe_lr_next)
-                                                              if x is not None})
+    safe_lrs = {x for x in (safe.max_safe_lr, safe.max_safe_lr_next) if x is not None}
+    out["deciding_lrs"] = sorted(set(point.deciding_lrs) | safe_lrs)
+    # the axes each is read on, for its top-up (analysis/topup.py): the highest safe lr and the
+    # next on retention, the regime's lrs as classify says
+    out["learn_only_lrs"] = sorted(set(point.learn_only_lrs) - safe_lrs)
+    out["retain_only_lrs"] = sorted(set(point.retain_only_lrs)
+                                    | (safe_lrs - (set(point.deciding_lrs) - set(point.retain_only_lrs))))
     out.update(model=model, series=series, epochs=epochs, method=first["method"],
                optimizer=first["optimizer"], label=first["label"],
                regime_point_estimate=point.regime, n_lrs=int((curve[0] > 0).sum()),

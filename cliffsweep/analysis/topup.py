@@ -43,21 +43,33 @@ def stop_rule(adaptive: AdaptiveSpec | None, th: Thresholds | None = None) -> St
                     learn_gain=th.paper_min_learning)
 
 
-def hinging(points: pd.DataFrame, table: pd.DataFrame) -> list[tuple[str, int]]:
-    """(trial, step) of the points each series' verdict is read at (HINGES), among `points` (the
-    analysis's points; the one each trial is classified on) and `table` (frontiers' table, one row per series)."""
-    out: set[tuple[str, int]] = set()
+def _lrs(row: pd.Series, column: str) -> list[float]:
+    v = row[column] if column in row else None
+    return [float(x) for x in v] if isinstance(v, (list, tuple, np.ndarray)) else []
+
+
+def hinging(points: pd.DataFrame, table: pd.DataFrame) -> dict[tuple[str, int], frozenset[str]]:
+    """(trial, step) -> the axes ({"L", "R"}) it is read on, of the points each series' verdict is
+    read at (HINGES and deciding_lrs), among `points` (the analysis's points; the one each trial
+    is classified on) and `table` (frontiers' table, one row per series). A hinge listed in
+    `learn_only_lrs` or `retain_only_lrs` (frontiers.py) is read on that axis alone, the bracket
+    and every other one on both."""
+    out: dict[tuple[str, int], set[str]] = {}
     pts = points[(points["series"] != "base") & points["classified"].astype(bool)]  # the checkpoint read per trial
     for _, row in table.iterrows():
-        lrs = [float(row[c]) for c in HINGES if c in row and pd.notna(row[c])]
-        if "deciding_lrs" in row and isinstance(row["deciding_lrs"], (list, tuple, np.ndarray)):
-            lrs += [float(x) for x in row["deciding_lrs"]]
+        lrs = [float(row[c]) for c in HINGES if c in row and pd.notna(row[c])] + _lrs(row, "deciding_lrs")
         if not lrs:
             continue
+        both = [float(row[c]) for c in ("critical_lr_low", "critical_lr_high") if c in row and pd.notna(row[c])]
+        alone = {"L": _lrs(row, "learn_only_lrs"), "R": _lrs(row, "retain_only_lrs")}
         mine = pts[(pts[SERIES] == row[SERIES].to_numpy()).all(axis=1)]
         hit = mine[np.isclose(mine["lr"].to_numpy(float)[:, None], lrs, rtol=1e-9).any(axis=1)]
-        out |= {(str(t), int(s)) for t, s in zip(hit["trial_id"], hit["step"])}
-    return sorted(out)
+        for t, s, lr in zip(hit["trial_id"], hit["step"], hit["lr"].to_numpy(float)):
+            axes = {a for a, at in alone.items() if np.isclose(lr, at, rtol=1e-9).any()}
+            if len(axes) != 1 or np.isclose(lr, both, rtol=1e-9).any():
+                axes = {"L", "R"}
+            out.setdefault((str(t), int(s)), set()).update(axes)
+    return {k: frozenset(v) for k, v in sorted(out.items())}
 
 
 def short_tasks(evals: pd.DataFrame) -> dict[tuple[str, int], frozenset[str]]:
@@ -112,8 +124,8 @@ def _moves(series_points: pd.DataFrame, at, column: str, ends: tuple[float, floa
 
 
 def open_deciding(points: pd.DataFrame, table: pd.DataFrame, evals: pd.DataFrame, tasks: dict[str, str] | None = None,
-                  th: Thresholds | None = None, skip: frozenset = frozenset()) -> dict[tuple[str, int], set[str]]:
-    """(trial, step) -> its tasks read open, of the classified checkpoints (not in `skip`) whose
+                  th: Thresholds | None = None, skip: dict | None = None) -> dict[tuple[str, int], set[str]]:
+    """(trial, step) -> its tasks read open (not among `skip`'s tasks of it), of the classified checkpoints whose
     interval on that task leaves the verdict undecided: their value at one end of it changes their
     series' verdict, all else as read (issue 59 part 3: no decision a verdict rests on is left
     open). `tasks`: a points column -> the task it is read from ({"L": learn task, "R": retain
@@ -134,7 +146,7 @@ def open_deciding(points: pd.DataFrame, table: pd.DataFrame, evals: pd.DataFrame
         now = None
         for r in mine_open.itertuples():
             key = (str(r.trial_id), int(r.step))
-            if key not in at or key in skip or str(r.task) in out.get(key, ()):
+            if key not in at or str(r.task) in (skip or {}).get(key, ()) or str(r.task) in out.get(key, ()):
                 continue
             now = verdict(_frontiers_row(mine, th)) if now is None else now
             col = column.get(r.task)
@@ -155,13 +167,23 @@ class TopUp(NamedTuple):
 def top_ups(points: pd.DataFrame, table: pd.DataFrame, evals: pd.DataFrame, tasks: dict[str, str] | None = None,
             th: Thresholds | None = None) -> list[TopUp]:
     """The checkpoints to score on every item, and on which tasks: those the verdict hinges on
-    that were scored in part (every task scored in part: the hinges are read on both axes), and
+    that were scored in part (each task scored in part that the hinge is read on: the highest
+    safe lr and the next only on retention, the others on both axes), and
     every classified checkpoint read open whose interval leaves the verdict undecided, on the task
     read open alone (issue 59 part 3; a checkpoint topped up for its open retain reading does not
     pay for its learn task's items)."""
     short = short_tasks(evals)
-    hinge = {k: short[k] for k in hinging(points, table) if k in short}
+    learn = (tasks or {}).get("L")
+    hinge = {}
+    for k, axes in hinging(points, table).items():
+        need = short.get(k, frozenset())
+        if learn is not None and axes == {"R"}:  # every short task but the learn one (a suite's retain tasks too)
+            need -= {learn}
+        elif learn is not None and axes == {"L"}:
+            need &= {learn}
+        if need:
+            hinge[k] = need
     out = dict(hinge)
-    for key, open_tasks in open_deciding(points, table, evals, tasks, th, skip=frozenset(hinge)).items():
-        out[key] = frozenset(open_tasks)
+    for key, open_tasks in open_deciding(points, table, evals, tasks, th, skip=hinge).items():
+        out[key] = hinge.get(key, frozenset()) | frozenset(open_tasks)
     return [TopUp(t, s, out[(t, s)]) for t, s in sorted(out)]

@@ -180,10 +180,21 @@ def check_preflight(spec: SweepSpec, backend: str | None = None, source: str = "
     problems = model_path_problems([(i, m.path) for i, m in enumerate(spec.models)])[0]
     problems += preflight_problems(spec, {m.name: local_config(m.path) for m in spec.models},
                                    backend or spec.eval.backend)
-    problems += task_data_problems(spec)
+    problems += task_data_problems(spec) + resource_problems(spec)
     problems += packing_problems(spec)  # issue 39: what shares a GPU must fit, each process its own cap
     if problems:
         raise SpecError(source, problems)
+
+
+def resource_problems(spec: SweepSpec) -> list[str]:
+    """Resources a command will need that the file leaves out: a sweep that trains on GPUs with
+    evaluators given none (they would serve vLLM on CPU beside GPU training; `simulate` refused
+    it, issue 63)."""
+    if spec.resources.gpus_per_worker > 0 and spec.eval.gpus_per_evaluator <= 0:
+        return [f"eval.gpus_per_evaluator: 0 in a sweep that trains on GPUs (resources.gpus_per_worker "
+                f"{spec.resources.gpus_per_worker:g}): its evaluators would get no GPU; set it (1: a GPU each; "
+                "0.3: a share of one beside training, docs/gpu.md)"]
+    return []
 
 
 def packing_problems(spec: SweepSpec) -> list[str]:

@@ -20,8 +20,12 @@ evals/tasks/loss.py, which analysis reads in its direction).
 from __future__ import annotations
 
 import difflib
+import hashlib
+import os
+import pickle
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -76,19 +80,73 @@ class LmEvalParams(TaskParams):
 @lru_cache(maxsize=8)
 def task_manager(include_path: str | None):
     """lm-eval's task index (one per include folder and process): building it reads ~15,000 task
-    YAMLs, about 10 s, which an evaluator must not pay again for every checkpoint."""
+    YAMLs, 10-25 s, which an evaluator must not pay again for every checkpoint, nor `validate`
+    every time it runs (issue 63: seconds offline): the index is kept on disk (index_cache)."""
     try:
         from lm_eval.tasks import TaskManager
+        from lm_eval.tasks import manager as lm_manager
     except ImportError as e:
         raise ImportError(f"the lm_eval task needs lm-evaluation-harness {LM_EVAL_VERSION}, a dependency of "
                           f"cliffsweep: pip install lm-eval=={LM_EVAL_VERSION}") from e
-    return TaskManager(include_path=include_path)
+    built = lm_manager.TaskIndex
+    lm_manager.TaskIndex = _cached_index(built)
+    try:
+        return TaskManager(include_path=include_path)
+    finally:
+        lm_manager.TaskIndex = built
+
+
+INDEX_CACHE = Path(os.environ.get("CLIFFSWEEP_CACHE", Path.home() / ".cache" / "cliffsweep")) / "lm_eval_index"
+
+
+def _fingerprint(paths) -> str:
+    """The index's key: lm-eval's version (its own task folder) and every YAML file of the other
+    folders (an include path) with its size and time, so that an edited task YAML is read again."""
+    parts = [LM_EVAL_VERSION]
+    for p in paths:
+        p = Path(p)
+        if p.resolve() == Path(_lm_eval_tasks_dir()).resolve():
+            continue
+        for f in sorted(p.rglob("*.y*ml")) if p.is_dir() else [p]:
+            st = f.stat()
+            parts.append(f"{f.resolve()}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _lm_eval_tasks_dir() -> str:
+    import lm_eval.tasks
+
+    return os.path.dirname(lm_eval.tasks.__file__)
+
+
+def _cached_index(built):
+    """lm-eval's TaskIndex whose `build` reads the index from INDEX_CACHE when its folders are
+    unchanged, else builds it and writes it there (atomically: os.replace)."""
+
+    class Cached(built):
+        def build(self, paths):
+            target = INDEX_CACHE / f"{_fingerprint(paths)}.pkl"
+            try:
+                with open(target, "rb") as f:
+                    return pickle.load(f)
+            except Exception:  # noqa: BLE001 - absent, partial or from another Python: build it
+                pass
+            index = super().build(paths)
+            try:
+                INDEX_CACHE.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_suffix(f".{os.getpid()}.tmp")
+                with open(tmp, "wb") as f:
+                    pickle.dump(index, f)
+                os.replace(tmp, target)
+            except OSError:
+                pass  # a read-only home: the index is built each time, as before
+            return index
+
+    return Cached
 
 
 def include_folder(include_path: str | None) -> str | None:
     if include_path == "toy":
-        from pathlib import Path
-
         return str(Path(__file__).resolve().parents[2] / "toy" / "lm_eval_tasks")
     return include_path
 
