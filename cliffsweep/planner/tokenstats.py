@@ -101,8 +101,7 @@ def measure_with_stand_in(name: str, params: dict) -> Lengths:
     from cliffsweep.realmodels import stand_in_tokenizer
 
     got = measure(stand_in_tokenizer(), name, params)
-    return Lengths(got.n, got.quantiles, f"{name}: {got.n} examples, SmolLM2-135M-Instruct tokenizer + chat "
-                   "template (proxy)")
+    return Lengths(got.n, got.quantiles, "SmolLM2-135M-Instruct tokenizer + chat template (proxy)")
 
 
 ESTIMATED_TOKENS = 256
