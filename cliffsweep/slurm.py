@@ -18,6 +18,7 @@ what it held passes to the other drivers).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -162,15 +163,60 @@ def submit(job: SlurmJob) -> str:
     return out.stdout.strip().split(";")[0]
 
 
+def sweep_gpus(resources, eval_) -> int:
+    """GPUs a node needs to run one trial and its model's evaluator (the sweep's resources): what
+    `submit --slurm` asks per node when --gpus-per-node is not given; 0 for a CPU sweep."""
+    if resources.gpus_per_worker <= 0:
+        return 0
+    return max(1, math.ceil(resources.workers_per_trial * resources.gpus_per_worker + eval_.gpus_per_evaluator - 1e-9))
+
+
+def gpu_problems(job: SlurmJob, needed: int) -> list[str]:
+    if needed and job.gpus_per_node < needed:
+        return [f"--gpus-per-node {job.gpus_per_node}: the sweep's resources need {needed} GPU(s) on a node (one "
+                "trial's workers and one evaluator); ask at least that"]
+    return []
+
+
+def partition_problems(job: SlurmJob) -> list[str]:
+    """A request the partition can never run (issue 63: 8 CPUs a task on a 2-CPU node sat as
+    `PD (PartitionConfig)` forever): its nodes' CPUs and GPUs, as `sinfo` reports them, against
+    what the job asks. Nothing is said where sinfo cannot tell."""
+    argv = ["sinfo", "-h", "-o", "%c|%G", *(["-p", job.partition] if job.partition else [])]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    nodes = [line.split("|", 1) for line in out.stdout.split() if "|" in line]
+    if out.returncode != 0 or not nodes:
+        return []
+    cpus = max(int(re.sub(r"\D.*", "", c) or 0) for c, _ in nodes)
+    gpus = max(sum(int(n) for n in re.findall(r"gpu(?::[^:(,]+)?:(\d+)", g)) for _, g in nodes)
+    where = f"partition {job.partition!r}" if job.partition else "the default partition"
+    said = []
+    if job.cpus_per_task > cpus:
+        said.append(f"--cpus-per-task {job.cpus_per_task}: the nodes of {where} have at most {cpus} CPU(s), so "
+                    f"Slurm would never start it; ask at most {cpus}")
+    if job.gpus_per_node > gpus:
+        said.append(f"--gpus-per-node {job.gpus_per_node}: the nodes of {where} have at most {gpus} GPU(s) "
+                    "(sinfo's GRES), so Slurm would never start it")
+    return said
+
+
 def cmd_slurm(args) -> int:
     from cliffsweep.orchestrator.specfile import load_spec
 
     spec = load_spec(args.spec)  # a wrong sweep file is refused here, not in the queue hours later
+    needed = sweep_gpus(spec.resources, spec.eval)
+    gpus = needed if args.gpus_per_node is None else args.gpus_per_node
     job = SlurmJob(spec=os.path.abspath(args.spec), name=spec.name, array=args.array, nodes=args.nodes,
                    time=args.time, partition=args.partition, cpus_per_task=args.cpus_per_task,
-                   gpus_per_node=args.gpus_per_node, grace_s=args.grace, workdir=os.path.abspath(args.workdir),
+                   gpus_per_node=gpus, grace_s=args.grace, workdir=os.path.abspath(args.workdir),
                    run_flags=tuple(args.run_flag))
-    bad = problems(job)
+    bad = problems(job) + gpu_problems(job, needed) + ([] if args.dry_run else partition_problems(job))
+    if args.gpus_per_node is None and needed:
+        print(f"note: asking {needed} GPU(s) per node, what one trial and one evaluator of the sweep need; "
+              "--gpus-per-node asks more", file=sys.stderr)
     if bad:
         print("error: cannot submit:\n" + "\n".join(f"  - {p}" for p in bad), file=sys.stderr)
         return 2
@@ -198,7 +244,8 @@ def add_arguments(j) -> None:
     j.add_argument("--time", default="1-00:00:00", help="Slurm: the time limit (the job requeues itself before it)")
     j.add_argument("--partition", help="Slurm: the partition")
     j.add_argument("--cpus-per-task", type=int, default=8, help="Slurm: CPUs per task (each driver's local Ray)")
-    j.add_argument("--gpus-per-node", type=int, default=0, help="Slurm: GPUs per node")
+    j.add_argument("--gpus-per-node", type=int, help="Slurm: GPUs per node (default: what one trial and one evaluator "
+                                                     "of the sweep need, 0 for a CPU sweep)")
     j.add_argument("--grace", type=int, default=300, help="Slurm: seconds before the time limit that the driver stops")
     j.add_argument("--workdir", default=".", help="Slurm: where the job runs and its script and logs go")
     j.add_argument("--run-flag", action="append", default=[], metavar="FLAG",

@@ -75,3 +75,36 @@ def test_validate_with_no_hub_prints_only_its_own_lines(tmp_path):
         lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
         assert all(x.startswith(own) or x.startswith(f"{path}:") for x in lines), (path.name, lines)
         assert r.returncode == 0 or "/data/" in r.stderr, (path.name, r.stderr)
+
+
+def _contiguous(part: list[str], out: list[str], start: int) -> int:
+    """Where `part` appears in `out` as consecutive lines, at or after `start`; -1 if nowhere."""
+    for i in range(start, len(out) - len(part) + 1):
+        if out[i:i + len(part)] == part:
+            return i + len(part)
+    return -1
+
+
+def test_the_readmes_plan_excerpts_are_what_plan_prints(monkeypatch):
+    """Issue 63 part 6: the README's `plan` excerpts went stale (24.2 H100-hours where the tool
+    printed 23.0). Each excerpt, its `...` aside, is what `cliffsweep plan` prints now, in order."""
+    from cliffsweep.orchestrator.specfile import load_spec
+    from cliffsweep.planner.text import plan_text
+
+    monkeypatch.chdir(ROOT)
+    readme = (ROOT / "README.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in readme.split("```\n$ cliffsweep plan ")[1:]]
+    assert len(blocks) >= 2
+    for block in blocks:
+        command, *lines = block.rstrip("\n").split("\n")
+        files = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(command)) if "*" in command else [command]
+        out = plan_text([(f, load_spec(f)) for f in files]).splitlines()
+        at, parts, part = 0, [], []
+        for line in lines + ["..."]:
+            if line == "...":
+                parts, part = parts + [part] if part else parts, []
+            else:
+                part.append(line)
+        for part in parts:
+            at = _contiguous(part, out, at)
+            assert at >= 0, f"README's excerpt of `cliffsweep plan {command}` is stale from:\n" + "\n".join(part[:3])

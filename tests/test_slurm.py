@@ -57,6 +57,23 @@ def test_a_bad_submission_lists_every_problem(tmp_path, capsys):
     assert f"run {path} --join --num-cpus \"$SLURM_CPUS_PER_TASK\" --eval-backend=hf &" in out, out
 
 
+def test_a_gpu_sweep_asks_slurm_for_the_gpus_its_resources_need(capsys):
+    """Issue 63 part 5: `paper.yaml --array 4 --dry-run` wrote a script asking no GPU."""
+    from cliffsweep.cli import main
+
+    paper = str(ROOT / "cliffsweep" / "configs" / "paper.yaml")
+    assert main(["submit", "--slurm", paper, "--array", "4", "--dry-run"]) == 0
+    got = capsys.readouterr()
+    spec = parse_spec(yaml.safe_load(Path(paper).read_text()))
+    need = spec.resources.workers_per_trial * spec.resources.gpus_per_worker + spec.eval.gpus_per_evaluator
+    assert f"#SBATCH --gpus-per-node={int(need)}" in got.out and f"asking {int(need)} GPU(s) per node" in got.err
+    assert main(["submit", "--slurm", paper, "--array", "4", "--gpus-per-node", "0", "--dry-run"]) == 2
+    assert "--gpus-per-node 0: the sweep's resources need" in capsys.readouterr().err
+    toy = str(ROOT / "cliffsweep" / "configs" / "toy.yaml")
+    assert main(["submit", "--slurm", toy, "--array", "2", "--dry-run"]) == 0
+    assert "--gpus-per-node" not in capsys.readouterr().out  # a CPU sweep asks none
+
+
 # --- a real Slurm ------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -74,6 +91,18 @@ def submit(path: Path, workdir: Path, *flags: str) -> str:
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout.strip()
+
+
+@pytest.mark.cluster
+def test_a_job_the_partition_can_never_run_is_refused_in_a_sentence(slurm, tmp_path):
+    """Issue 63 part 5: 8 CPUs a task (the default) on the one-node Slurm's 2-CPU node sat as
+    `PD (PartitionConfig)` forever; now `submit` refuses it, naming the request and the offer."""
+    _, path = data_for(tmp_path, 1)
+    out = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "submit", "--slurm", str(path), "--array", "1",
+                          "--workdir", str(tmp_path), "--cpus-per-task", "64"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "--cpus-per-task 64: the nodes of the default partition have at most" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "cliffsweep-slurm").exists()
 
 
 # a job's states once it will not run again (a requeued one passes through REQUEUED, never these)

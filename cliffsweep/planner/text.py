@@ -81,19 +81,43 @@ def stats_memory_rows(plans: list[ModelPlan]) -> tuple[list[str], list[list[str]
     return header, rows
 
 
+def headline(plans: list[ModelPlan], what: str) -> str:
+    """The bill in one sentence, first (issue 63 part 7): H100-hours in all, and the stopping
+    rule's saving said in words, not left to two columns."""
+    hours = {part: sum(p.hours()[part] for p in plans) for part in ("train", "eval", "ckpt wait", "setup")}
+    total = sum(hours.values())
+    adaptive = any(p.adaptive for p in plans)
+    other = sum(p.eval_s if p.adaptive else p.eval_rule_s for p in plans) / 3600
+    rule = (f"evaluation {hours['eval']:,.1f} under the stopping rule (every item scored: {other:,.1f}, so the rule "
+            f"saves {other - hours['eval']:,.1f})" if adaptive else
+            f"evaluation {hours['eval']:,.1f} with every item scored (the stopping rule, eval.adaptive, would make it "
+            f"{other:,.1f})")
+    return (f"{what}: {sum(p.trials for p in plans):,} trials, {total:,.1f} H100-hours in all: training "
+            f"{hours['train']:,.1f}, {rule}, checkpoint waits {hours['ckpt wait']:,.1f}, setup {hours['setup']:,.1f}.")
+
+
+def _same_peak_note() -> list[str]:
+    """Why two GPU columns read the same (issue 63: H100-SXM and H200 with no word why)."""
+    peaks: dict[float, list[str]] = {}
+    for g in GPUS:
+        peaks.setdefault(g.bf16_tflops, []).append(g.name)
+    return [f"({' and '.join(names)} read the same: the same dense bf16 peak, {peak:g} TFLOP/s; this FLOPs-bound "
+            "estimate does not see memory size or bandwidth)" for peak, names in peaks.items() if len(names) > 1]
+
+
 def render(plans: list[ModelPlan], spec, source: str, bandwidth: float = bill.BANDWIDTH) -> str:
     r, res = spec.recipe, spec.resources
     micro, grad_ckpt = recipe_extras(r)
     b = Batching.of(r.batch_size, res.workers_per_trial, micro)
     gpu = f"{res.gpus_per_worker:g} GPU" if res.gpus_per_worker else f"{res.cpus_per_worker:g} CPU"
-    out = [f"== {source} (sweep {spec.name!r}): {sum(p.trials for p in plans):,} trials, "
+    out = [headline(plans, source), "",
+           f"== {source} (sweep {spec.name!r}): {sum(p.trials for p in plans):,} trials, "
            f"{len(plans)} model(s); {res.workers_per_trial} worker(s) x {gpu} per trial, strategy {res.strategy}",
            f"   batch {r.batch_size} = {b.workers} worker(s) x {b.micro_per_worker} micro-batch(es) of "
            f"{b.micro_rows} row(s), max_seq_len {r.max_seq_len}, gradient checkpointing "
            f"{'on' if grad_ckpt else 'off'}; eval: {spec.eval.points_per_trial} point(s) per trial + base"]
-    out += ["", *source_lines(spec)]
     out += ["", *_table(*budget_rows(plans))]
-    out += ["MFU per model: " + "; ".join(f"{p.name} {p.mfu:.1%} ({p.mfu_source})" for p in plans)]
+    out += ["MFU per model: " + "; ".join(f"{p.name} {p.mfu:.1%} ({p.mfu_source})" for p in plans), *_same_peak_note()]
     out += ["", f"The whole bill, H100-hours (checkpoints at {bandwidth / 1e9:g} GB/s to storage, "
                 f"resume_every_s {spec.resume_every_s:g}, "
                 f"{'asynchronous' if spec.async_checkpoints else 'synchronous'} writes; evaluation at "
@@ -115,6 +139,7 @@ def render(plans: list[ModelPlan], spec, source: str, bandwidth: float = bill.BA
     notes = list(dict.fromkeys(n for p in plans for n in p.notes))
     out += ["", "Token lengths:", *(f"   {n}" for n in notes)]
     out += ["Architectures:", *(f"   {p.name}: {p.arch.source}" for p in plans)]
+    out += ["", *source_lines(spec)]  # the settings, after the costs they set (issue 63 part 7)
     return "\n".join(out)
 
 
@@ -179,6 +204,7 @@ def plan_text(specs: list[tuple[str, Any]], mfu: float | None = None, bandwidth:
     if len(specs) > 1:
         header, rows = budget_rows(everything)
         bill_header, bill_total = bill_rows(everything)
+        parts.insert(0, headline(everything, f"All {len(specs)} files"))
         parts.append("== all files\n" + "\n".join(_table(header, rows[-1:])) + "\n\n"
                      + "\n".join(_table(bill_header, bill_total[-1:])))
     return "\n\n".join(parts) + "\n\n" + ASSUMPTIONS
