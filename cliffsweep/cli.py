@@ -91,7 +91,7 @@ def cmd_validate(args) -> int:
         from cliffsweep.analysis.verify import verify_seeds
 
         print(f"  + verification: seeds {verify_seeds(spec.seeds, spec.verify.seeds)} at the 2 lrs of each cliff or "
-              f"close call (drop within {spec.verify.margin:.0%} of cliff_drop): 2 x {spec.verify.seeds} trial(s) "
+              f"close call (a drop within {spec.verify.margin:g} standard error(s) of cliff_drop): 2 x {spec.verify.seeds} trial(s) "
               f"per verified series")
     print(f"  store: {spec.store_uri}")
     return 0

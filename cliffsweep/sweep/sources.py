@@ -134,7 +134,8 @@ def problems(spec) -> list[str]:
     unlabelled = [p for p in paths if label_of(p, labels) is None]
     if unlabelled:
         out.append(f"sources.settings: {len(unlabelled)} setting(s) without a label (a paper's reference, or "
-                   f"'{OURS} ...' for the project's choice): {', '.join(unlabelled)}")
+                   f"'{OURS} ...' for the project's choice): {', '.join(unlabelled)}; add each under sources.settings, "
+                   f"e.g. `{unlabelled[0]}: \"{OURS} (why)\"`")
     return out
 
 
