@@ -39,6 +39,10 @@ def analyze_and_check(store: str, out: str, n_boot: int = 100) -> pd.DataFrame:
     assert len(csv) == len(table) and list(csv.columns) == FRONTIER_COLUMNS
     assert set(table["regime"]) <= {"cliff", "gradual", "no_forgetting", "inconclusive"}
     assert table["confidence"].between(0, 1).all()
+    from cliffsweep.analysis.figures import regime_text
+
+    for _, row in table.iterrows():  # the terminal says the regime in the report's words (issue 63)
+        assert f" {regime_text(row)}" in proc.stdout, (regime_text(row), proc.stdout)
     for model in table["model"].unique():
         for name in ("frontier", "vs_lr"):
             assert mpimg.imread(f"{out}/{name}_{model}.png").shape[0] > 300

@@ -67,15 +67,17 @@ def run(args: argparse.Namespace, after=None) -> int:
     except AnalysisInputError as e:
         print(f"cliffsweep analyze: {e}", file=sys.stderr)
         return 2
+    from cliffsweep.analysis.figures import regime_text
     from cliffsweep.analysis.layout import lr_text
 
-    for r in table.itertuples():
-        conf = "" if r.confidence != r.confidence else f" ({r.confidence:.0%})"
+    for _, row in table.iterrows():
+        r = row
+        # the report's words for the regime (issue 63: "cliff (100%)" here, "cliff (one run)" there)
         bracket = f" lr {lr_text(r.critical_lr_low)} -> {lr_text(r.critical_lr_high)}" if r.regime == CLIFF else ""
         paper = "" if r.regime_paper == r.regime else f" [paper: {r.regime_paper}]"
         safe = "" if r.max_safe_lr != r.max_safe_lr else f"; max safe lr {lr_text(r.max_safe_lr)}" + (
             "" if r.max_safe_lr_next != r.max_safe_lr_next else f" (next {lr_text(r.max_safe_lr_next)} forgets)")
-        print(f"{r.model:>16} {r.label:<24} {r.regime}{conf}{paper}{bracket}{safe}")
+        print(f"{r.model:>16} {r.label:<24} {regime_text(r)}{paper}{bracket}{safe}")
     _print_suite(args.out)
     print(f"wrote {args.out}/frontiers.parquet" + ("" if args.no_report else f" and {args.out}/report.html"))
     if after is not None:
