@@ -108,7 +108,7 @@ def frontier_legend(styles: dict) -> tuple[list, list[str]]:
                 Line2D([], [], color="0.4", marker="o", mfc="none", lw=0, ms=5, alpha=0.6),
                 Line2D([], [], color=layout.CLIFF_RED, marker="X", lw=1.8, ms=7),
                 Line2D([], [], color=layout.SAFE_GREEN, marker="o", mfc="none", lw=0, ms=10, mew=1.6)]
-    labels += ["base model (lr 0)", "intermediate checkpoint", "cliff: last safe lr -> first collapsed lr",
+    labels += ["base model (lr 0)", "intermediate checkpoint", "cliff: last lr before the collapse -> first collapsed",
                "highest safe lr"]
     return handles, labels
 

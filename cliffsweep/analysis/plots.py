@@ -65,7 +65,7 @@ def plot_vs_lr(model: str, points: pd.DataFrame, table: pd.DataFrame, path: str,
         ax.set_title(f"{model}: {'learning' if key == 'L' else 'retention'} vs lr")
         ax.grid(alpha=0.3)
     axes[1].scatter([], [], **_SAFE_RING, label="highest safe lr")
-    axes[1].axvspan(np.nan, np.nan, color=CLIFF_RED, alpha=0.15, label="cliff bracket (a series' last safe -> first collapsed lr)")
+    axes[1].axvspan(np.nan, np.nan, color=CLIFF_RED, alpha=0.15, label="cliff bracket (the last lr before the collapse -> the first collapsed; not the highest safe lr)")
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=7, frameon=False)
     fig.subplots_adjust(**{**_MARGINS, "bottom": 0.11 + 0.05 * (1 + len(labels) // 5)})

@@ -25,7 +25,7 @@ from cliffsweep.sweep.grid import SERIES_KEY
 # headroom as %, accuracies and accuracy differences in points of 0-1 with 3 decimals.
 TABLE_COLUMNS = [("label", "series"), ("regime_paper", "paper's reading"),
                  ("regime_text", "our reading (bootstrap agreement)"), ("differ", "why the readings differ"),
-                 ("cliff_bracket", "cliff: last safe -> first collapsed lr"),
+                 ("cliff_bracket", "cliff: last lr before the collapse -> first collapsed"),
                  ("drop_at_cliff", "R lost at cliff (% of base R)"), ("learned_before_cliff", "learned before cliff (% headroom)"),
                  ("safe", "highest safe lr -> next (forgets)"), ("learn_at_max_safe_lr", "L gain at safe lr"),
                  ("within_noise", "decided by noise (every item scored)"),
@@ -57,7 +57,7 @@ Retention R is judged as a share of the base R, learning L against the series' l
   bootstrap replicates disagree (the point estimate and its agreement are shown).
 
 The paper's reading asks more of a cliff: small lrs learn with minimal forgetting, then the
-collapse, with no further learning. A cliff whose last safe lr gained less than
+collapse, with no further learning. A cliff whose last lr before the collapse gained less than
 paper_min_learning of the headroom 1 - L0 reads there as **collapse_without_learning**; one whose
 safe side had already lost forget_min of base R as **forgot_before_cliff**; one with no trained lr a
 transition width (cliff_lr_ratio) below the collapse, so that its small lrs are unmeasured, as
@@ -272,7 +272,7 @@ def model_sections(table, points, spread, out_dir, learn, retain, curves, refine
 
 
 SUITE_TABLE = [("label", "series"), ("task", "retain task"), ("regime", "regime (its own)"), ("confidence", "agreement"),
-               ("cliff_bracket", "cliff: last safe -> first collapsed lr"), ("safe", "highest safe lr -> next (forgets)"),
+               ("cliff_bracket", "cliff: last lr before the collapse -> first collapsed"), ("safe", "highest safe lr -> next (forgets)"),
                ("max_forgetting", "max R lost (% of its base)"), ("base_R", "base"), ("first", "falls first")]
 
 
