@@ -272,6 +272,11 @@ def test_the_cost_counts_evaluations_on_cpus_and_gpus():
     gpu = cost_view(trials, evals, {"resources": {"gpus_per_worker": 1, "workers_per_trial": 2},
                                     "eval": {"gpus_per_evaluator": 0.5}}, {})
     assert gpu["unit"] == "GPU" and gpu["train_hours"] == 2.0 and gpu["eval_hours"] == 0.1
+    # like with like (issue 63): plan's GPU-hours stand beside GPU-hours, never beside CPU workers'
+    planned = {"planned_hours": 0.037, "planned_said": "H100-SXM-hours, as `cliffsweep plan` prices the sweep file"}
+    assert cost_view(trials, evals, {"resources": {"gpus_per_worker": 1}}, planned)["planned_hours"] == 0.037
+    cpu = cost_view(trials, evals, {"resources": {"workers_per_trial": 2}}, planned)
+    assert cpu["planned_hours"] is None and "not comparable with a CPU sweep's worker-hours" in cpu["planned_said"]
 
 
 def test_a_trial_shows_each_checkpoint_s_canary_distance_where_its_store_kept_one(tmp_path):

@@ -179,8 +179,13 @@ def cost_view(trials: pd.DataFrame, evals: pd.DataFrame, spec: dict | None, plan
     # one worker (a CPU sweep's evaluations cost time too: it read 0 until 2026-11-28)
     eval_devices = float(ev.get("gpus_per_evaluator", 0) or 0) if gpus > 0 else 1.0
     eval_s = evals.drop_duplicates(["trial_id", "step", "task"])["eval_seconds"].fillna(0).sum() if len(evals) else 0.0
-    return {"unit": unit, "train_hours": train_h, "eval_hours": float(eval_s) * eval_devices / 3600,
-            **planned_hours}
+    planned = dict(planned_hours)
+    if gpus <= 0 and planned.get("planned_hours") is not None:
+        # plan prices GPU-hours; a CPU sweep's worker-hours are another unit (issue 63: "0.51
+        # CPU-worker-hours used" beside "planned 0.037 H100-SXM-hours")
+        planned = {"planned_hours": None, "planned_said": f"{planned['planned_hours']:.3g} H100-hours on GPUs, not "
+                   "comparable with a CPU sweep's worker-hours (plan prices GPU clusters)"}
+    return {"unit": unit, "train_hours": train_h, "eval_hours": float(eval_s) * eval_devices / 3600, **planned}
 
 
 POINT_COLUMNS = ["point_id", "trial_id", "series", "method", "optimizer", "epochs", "lr", "seed", "round", "step",
