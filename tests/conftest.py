@@ -60,7 +60,7 @@ HEAVY_FIRST = {
     "test_analysis_e2e.py": 139, "test_full_disk.py": 127, "test_tracking_sweep.py": 117, "test_sweep_e2e.py": 106,
     "test_lmeval.py": 97, "test_sweep_ddp.py": 90, "test_object_storage.py": 66, "test_submit.py": 65,
     "test_evaltracker.py": 62, "test_microbatch_loop.py": 60, "test_plan.py": 57, "test_dataset_task.py": 55,
-    "test_fsdp.py": 38, "test_step_budget_sweep.py": 45, "test_spec_property.py": 27,
+    "test_fsdp.py": 38, "test_step_budget_sweep.py": 45, "test_spec_property.py": 90, "test_readme_example.py": 90,
 }
 
 
