@@ -392,13 +392,13 @@ def top_up(uri: str, args) -> int:
     trains), whose end scores the checkpoints each verdict hinges on in full (orchestrator/topups.py)."""
     from cliffsweep.orchestrator.driver import ClusterTooSmall, run_sweep
     from cliffsweep.orchestrator.raystart import RayStartError
-    from cliffsweep.storage.store import Store, is_store
+    from cliffsweep.storage.store import SPEC_FILE, Store, is_store
     from cliffsweep.sweep.spec import SweepSpec
 
     if not is_store(uri):
         print(f"error: no cliffsweep store at {uri} (no spec.json there)", file=sys.stderr)
         return 2
-    data = Store(uri).read_json("spec.json")
+    data = Store(uri).read_json(SPEC_FILE)
     spec = SweepSpec.model_validate(dict(data, store=uri))
     if spec.eval.adaptive is None:
         print(f"{uri}: its sweep scored every checkpoint on every item (eval.adaptive off): nothing to top up")

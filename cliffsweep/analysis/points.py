@@ -20,7 +20,7 @@ from cliffsweep.analysis.learnsuite import with_learn_suite
 from cliffsweep.analysis.suite import n_column, suite_label, suite_retention, task_column
 from cliffsweep.analysis.scored import scored_notes, within_evaluations
 from cliffsweep.storage.health import ensure_readable
-from cliffsweep.storage.store import LIKELIHOOD, Store
+from cliffsweep.storage.store import LIKELIHOOD, SPEC_FILE, Store
 from cliffsweep.sweep.status import TrialStatus
 
 POINT_COLUMNS = ["point_id", "trial_id", "model", "series", "method", "optimizer", "lr", "epochs", "seed",
@@ -82,7 +82,7 @@ def _retain_tasks(evals: pd.DataFrame, chosen: str | None, spec_order: list[str]
 
 def _specs(stores: list[Store]) -> list[dict]:
     """The sweep files the stores keep (spec.json), read once, in the stores' order."""
-    return [store.read_json("spec.json") for store in stores if store.exists("spec.json")]
+    return [store.read_json(SPEC_FILE) for store in stores if store.exists(SPEC_FILE)]
 
 
 def _spec_tasks(spec: dict, key: str) -> list[str]:

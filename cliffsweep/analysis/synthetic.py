@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cliffsweep.storage.store import Store, eval_key
+from cliffsweep.storage.store import SPEC_FILE, Store, eval_key
 from cliffsweep.sweep.status import TrialStatus
 from cliffsweep.analysis.regimes import CLIFF, GRADUAL
 
@@ -218,7 +218,7 @@ def write_synthetic_store(path: str, sweep: SyntheticSweep | None = None) -> Sto
     rng = np.random.default_rng(sw.seed)
     store = Store(path)
     retains = [(sw.retain_task, "", sw.base[1])] + list(sw.more_retain)
-    store.write_json("spec.json", {"name": "synthetic", "tasks": {
+    store.write_json(SPEC_FILE, {"name": "synthetic", "tasks": {
         "learn": {"name": sw.learn_task, "params": {}}, "retain": [{"name": t, "params": {}} for t, _, _ in retains]},
         "lrs": list(sw.lrs), "epochs": list(sw.epochs)})
     diff_L = _examples(sw.n_learn, rng)

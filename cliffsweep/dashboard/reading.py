@@ -10,7 +10,7 @@ import pandas as pd
 from cliffsweep.analysis.frontiers import MIN_CONFIDENCE, frontiers
 from cliffsweep.analysis.points import AnalysisInputError, store_data
 from cliffsweep.dashboard.views import model_views
-from cliffsweep.storage.store import SCHEMAS
+from cliffsweep.storage.store import SCHEMAS, SPEC_FILE
 
 
 def frontier_views(tables: dict[str, list[pd.DataFrame]], specs: list[dict], uris: list[str],
@@ -79,7 +79,7 @@ def planned_hours(spec: dict) -> dict:
         from cliffsweep.planner.mfu import GPUS
         from cliffsweep.planner.plan import plan_spec
 
-        plans = plan_spec(parse_spec(spec, "spec.json"))
+        plans = plan_spec(parse_spec(spec, SPEC_FILE))
         hours = sum(sum(p.hours().values()) for p in plans)
     except Exception as e:  # plan's own errors say what is missing; the page shows the sentence
         return {"planned_hours": None, "planned_said": f"plan could not price it: {e}"[:300]}

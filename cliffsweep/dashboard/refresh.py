@@ -23,7 +23,7 @@ from cliffsweep.storage import diskcache
 from cliffsweep.storage.tablecache import FIRST_PASS, TableCache, TablesRead, open_caches, read_tables
 from cliffsweep.storage.parquetfiles import ReaderPool
 from cliffsweep.storage.claims import drivers_held
-from cliffsweep.storage.store import LIVE_FILE, Store  # LIVE_FILE: the driver's last word, in the store
+from cliffsweep.storage.store import LIVE_FILE, SPEC_FILE, Store  # LIVE_FILE: the driver's last word, in the store
 
 CONFIDENCE_EVERY_S = 30.0
 FIRST_FETCH_WAIT_S = 1.0
@@ -156,7 +156,7 @@ class Refresher:
     def _spec(self, store: Store) -> dict:
         """The sweep file the store keeps, read once: it does not change during a run."""
         if store.uri not in self._spec_of:
-            self._spec_of[store.uri] = store.read_json("spec.json") if store.exists("spec.json") else {}
+            self._spec_of[store.uri] = store.read_json(SPEC_FILE) if store.exists(SPEC_FILE) else {}
         return self._spec_of[store.uri]
 
     # --- the views -----------------------------------------------------------------------------

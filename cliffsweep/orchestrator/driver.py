@@ -39,7 +39,7 @@ from cliffsweep.orchestrator.sweeprun import SweepRun
 from cliffsweep.storage.claims import Claims, live_drivers
 from cliffsweep.storage.health import ensure_readable
 from cliffsweep.storage.lease import Lease, StoreBusy
-from cliffsweep.storage.store import Store, absolute_uri
+from cliffsweep.storage.store import SPEC_FILE, Store, absolute_uri
 from cliffsweep.orchestrator.raystart import RAY_START_TIMEOUT_S, start_ray
 from cliffsweep.orchestrator.terminal import log_path, third_party_to_log
 
@@ -228,7 +228,7 @@ def _sweep(spec: SweepSpec, store: Store, eval_backend, retry_failed, num_cpus, 
     from cliffsweep.tracking.sync import start_syncer
 
     store.write_text("spec.yaml", yaml.safe_dump(spec.model_dump(), sort_keys=False))
-    store.write_json("spec.json", spec.model_dump())
+    store.write_json(SPEC_FILE, spec.model_dump())
     syncer = start_syncer(spec, store.uri)  # mirrors the store to MLflow / W&B / TensorBoard, off this thread
     import ray  # noqa: F401 - before the streams move: Ray's logger binds its handler to stderr on import
 

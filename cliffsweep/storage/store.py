@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # pandas is imported by what reads a table, not by every impo
 
 TABLES = ("trials", "checkpoints", "evals", "samples", "errors", "steps", "tracking")
 LIVE_FILE = "live.json"
+SPEC_FILE = "spec.json"
+"""The sweep file as the run resolved it, written first: its presence makes a folder a store."""
 """The driver's live state in the store (orchestrator/sweeprun.py `write_live`, every few seconds),
 read by `cliffsweep status` and the dashboard."""
 
@@ -148,7 +150,7 @@ def is_store(uri: str) -> bool:
     """Whether `uri` holds a sweep's store (its spec.json, which every run writes first), looked
     up without creating anything (a `Store` creates its folder)."""
     fs, root = filesystem(uri if "://" in uri else _abs(uri))
-    return retrying(f"look up {uri}", uri, lambda: fs.get_file_info(f"{root}/spec.json")).type == pafs.FileType.File
+    return retrying(f"look up {uri}", uri, lambda: fs.get_file_info(f"{root}/{SPEC_FILE}")).type == pafs.FileType.File
 
 
 def _safe(part: str) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from cliffsweep.storage import ledger
-from cliffsweep.storage.store import Store, clip_message
+from cliffsweep.storage.store import SPEC_FILE, Store, clip_message
 from cliffsweep.sweep.status import TERMINAL, TrialStatus
 from cliffsweep.tracking.base import EvalPoint, RunDelta, StepPoint, Tracker, sweep_run_id
 
@@ -283,7 +283,7 @@ def stored_spec(store: Store):
     """The resolved sweep spec the store was written with (spec.json), or None."""
     from cliffsweep.sweep.spec import SweepSpec
 
-    return SweepSpec.model_validate(store.read_json("spec.json")) if store.exists("spec.json") else None
+    return SweepSpec.model_validate(store.read_json(SPEC_FILE)) if store.exists(SPEC_FILE) else None
 
 
 def tracked_spec(store: Store):
@@ -292,9 +292,9 @@ def tracked_spec(store: Store):
     has nothing to mirror and is not validated further here."""
     from cliffsweep.sweep.tracking import TrackingSpec
 
-    if not store.exists("spec.json"):
+    if not store.exists(SPEC_FILE):
         return None
-    section = store.read_json("spec.json").get("tracking") or {}
+    section = store.read_json(SPEC_FILE).get("tracking") or {}
     return stored_spec(store) if TrackingSpec.model_validate(section).enabled else None
 
 
