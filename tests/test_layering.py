@@ -121,9 +121,10 @@ FORBIDDEN = {
             "cli", "submit"},
     # the planner prices a sweep from the methods' and tasks' declared facts; it runs nothing
     "planner": {"orchestrator", "evaluator", "analysis", "tracking", "simulate", "cli", "submit"},
-    # the top-level modules: where models come from, chat rendering, fault injection, the
-    # name->class registry are leaves every layer may use; `submit` sits under the CLI alone
-    "models": _LEAF, "realmodels": _LEAF, "chat": _LEAF, "faults": _LEAF, "registry": _LEAF,
+    # the top-level modules: where models come from, chat rendering, fault injection, whether the
+    # model hub answers, the name->class registry are leaves every layer may use; `submit` sits
+    # under the CLI alone
+    "models": _LEAF, "realmodels": _LEAF, "chat": _LEAF, "faults": _LEAF, "registry": _LEAF, "hub": _LEAF,
     "submit": {"cli"},
     # the driver runs a sweep; the simulator replays the driver's policies without Ray
     "orchestrator": {"cli", "submit"},
