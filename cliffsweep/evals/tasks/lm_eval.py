@@ -205,6 +205,27 @@ class LmEval(Task):
                              "not to a group or a Python task")
         return {**load_yaml(entry.yaml_path, resolve_func=True), **p.overrides}
 
+    def _uncached_offline(self) -> bool:
+        """Offline (hub.py), whether the task's hub dataset (`dataset_path` of its YAML, as the index
+        read it) is not in the local cache: then it cannot load, and building the task, whose own
+        code may import much (HumanEval's imports `evaluate` and transformers' pipelines), is
+        skipped. False where it cannot tell (a group, a local builder, `overrides` of the data)."""
+        from cliffsweep.hub import is_offline
+
+        if not is_offline() or {"dataset_path", "dataset_kwargs"} & set(self.params.overrides):
+            return False
+        entry = self._index.task_index.get(self.params.task)
+        path = (getattr(entry, "cfg", None) or {}).get("dataset_path")
+        if not isinstance(path, str) or path.count("/") != 1:
+            return False
+        from huggingface_hub import snapshot_download
+
+        try:
+            snapshot_download(path, repo_type="dataset", local_files_only=True)
+        except Exception:  # noqa: BLE001 - not cached, whatever the client calls it
+            return True
+        return False
+
     def sampled_spec(self) -> dict:
         """The task's config for its sampled pass (`params.sampling`, issue 52): `n` repeats of
         each request, sampled at the given temperature and top_p over the YAML's other
@@ -253,16 +274,19 @@ class LmEval(Task):
             return [f"lm_eval task {p.task!r} is not an lm-eval task or group"
                     + (f"; close: {close}" if close else "")
                     + ("" if p.include_path else "; your own task YAMLs go in params.include_path")]
+        offline_said = ("lm_eval task {task!r}: its data did not load ({why}). Offline, point it at local files: "
+                        "params.overrides {{dataset_path: json, dataset_name: null, dataset_kwargs: {{data_files: "
+                        "{{test: /path/to/test.jsonl}}}}}}, or a task YAML in include_path")
+        not_cached = "it is not in the local cache, and the model hub is offline here"
+        if self._uncached_offline():  # said without building the task: its code imports take seconds
+            return [offline_said.format(task=p.task, why=not_cached)]
         try:
             tasks = self._built()
         except Exception as e:  # lm-eval and datasets raise many kinds; the sentence is what counts
             from cliffsweep.hub import is_offline
 
-            why = "it is not in the local cache, and the model hub is offline here" if is_offline() \
-                else f"{type(e).__name__}: {str(e)[:300]}"
-            return [f"lm_eval task {p.task!r}: its data did not load ({why}). "
-                    "Offline, point it at local files: params.overrides {dataset_path: json, dataset_name: null, "
-                    "dataset_kwargs: {data_files: {test: /path/to/test.jsonl}}}, or a task YAML in include_path"]
+            why = not_cached if is_offline() else f"{type(e).__name__}: {str(e)[:300]}"
+            return [offline_said.format(task=p.task, why=why)]
         problems = []
         if p.sampling is not None:
             try:
