@@ -102,3 +102,16 @@ def test_sib_on_the_real_gqa_model_preserves_function_and_lowers_retain_grad_nor
     print(f"max |logit diff| {diff:.2e} (max |logit| {scale:.1f}); ||grad L(D_R)||^2 {before:.2f} -> {measured:.2f} (predicted {predicted:.2f})")
     assert measured == pytest.approx(predicted, rel=1e-3)
     assert measured < 0.9 * before  # 000: 10-35 points lower on real backbones
+
+
+def test_the_context_validate_reads_without_building_is_the_gguf_files_own():
+    """Issue 63 part 3: `validate` no longer builds SmolLM2 (387 s of one run) to read its
+    context; realmodels.CONTEXT holds it, and it must be what the packaged GGUF file says."""
+    from gguf import GGUFReader
+
+    from cliffsweep import realmodels
+
+    for variant, context in realmodels.CONTEXT.items():
+        field = GGUFReader(str(realmodels.gguf_path(variant))).fields["llama.context_length"]
+        assert int(field.parts[field.data[0]][0]) == context, variant
+        assert realmodels.known_config(f"{realmodels.PREFIX}{variant}")["max_position_embeddings"] == context
