@@ -14,7 +14,6 @@ only a table that fails to read is opened file by file, to name every damaged fi
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 
@@ -130,7 +129,7 @@ def repair(store: Store) -> list[Damage]:
             left = _readable_compacted(store, table)
             if len(left) == 1:
                 rows = pq.read_metadata(store.fs.open_input_file(f"{store.root}/{table}/{left[0]}")).num_rows
-                store.put_bytes(f"{table}/{MANIFEST}", json.dumps({"file": left[0], "rows": rows}).encode())
+                store.publish_compacted(table, left[0], rows)
         elif store.exists(d.path):
             _set_aside(store, d.path, stamp)
     return damages

@@ -302,6 +302,11 @@ class Store:
         return TableFiles(files, unit_files(list(files)), f"{path}/{manifest['file']}" if manifest else None)
 
     # --- compaction -------------------------------------------------------------------------
+    def publish_compacted(self, table: str, name: str, rows: int) -> None:
+        """Name `table`'s compacted file `name` (of `rows` rows) in its manifest, in one atomic write:
+        the one writer of the manifest (compaction, and a repair that keeps the readable one)."""
+        self.put_bytes(f"{table}/{MANIFEST}", json.dumps({"file": name, "rows": rows}).encode())
+
     def compact(self, tables: tuple[str, ...] = TABLES) -> dict[str, int]:
         """Fold each table's unit files into one Parquet file, so that reading a large store on
         object storage is a handful of requests instead of one per write unit. Returns the unit
@@ -335,7 +340,7 @@ class Store:
         pq.write_table(merged, sink)
         self.put_bytes(f"{table}/{name}", sink.getvalue().to_pybytes())
         maybe_fail(f"compact:{table}:written")  # the tests' kill midway (faults.py)
-        self.put_bytes(f"{table}/{MANIFEST}", json.dumps({"file": name, "rows": len(merged)}).encode())
+        self.publish_compacted(table, name, len(merged))
         maybe_fail(f"compact:{table}:published")
         for f in units.values():
             self.fs.delete_file(f)
