@@ -96,7 +96,8 @@ class Evaluator:
                 kept = self._kept(req, task.label)
                 if kept is not None:  # a top-up of another task: this one keeps its rows as they are
                     out[f"{role}:{task.label}"] = kept
-                elif req.rule is not None and req.checkpoint is not None and stageable(task):
+                    continue
+                if req.rule is not None and req.checkpoint is not None and stageable(task):
                     res = self._staged(req, role, task)
                     write_evals(self.store, req, role, task.scorer_version, res, canary)
                 else:
