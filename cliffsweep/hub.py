@@ -97,9 +97,8 @@ def quiet_offline():
     if not is_offline():
         yield
         return
-    nltk = sys.modules.get("nltk")
     try:
-        import nltk  # noqa: F811 - lm-eval's tasks call nltk.download at import
+        import nltk  # lm-eval's tasks call nltk.download at import
     except ImportError:
         nltk = None
     saved = getattr(nltk, "download", None)
