@@ -31,7 +31,7 @@ Series = tuple[str, str, int]
 
 class TopUps:
     def __init__(self, store, book, tracker, grid: list[Trial], final_round: Callable[[Series, int], bool],
-                 evaluate: Callable[[ledger.CheckpointRecord, int], None]):
+                 evaluate: Callable[[ledger.CheckpointRecord, int, tuple[str, ...]], None]):
         """`grid`: the run's trials (the list the run extends); `final_round(series, round)`:
         whether refinement adds no round after `round`; `evaluate(record, at_least, tasks)` sends one."""
         self.store, self.book, self.tracker, self.grid = store, book, tracker, grid
