@@ -222,7 +222,7 @@ def test_sft_under_another_optimizer_is_compared_with_sft_itself(tmp_path):
     """Issue 31 / seed 001: `sft[muon]` keeps method sft, and matched_gain used to skip every sft
     series; now SFT under each other optimizer is compared with SFT's own series, in an
     optimizers table of its own (not among the methods' effects)."""
-    from cliffsweep.analysis import claims
+    from cliffsweep.analysis import paper_claims as claims
 
     store = _tiny(str(tmp_path / "s"))  # sft (adamw): learns, then a cliff at 1.5e-4
     for lr, lv, rv in zip((5e-5, 1e-4, 1.5e-4), (0.5, 0.7, 0.72), (0.6, 0.6, 0.59)):  # muon: keeps retention
@@ -308,7 +308,7 @@ def test_the_robust_frontiers_c_is_measured_on_a_loss_tasks_loss():
 def test_the_forgetting_order_of_methods_under_each_optimizer():
     """001's claim on methods: the order by frontier area under muon against adamw's, as Kendall's
     tau over the methods both ran; a swapped pair shows as tau < 1."""
-    from cliffsweep.analysis.claims import forgetting_order
+    from cliffsweep.analysis.paper_claims import forgetting_order
 
     rows = [("sft", "adamw", 0.5), ("ewc(lam=1)", "adamw", 0.7), ("lora(rank=8)", "adamw", 0.6),
             ("sft[muon]", "muon", 0.55), ("ewc(lam=1)[muon]", "muon", 0.75), ("lora(rank=8)[muon]", "muon", 0.65),

@@ -271,12 +271,36 @@ def test_no_status_word_is_spelt_outside_its_enum():
     assert not bad, bad
 
 
+def _own_attributes(module: str, cls_name: str) -> set[str]:
+    """Every `self.x` a class assigns anywhere in its body (tuple targets and `+=` included)."""
+    tree = ast.parse((PKG / module).read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    return {n.attr for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name) and n.value.id == "self"}
+
+
 def test_the_eval_tracker_keeps_few_attributes():
     """Issue 50 part 3: the pool's records live in evalpool.py; the tracker sets at most 12
     attributes of its own (it had 25, mostly parallel dicts kept in step by hand)."""
-    tree = ast.parse((PKG / "orchestrator" / "evaltracker.py").read_text())
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "EvalTracker")
-    names = {t.attr for n in ast.walk(cls) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-             for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    names = _own_attributes("orchestrator/evaltracker.py", "EvalTracker")
     assert len(names) <= 12, sorted(names)
+
+
+def test_the_sweep_run_keeps_few_attributes_and_lines():
+    """Issue 60 part 1: the run's hub holds at most 20 attributes (it had 31): many drivers live
+    in orchestrator/sharing.py, the jobs' configs in jobs.Configs, the periodic chores in
+    policies.Every; sweeprun.py stays within 400 lines."""
+    names = _own_attributes("orchestrator/sweeprun.py", "SweepRun")
+    assert len(names) <= 20, sorted(names)
+    assert len((PKG / "orchestrator" / "sweeprun.py").read_text().splitlines()) <= 400
+
+
+def test_the_claim_key_is_spelt_only_in_storage_claims():
+    """Issue 60 part 2: a claim key is formatted and parsed in storage/claims.py alone."""
+    import re
+
+    # (an error row's key, `trial__<id>__attempt<n>`, is not a claim)
+    key = re.compile(r"""["'](trial|base)__(\{[^}]*\})?["']|["'](round|verify)__""")
+    bad = [f"{p.relative_to(PKG)}:{i}" for p in PKG.rglob("*.py") if p != PKG / "storage" / "claims.py"
+           for i, line in enumerate(p.read_text().splitlines(), 1) if key.search(line)]
+    assert not bad, bad

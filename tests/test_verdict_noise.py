@@ -179,7 +179,7 @@ def test_001s_gain_pools_every_checkpoint_and_a_robust_margin_applies_to_dominan
     checkpoint, intermediate ones too (001 Sec. 2: "we evaluate intermediate checkpoints ...
     gather all the data points"); a method against SFT keeps the final points. With the robust
     frontier's c, a dominance within c is none."""
-    from cliffsweep.analysis.claims import matched_gain
+    from cliffsweep.analysis.paper_claims import matched_gain
 
     rows = [{"model": "m", "series": "base", "method": "base", "optimizer": "", "epochs": 3, "lr": 0.0, "L": 0.3,
              "R": 0.5, "final": True, "step": 0}]

@@ -18,7 +18,7 @@ from matplotlib.lines import Line2D
 
 from cliffsweep.analysis import layout
 from cliffsweep.analysis.classify import PAPER_REGIMES, lr_curve
-from cliffsweep.analysis.claims import OWN_FIGURES, REFERENCE, main_epochs
+from cliffsweep.analysis.paper_claims import OWN_FIGURES, REFERENCE, main_epochs
 from cliffsweep.analysis.pareto import pareto_mask
 from cliffsweep.analysis.regimes import CLIFF, INCONCLUSIVE
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cliffsweep.analysis import claims
+from cliffsweep.analysis import paper_claims as claims
 from cliffsweep.analysis.curvature import curvature_table
 
 
 def paper_tables(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None, uris: list[str]) -> dict[str, pd.DataFrame]:
-    """The paper's claims and figures' data, one table each (analysis/claims.py,
+    """The paper's claims and figures' data, one table each (analysis/paper_claims.py,
     analysis/curvature.py; docs/analysis.md maps them to the paper)."""
     pts = points.assign(_row=range(len(points)))
     pair = None if reps is None else (reps[0], reps[1])

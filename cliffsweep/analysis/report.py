@@ -1,6 +1,6 @@
 """report.html (self-contained: CSS inline, images as base64, opens offline) and report.md
 (links the PNGs written beside it): a header with what was measured, a section per figure of
-the cliff paper (analysis/figures.py, analysis/claims.py), then one section per model."""
+the cliff paper (analysis/figures.py, analysis/paper_claims.py), then one section per model."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pandas as pd
 
 from cliffsweep.analysis import figures, plots
 from cliffsweep.analysis.classify import Thresholds, why_readings_differ
-from cliffsweep.analysis.claims import main_epochs, sweep_counts
+from cliffsweep.analysis.paper_claims import main_epochs, sweep_counts
 from cliffsweep.analysis.layout import lr_text
 from cliffsweep.analysis.paper_tables import paper_tables
 from cliffsweep.sweep.grid import SERIES_KEY

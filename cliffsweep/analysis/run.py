@@ -7,7 +7,7 @@ import os
 
 import pandas as pd
 
-from cliffsweep.analysis import claims
+from cliffsweep.analysis import paper_claims as claims
 from cliffsweep.analysis.classify import Thresholds
 from cliffsweep.analysis.confidence import replicate_accuracies
 from cliffsweep.analysis.frontiers import MIN_CONFIDENCE, frontiers, model_frontier

@@ -157,7 +157,7 @@ def pin_train_coordinator() -> None:
     get_or_create_autoscaling_coordinator()
 
 
-def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int) -> None:
+def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int, verbose: bool) -> None:
     """Ray Tune runs the queue's Train jobs, `concurrency` at a time, each retried up to
     resources.max_retries; returns when the queue is finished or Tune was interrupted."""
     from ray import tune
@@ -168,8 +168,8 @@ def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int) -> 
     run.progress.phase = Phase.TRAINING
     # Tune logs every failed trial's traceback; the callback says each root cause once instead
     # (orchestrator/failures.py) and the store keeps every traceback. --verbose shows them all.
-    os.environ["TUNE_PRINT_ALL_TRIAL_ERRORS"] = "1" if run.verbose else "0"
-    if not run.verbose:  # its closing "Trials did not complete" list of Tune's trial names
+    os.environ["TUNE_PRINT_ALL_TRIAL_ERRORS"] = "1" if verbose else "0"
+    if not verbose:  # its closing "Trials did not complete" list of Tune's trial names
         logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)
     pin_train_coordinator()
     tune.Tuner(
@@ -236,14 +236,14 @@ def _sweep(spec: SweepSpec, store: Store, eval_backend, retry_failed, num_cpus, 
         start_ray(lambda: init_ray(spec, num_cpus, verbose, node_ip), spec.ray_address, verbose, start_timeout)
         stop_on_sigterm()
         concurrency = concurrency_of(spec)
-        run = SweepRun(spec, store, eval_backend or spec.eval.backend, claims, verbose, rehearsal, concurrency,
+        run = SweepRun(spec, store, eval_backend or spec.eval.backend, claims, rehearsal, concurrency,
                        stream or term.out, term.err)
         todo = run.resume(retry_failed)
         with run.progress:
             todo = run.prepare_training(todo)
             queue = run.queue_jobs(todo)
-            if queue.items or run.elsewhere:  # another driver's trials: wait for them, or adopt them if it goes
-                tune_jobs(run, queue, concurrency, len(todo))
+            if queue.items or run.sharing.elsewhere:  # another driver's: wait for them, or adopt them if it goes
+                tune_jobs(run, queue, concurrency, len(todo), verbose)
             run.finish_evaluations()
         run.close()
         if syncer is not None:  # before compaction: its last round still writes `tracking` rows

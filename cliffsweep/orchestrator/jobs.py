@@ -55,3 +55,40 @@ def worker_resources(res) -> tuple[tuple[str, float], ...]:
     out = {"CPU": res.cpus_per_worker, **({"GPU": res.gpus_per_worker} if res.gpus_per_worker > 0 else {}),
            **role_resources(res.cluster_roles, "trainer", res.gpus_per_worker)}
     return tuple(sorted(out.items()))
+
+
+class Configs:
+    """What one run builds its Train jobs from: the sweep file, where checkpoints go, the inbox
+    its trials report to, the rehearsal (if any), and each trial's statistics once computed."""
+
+    def __init__(self, spec: SweepSpec, inbox: str, rehearsal: Rehearsal | None):
+        self.spec, self.inbox, self.rehearsal = spec, inbox, rehearsal
+        self.checkpoint_root = absolute_uri(spec.checkpoint_uri)
+        self.stats_uri: dict[str, str | None] = {}
+
+    def trial(self, t: Trial) -> TrainConfig:
+        return trial_config(self.spec, self.checkpoint_root, self.inbox, self.rehearsal, t, self.stats_uri.get(t.trial_id))
+
+    def jobs(self, trials: list[Trial], size: int) -> list[JobRun]:
+        """`trials` as Train jobs of up to `size` trials of one model each."""
+        return job_configs(self.spec, trials, size, self.stats_uri, self.checkpoint_root, self.inbox, self.rehearsal)
+
+    def add_stats(self, store, trials: list[Trial]) -> dict[str, str]:
+        """Once-per-model statistics for `trials` (orchestrator/statistics.py), kept for their
+        configs; returns the error of each trial whose statistics failed."""
+        from cliffsweep.orchestrator.statistics import ensure_stats
+
+        got, failed = ensure_stats(self.spec, store, self.rehearsal, trials)
+        self.stats_uri.update(got)
+        return failed
+
+    def engine_start_s(self) -> float:
+        """What one evaluator's engine start costs (an idle one gives way to training only after
+        idling that long: policies.evaluator_changes)."""
+        from cliffsweep.planner import bill
+
+        return self.rehearsal.engine_start_s if self.rehearsal is not None else bill.ENGINE_START_S
+
+    def row_json(self, t: Trial) -> str:
+        """A trial's resolved config as its `trials` row stores it."""
+        return config_json(self.spec, self.checkpoint_root, self.inbox, self.rehearsal, t)

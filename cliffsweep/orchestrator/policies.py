@@ -136,6 +136,21 @@ REBALANCE_EVERY_S = 1.0
 the evaluator pool (two GCS calls; the tick itself runs every 0.2-0.5 s)."""
 
 
+class Every:
+    """The driver tick's periodic chores: each runs at most once per its period (seconds)."""
+
+    def __init__(self, **periods: float):
+        self.periods = periods
+        self.last = dict.fromkeys(periods, 0.0)
+
+    def due(self, chore: str, now: float) -> bool:
+        """Whether `chore` is due at `now`; if so it counts as done now."""
+        if now - self.last[chore] < self.periods[chore]:
+            return False
+        self.last[chore] = now
+        return True
+
+
 def wait_reasons(pending: list[str], phase: str, running_jobs: dict[str, list[str]], training: dict[str, str],
                  queued_jobs: list[list[str]], concurrency: int, free: dict[str, float],
                  need: dict[str, float]) -> dict[str, str]:

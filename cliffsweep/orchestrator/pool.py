@@ -38,6 +38,13 @@ def evaluator_resources(spec) -> dict[str, float]:
             **role_resources(spec.resources.cluster_roles, "evaluator", e.gpus_per_evaluator)}
 
 
+def evaluator_slots(spec, free: dict[str, float], idle: int) -> tuple[int, dict[str, float]]:
+    """(how many more evaluators the `free` resources hold, what the `idle` ones hold)."""
+    one = evaluator_resources(spec)
+    slots = min((int(free.get(k, 0.0) // v) for k, v in one.items() if v > 0), default=0)
+    return slots, {k: v * idle for k, v in one.items()}
+
+
 def actor_options(spec, env: dict[str, str] | None = None) -> dict[str, Any]:
     """ray.remote options of an evaluator actor: evaluator_resources, as Ray spells them."""
     held = evaluator_resources(spec)

@@ -90,3 +90,24 @@ def trial_progress(report: TrialRecord | None) -> str:
     loss = report.loss
     loss_txt = f", loss {loss:.4g}" if isinstance(loss, (int, float)) and loss == loss else ""
     return f"step {step}/{total or '?'}{pct}{loss_txt}"
+
+
+def live_record(driver: str, progress: Progress, running: dict[str, list[str]], queued: list[list[str]],
+                status: dict[str, str], res, free: dict[str, float], tracker_live: dict) -> dict:
+    """The run's live state as `cliffsweep status` and the dashboard read it (the store's
+    LIVE_FILE): its phase, the jobs running (`running`: job -> its trials) and queued, and why
+    each pending trial waits (policies.wait_reasons)."""
+    import os
+    from datetime import datetime, timezone
+
+    from cliffsweep.orchestrator.jobs import worker_resources
+    from cliffsweep.orchestrator.policies import wait_reasons
+
+    training = {job: next((t for t in tids if t in progress.running), tids[0]) for job, tids in running.items() if tids}
+    need = {k: v * res.workers_per_trial for k, v in worker_resources(res)}
+    pending = [tid for tid, s in status.items() if s == TrialStatus.PENDING.value]
+    reasons = wait_reasons(pending, progress.phase, running, training, queued, progress.concurrency, free, need)
+    return {"at": datetime.now(timezone.utc).isoformat(), "pid": os.getpid(), "driver": driver,
+            "phase": progress.phase, "concurrency": progress.concurrency, "running_jobs": running,
+            "queued_jobs": len(queued), "free": {k: v for k, v in free.items() if k in need}, "need_per_job": need,
+            "waiting": reasons, "progress": progress.live(), **tracker_live}

@@ -12,92 +12,64 @@ from __future__ import annotations
 
 import os
 import time
-from functools import partial
 
 from cliffsweep.faults import maybe_fail
 from cliffsweep.analysis.topup import stop_rule
 from cliffsweep.orchestrator.evaltracker import EvalTracker
 from cliffsweep.orchestrator.inbox import InboxReader, start_inbox
 from cliffsweep.evaluator.request import EvalRequest, base_request
-from cliffsweep.orchestrator.jobs import config_json, job_configs, trial_config, worker_resources
+from cliffsweep.orchestrator.jobs import Configs
 from cliffsweep.orchestrator.placement import REAP_EVERY_S, a_job_waits_for, reap_orphaned_placement_groups
-from cliffsweep.sweep.status import TERMINAL, Phase, TrialStatus
-from cliffsweep.orchestrator.policies import (LIVE_EVERY_S, REBALANCE_EVERY_S, evaluator_cap, final_status, job_slots,
-                                              trials_per_job, trials_to_run, wait_reasons)
-from cliffsweep.orchestrator.pool import evaluator_resources, evaluator_starter
-from cliffsweep.orchestrator.statistics import ensure_stats
+from cliffsweep.sweep.status import Phase, TrialStatus
+from cliffsweep.orchestrator.policies import (LIVE_EVERY_S, REBALANCE_EVERY_S, Every, evaluator_cap, final_status,
+                                              job_slots, trials_per_job, trials_to_run)
+from cliffsweep.orchestrator.pool import evaluator_slots, evaluator_starter
 from cliffsweep.orchestrator.failures import FailureLog
-from cliffsweep.orchestrator.progress import Progress
+from cliffsweep.orchestrator.progress import Progress, live_record
 from cliffsweep.orchestrator.jobqueue import JobQueue
 from cliffsweep.orchestrator.refiner import Refiner, stored_refined_trials, stored_verification_trials
+from cliffsweep.orchestrator.sharing import Sharing, Take, adoption
 from cliffsweep.orchestrator.topups import TopUps
-from cliffsweep.orchestrator.trialbook import TrialBook, now
+from cliffsweep.orchestrator.trialbook import TrialBook
 from cliffsweep.storage import ledger
 from cliffsweep.storage.claims import Claims
-from cliffsweep.storage.store import LIVE_FILE, Store, absolute_uri
-from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid, series_key
+from cliffsweep.storage.store import LIVE_FILE, Store
+from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid
 from cliffsweep.sweep.rehearsal import Rehearsal
 from cliffsweep.sweep.reports import Begin, CheckpointReport, EndReport, Report
 from cliffsweep.sweep.spec import SweepSpec
 from cliffsweep.evals.tasks import task_label
-from cliffsweep.trainables.config import JobRun, TrainConfig
-
-
-ADOPT_EVERY_S = 10.0
-"""How often a driver that waits on other drivers reads what they did (SweepRun.adopt)."""
-
-
-def trial_claim(tid: str) -> str:
-    """The claim of a trial's training and of its checkpoints' evaluations (storage/claims.py)."""
-    return f"trial__{tid}"
-
-
-def base_claim(model: str) -> str:
-    return f"base__{model}"
-
-
-def round_claim(t: Trial, seeds: list[int]) -> str:
-    """The claim of the refinement round or verification runs `t` belongs to (one driver adds them)."""
-    model, series, epochs = series_key(t)
-    kind = "round" if t.seed in seeds else "verify"
-    return f"{kind}__{model}__{series}__e{epochs}__s{t.max_steps}__r{t.round}"
+from cliffsweep.trainables.config import JobRun
 
 
 class SweepRun:
     """The phases of one `cliffsweep run`; the Tune callback and the driver loop share it."""
 
-    def __init__(self, spec: SweepSpec, store: Store, eval_backend: str, claims: Claims, verbose: bool = False,
+    def __init__(self, spec: SweepSpec, store: Store, eval_backend: str, claims: Claims,
                  rehearsal: Rehearsal | None = None, concurrency: int = 1, stream=None, err=None):
         """Made once Ray is up (it starts the inbox actor): everything a run's phases share exists
         from here on, nothing is filled in later (issue 33). `claims`: this driver's claims on the
         store (storage/claims.py: several drivers may share it, issue 53). `stream`, `err`: the
         terminal's streams for cliffsweep's own lines (orchestrator/terminal.py)."""
-        self.spec, self.store, self.backend, self.verbose = spec, store, eval_backend, verbose
-        self.claims = claims
-        self.elsewhere: set[str] = set()  # trials another live driver holds, not yet terminal
-        self.bases_elsewhere: set[str] = set()  # models whose base evaluation another driver holds
-        self._adopted_at = 0.0
-        self.rehearsal = rehearsal  # timed waits instead of work (sweep/rehearsal.py)
+        self.spec, self.store = spec, store
+        self.sharing = Sharing(claims)
         self.grid = expand_grid(spec)  # + refined trials, as refinement adds them (refiner.py)
         self.by_id = {t.trial_id: t for t in self.grid}
-        self.stats_uri: dict[str, str | None] = {}
-        self.checkpoint_root = absolute_uri(spec.checkpoint_uri)
-        self.task_names = [task_label(t.name, t.params) for _, _, t in spec.tasks.evaluated]
-        self.inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
-        self.concurrency = concurrency  # Train jobs at once
+        inbox_name = f"cliffsweep-inbox-{os.getpid()}-{id(self)}"
+        self.configs = Configs(spec, inbox_name, rehearsal)  # rehearsal: timed waits instead of work
         self.running_jobs: dict[str, JobRun] = {}  # Train jobs Tune runs now
-        self._live_at = self._rebalanced_at = self._reaped_at = 0.0
-        self.progress = Progress(len(self.grid), concurrency, stream=stream)
-        self.book = TrialBook(store, self.by_id, partial(config_json, spec, self.checkpoint_root, self.inbox_name,
-                                                         rehearsal), self.progress, claims.driver.label,
-                              lambda tid: claims.holds(trial_claim(tid)))
+        self.every = Every(live=LIVE_EVERY_S, rebalance=REBALANCE_EVERY_S, reap=REAP_EVERY_S)
+        self.progress = Progress(len(self.grid), concurrency, stream=stream)  # concurrency: Train jobs at once
+        self.book = TrialBook(store, self.by_id, self.configs.row_json, self.progress, claims.driver.label,
+                              self.sharing.holds_trial)
         self.failures = FailureLog(err)  # one terminal line per root cause; the store keeps every traceback
         models = {m.name: (m.path, m.dtype) for m in spec.models}
         # the evaluator pool is started on first use
         self.tracker = EvalTracker(store, evaluator_starter(models, spec, store.uri, eval_backend, rehearsal),
-                                   self.task_names, list(models), spec.eval.evaluators_per_model,
-                                   evaluator_cap(spec.eval), linger_s=self.engine_start_s())
-        self.inbox = InboxReader(start_inbox(self.inbox_name))
+                                   [task_label(t.name, t.params) for _, _, t in spec.tasks.evaluated], list(models),
+                                   spec.eval.evaluators_per_model, evaluator_cap(spec.eval),
+                                   linger_s=self.configs.engine_start_s())
+        self.inbox = InboxReader(start_inbox(inbox_name))
         # Train jobs waiting for Tune; while a job runs it may hand trials back (one that failed
         # for good: its other, unstarted trials get a job of their own), and refinement may add
         # some, so Tune is not told "finished" before (jobqueue.py)
@@ -124,22 +96,15 @@ class SweepRun:
         self.book.show()
         todo_ids = set(trials_to_run([t.trial_id for t in self.grid], self.book.status, retry_failed))
         # another live driver's trials are its business (issue 53): not recorded, not queued here
-        held = set(self.claims.others())
-        self.elsewhere = {tid for tid in todo_ids | set(self.book.trained) if trial_claim(tid) in held}
-        for tid in self.elsewhere:
+        elsewhere = self.sharing.elsewhere
+        elsewhere |= self.sharing.held_elsewhere(todo_ids | set(self.book.trained))
+        for tid in elsewhere:
             self.book.trained.pop(tid, None)
-        todo = [t for t in self.grid if t.trial_id in todo_ids - self.elsewhere]
+        todo = [t for t in self.grid if t.trial_id in todo_ids - elsewhere]
         for t in todo:
             self.book.trained.pop(t.trial_id, None)
             self.book.pending(t.trial_id)
         return todo
-
-    def engine_start_s(self) -> float:
-        """What one evaluator's engine start costs (an idle one gives way to training only after
-        idling that long: policies.evaluator_changes)."""
-        from cliffsweep.planner import bill
-
-        return self.rehearsal.engine_start_s if self.rehearsal is not None else bill.ENGINE_START_S
 
     def tick(self, wait: float = 0.0) -> None:
         """One turn of the driver loop: reports in, evaluations polled, trials settled,
@@ -149,40 +114,29 @@ class SweepRun:
             self.on_report(tid, rec)
         tracker.poll(timeout=wait)
         self.rebalance_evaluators()
-        if time.time() - self._reaped_at >= REAP_EVERY_S:
-            self._reaped_at = time.time()
+        if self.every.due("reap", time.time()):
             reap_orphaned_placement_groups()
         self.drop_broken_models()
-        if time.time() - self._adopted_at >= ADOPT_EVERY_S and (self.elsewhere or self.bases_elsewhere):
+        if self.sharing.adoption_due():
             self.adopt()
         self.count_settled()
         self.refiner.check()
         progress.evals_done, progress.evals_failed = tracker.counts.done, tracker.counts.failed
         progress.evals_pending = tracker.waiting
         progress.refresh()
-        if time.time() - self._live_at >= LIVE_EVERY_S:
+        if self.every.due("live", time.time()):
             self.write_live()
 
     def write_live(self) -> None:
-        """What the run is doing now, for `cliffsweep status` (which reads only the store):
-        its phase, the jobs running and queued, and why each pending trial waits."""
+        """What the run is doing now, for `cliffsweep status` (which reads only the store)."""
         import ray
 
-        self._live_at = time.time()
-        book, res = self.book, self.spec.resources
-        running = {c.job_id: list(c.trial_ids) for c in self.running_jobs.values()}
-        training = {job: next((t for t in tids if t in self.progress.running), tids[0])
-                    for job, tids in running.items() if tids}
-        queued = [list(c.trial_ids) for c in self.queue.items]
-        need = {k: v * res.workers_per_trial for k, v in worker_resources(res)}
-        pending = [tid for tid, s in book.status.items() if s == TrialStatus.PENDING.value]
+        self.every.last["live"] = time.time()
         free = ray.available_resources() if ray.is_initialized() else {}
-        reasons = wait_reasons(pending, self.progress.phase, running, training, queued, self.concurrency, free, need)
-        self.store.write_json(LIVE_FILE, {
-            "at": now().isoformat(), "pid": os.getpid(), "driver": self.claims.driver.label, "phase": self.progress.phase,
-            "concurrency": self.concurrency, "running_jobs": running, "queued_jobs": len(queued),
-            "free": {k: v for k, v in free.items() if k in need}, "need_per_job": need, "waiting": reasons,
-            "progress": self.progress.live(), **self.tracker.live()})
+        self.store.write_json(LIVE_FILE, live_record(
+            self.sharing.label, self.progress, {c.job_id: list(c.trial_ids) for c in self.running_jobs.values()},
+            [list(c.trial_ids) for c in self.queue.items], self.book.status, self.spec.resources, free,
+            self.tracker.live()))
 
     def job_started(self, job: JobRun) -> None:
         self.running_jobs[job.job_id] = job
@@ -199,15 +153,12 @@ class SweepRun:
         for tid, final, steps in self.prune_later:
             if self.rule is None or self.topups.final(self.by_id[tid]):
                 self.prune(tid, final, steps)
-                self.claims.release(trial_claim(tid))  # done, its evaluations in: held claims stay few
+                self.sharing.release_trial(tid)  # done, its evaluations in: held claims stay few
             else:
                 waiting.append((tid, final, steps))
         self.prune_later = waiting
-        for key in self.claims.held():  # failed or diverged for good, every checkpoint it reported evaluated
-            tid = key.split("__", 1)[1] if key.startswith("trial__") else None
-            if tid is not None and self.book.status.get(tid) in (TrialStatus.FAILED.value, TrialStatus.DIVERGED.value) \
-                    and all(self.tracker.was_evaluated(tid, s) for s in self.book.ckpt_steps.get(tid, ())):
-                self.claims.release(key)
+        self.sharing.release_done(self.book.status, lambda tid: all(
+            self.tracker.was_evaluated(tid, s) for s in self.book.ckpt_steps.get(tid, ())))
 
     def rebalance_evaluators(self) -> None:
         """Evaluators follow the load (evaltracker.EvalTracker.rebalance): the free resources no
@@ -215,14 +166,11 @@ class SweepRun:
         import ray
 
         tracker = self.tracker
-        if not tracker.may_rebalance() or time.time() - self._rebalanced_at < REBALANCE_EVERY_S:
+        if not tracker.may_rebalance() or not self.every.due("rebalance", time.time()):
             return
-        self._rebalanced_at = time.time()
         free = ray.available_resources()
-        one = evaluator_resources(self.spec)
-        slots = min((int(free.get(k, 0.0) // v) for k, v in one.items() if v > 0), default=0)
-        held = {k: v * tracker.idle_count() for k, v in one.items()}
-        tracker.rebalance(slots, a_job_waits_for(free, held))
+        slots, idle_hold = evaluator_slots(self.spec, free, tracker.idle_count())
+        tracker.rebalance(slots, a_job_waits_for(free, idle_hold))
 
     def drain(self) -> None:
         while self.tracker.busy():
@@ -240,8 +188,7 @@ class SweepRun:
         self.reconcile()  # checkpoints an earlier run reported but never evaluated
         progress.phase = Phase.STATISTICS
         progress.refresh(force=True)
-        stats, stats_failed = ensure_stats(self.spec, self.store, self.rehearsal, todo)
-        self.stats_uri.update(stats)
+        stats_failed = self.configs.add_stats(self.store, todo)
         for tid, msg in stats_failed.items():
             self.fail_if_mine(tid, msg)
         return [t for t in todo if t.trial_id not in stats_failed]
@@ -262,15 +209,14 @@ class SweepRun:
 
     def queue_jobs(self, todo: list[Trial]) -> JobQueue:
         """The trials to train as Train jobs in Tune's queue; refinement may add more."""
-
-        self.queue.add(self.job_configs(todo, self.job_size(len(todo))))
+        self.queue.add(self.configs.jobs(todo, self.job_size(len(todo))))
         self.refiner.check()  # a series an earlier run left between two rounds
         return self.queue
 
     def jobs_may_come(self) -> bool:
         """Whether Tune must wait for more jobs: one runs (it may hand trials back) or refinement
         may still add a round."""
-        return bool(self.running_jobs) or self.refiner.more_may_come() or bool(self.elsewhere)
+        return bool(self.running_jobs) or self.refiner.more_may_come() or bool(self.sharing.elsewhere)
 
     def pump(self) -> None:
         """The driver's tick while Tune waits in the searcher (refiner.JobQueue)."""
@@ -281,21 +227,15 @@ class SweepRun:
         several drivers share, the driver that claims the round does (issue 53); the others know
         its trials and wait for them like any trial another driver holds."""
         self.add_trials(trials)
-        rounds: dict[str, list[Trial]] = {}
-        for t in trials:
-            rounds.setdefault(round_claim(t, self.spec.seeds), []).append(t)
-        mine = [t for key, ts in rounds.items() if self.claims.take(key) for t in ts]
-        self.elsewhere.update(t.trial_id for t in trials if t not in mine)
-        trials = mine
-        new_stats, failed = ensure_stats(self.spec, self.store, self.rehearsal, trials)
-        self.stats_uri.update(new_stats)
+        trials = self.sharing.take_rounds(trials, self.spec.seeds)
+        failed = self.configs.add_stats(self.store, trials)
         for t in trials:
             if t.trial_id in failed:
                 self.fail_if_mine(t.trial_id, failed[t.trial_id])
             else:
                 self.book.pending(t.trial_id)
         ready = [t for t in trials if t.trial_id not in failed]
-        self.queue.add(self.job_configs(ready, self.job_size(len(ready))))
+        self.queue.add(self.configs.jobs(ready, self.job_size(len(ready))))
         self.progress.n_trials = len(self.grid)
 
     def finish_evaluations(self) -> None:
@@ -337,25 +277,13 @@ class SweepRun:
         says whether the trial is still to train (another driver may have finished it just
         before): a finished one is given back, unless the claim is for its evaluations
         (`evaluating`: a checkpoint without its evaluation, a top-up)."""
-        key = trial_claim(tid)
-        if self.claims.holds(key):
-            return True
-        if not self.claims.take(key):
-            self.elsewhere.add(tid)
-            return False
-        self.elsewhere.discard(tid)
-        if evaluating:
-            return True
-        row = self.store.read_unit("trials", tid)
-        status = None if row is None or row.empty else str(row["status"].iloc[-1])
-        if status is not None and TrialStatus(status) in TERMINAL | {TrialStatus.TRAINED}:
-            self.book.observe(tid, status)
-            if status == TrialStatus.TRAINED.value:  # trained, not yet evaluated: its evaluations are ours now
-                self.book.trained.setdefault(tid, None)
-                return False
-            self.claims.release(key)
-            return False
-        return True
+        got = self.sharing.take_trial(tid)
+        if got is not Take.NEW or evaluating:
+            return got is not Take.ELSEWHERE
+        status = self.book.stored_end(tid)  # (a trained one's evaluations are ours now)
+        if status is not None and status is not TrialStatus.TRAINED:
+            self.sharing.release_trial(tid)
+        return status is None
 
     def fail_if_mine(self, tid: str, error: str) -> None:
         """Record a trial that will not train here as failed, if this driver can claim it (one
@@ -375,52 +303,41 @@ class SweepRun:
 
     def submit_base(self, model: str) -> None:
         """A model's base evaluation, by the driver that claims it."""
-        if self.claims.take(base_claim(model)):
-            self.bases_elsewhere.discard(model)
+        if self.sharing.take_base(model):
             self.tracker.submit(base_request(model))
-        else:
-            self.bases_elsewhere.add(model)
 
     def adopt(self) -> None:
-        """What other drivers did and left (every ADOPT_EVERY_S while they hold something):
-        statuses they wrote, trials their rounds added, evaluations they stored; and the trials
-        and base evaluations whose driver is gone (its claims lapsed) become this driver's."""
-        self._adopted_at = time.time()
-        rows = self.store.read("trials")
+        """What other drivers did and left (every sharing.ADOPT_EVERY_S while they hold
+        something): statuses they wrote, trials their rounds added, evaluations they stored; and
+        the trials and base evaluations whose driver is gone (its claims lapsed) become this
+        driver's (sharing.adoption decides)."""
+        sharing, rows = self.sharing, self.store.read("trials")
         stored = rows.to_dict("records")
         new = [t for t in stored_refined_trials(self.spec, self.grid, stored)
                + stored_verification_trials(self.spec, self.grid, stored) if t.trial_id not in self.by_id]
         self.add_trials(new)
-        self.elsewhere.update(t.trial_id for t in new)
+        sharing.elsewhere.update(t.trial_id for t in new)
         self.progress.n_trials = len(self.grid)
-        if self.bases_elsewhere or self.refiner.active:  # another driver's base evaluation, which rounds wait for
-            self.tracker.note_evaluated(ledger.evaluated_keys(self.store.read("evals"), self.task_names))
+        if sharing.bases_elsewhere or self.refiner.active:  # another driver's base evaluation, which rounds wait for
+            self.tracker.note_evaluated(ledger.evaluated_keys(self.store.read("evals"), self.tracker.task_names))
         latest = dict(zip(rows["trial_id"], rows["status"])) if not rows.empty else {}
-        for tid, status in latest.items():
-            if tid in self.by_id and not self.claims.holds(trial_claim(tid)):
-                self.book.observe(tid, status)
-        held = self.claims.others()
-        orphans = []
-        for tid in sorted(self.elsewhere):
-            if latest.get(tid) in {s.value for s in TERMINAL}:
-                self.elsewhere.discard(tid)
-            elif trial_claim(tid) not in held and self.take_trial(tid):
-                orphans.append(self.by_id[tid])
-        for model in sorted(self.bases_elsewhere):
-            if self.tracker.was_evaluated(base_trial_id(model), 0):
-                self.bases_elsewhere.discard(model)
-            elif base_claim(model) not in held:
-                self.submit_base(model)
+        bases_done = {m for m in sharing.bases_elsewhere if self.tracker.was_evaluated(base_trial_id(m), 0)}
+        got = adoption(latest, self.by_id, sharing.mine(), sharing.others(), sharing.elsewhere,
+                       sharing.bases_elsewhere, bases_done)
+        for tid, status in got.observe.items():
+            self.book.observe(tid, status)
+        sharing.elsewhere -= got.settled
+        sharing.bases_elsewhere -= got.bases_done
+        orphans = [self.by_id[tid] for tid in got.orphans if self.take_trial(tid)]
+        for model in got.bases_orphaned:
+            self.submit_base(model)
         if orphans:
             for t in orphans:
                 self.book.pending(t.trial_id)
             self.reconcile()
-            self.queue.add(self.job_configs(orphans, self.job_size(len(orphans))))
+            self.queue.add(self.configs.jobs(orphans, self.job_size(len(orphans))))
 
     # --- configs ------------------------------------------------------------------------------
-    def trial_config(self, t: Trial, stats_uri: str | None) -> TrainConfig:
-        return trial_config(self.spec, self.checkpoint_root, self.inbox_name, self.rehearsal, t, stats_uri)
-
     def job_size(self, n: int) -> int:
         """Trials per Train job for `n` trials queued together (policies.trials_per_job): the grid
         at the start, each refinement round on its own (a round of few trials spreads over the
@@ -428,12 +345,8 @@ class SweepRun:
         import ray
 
         return trials_per_job(n, job_slots(self.spec, ray.cluster_resources()), self.spec.resources.trials_per_job,
-                              shared=self.claims.shared)
+                              shared=self.sharing.shared)
 
-    def job_configs(self, trials: list[Trial], size: int) -> list[JobRun]:
-        """`trials` as Train jobs of up to `size` trials of one model each."""
-        return job_configs(self.spec, trials, size, self.stats_uri, self.checkpoint_root,
-                           self.inbox_name, self.rehearsal)
 
     # --- reports, checkpoints, evaluations ----------------------------------------------------
     def on_report(self, tid: str, rec: Report) -> None:
@@ -447,7 +360,7 @@ class SweepRun:
             maybe_fail(f"driver_report:{tid}:{rec.step}")
             # The trial's rank 0 records it too; writing it here as well covers a worker that
             # died between its report and its row (idempotent).
-            self.evaluate(ledger.record_checkpoint(self.store, self.checkpoint_root, tid, rec.step, rec.epoch,
+            self.evaluate(ledger.record_checkpoint(self.store, self.configs.checkpoint_root, tid, rec.step, rec.epoch,
                                                    rec.checkpoint_kind))
             self.book.note(rec)
         elif isinstance(rec, EndReport):
@@ -470,22 +383,15 @@ class SweepRun:
         """From the store: every reported checkpoint of this grid that lacks an evaluation is
         sent (once per run: one that already failed in this run waits for the next run)."""
         ck, ev = self.store.read("checkpoints"), self.store.read("evals")
-        self.tracker.note_evaluated(ledger.evaluated_keys(ev, self.task_names))
+        self.tracker.note_evaluated(ledger.evaluated_keys(ev, self.tracker.task_names))
         for rec in ledger.records(ck):
             if rec.trial_id in self.by_id:
                 self.book.known_checkpoint(rec.trial_id, rec.step)
-        for rec in ledger.unevaluated(ck, ev, self.task_names, set(self.by_id)):
+        for rec in ledger.unevaluated(ck, ev, self.tracker.task_names, set(self.by_id)):
             if self.tracker.error_of(*rec.key) is None and self.take_trial(rec.trial_id, evaluating=True):
                 self.evaluate(rec, known_unevaluated=True)
 
     def prune(self, tid: str, final: int | None, steps: set[int]) -> None:
         """A done trial's checkpoints that nothing will read again go (spec.keep_checkpoints)."""
-        if final is None:
-            return
-        drop, drop_state = ledger.prunable(final, steps, self.spec.keep_checkpoints)
-        try:
-            ledger.delete_checkpoints(self.checkpoint_root, tid, drop, final if drop_state else None)
-        except OSError as exc:  # space not freed is no reason to stop the sweep; say so
-            ledger.record_error(self.store, f"prune__{tid}", "prune", tid, f"{type(exc).__name__}: {exc}")
-
-
+        if final is not None:
+            ledger.prune_done(self.store, self.configs.checkpoint_root, tid, final, steps, self.spec.keep_checkpoints)

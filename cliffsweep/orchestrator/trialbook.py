@@ -152,6 +152,19 @@ class TrialBook:
         if status in counted:
             self.progress.status[TrialStatus(status)] += 1
 
+    def stored_end(self, tid: str) -> TrialStatus | None:
+        """The status the store gives `tid` if its training has ended (another driver may have
+        finished it just before this one claimed it), observed here; None: still to train. A
+        trained trial's evaluations are the claimer's."""
+        row = self.store.read_unit("trials", tid)
+        status = None if row is None or row.empty else TrialStatus(str(row["status"].iloc[-1]))
+        if status is None or not (status.terminal or status is TrialStatus.TRAINED):
+            return None
+        self.observe(tid, status.value)
+        if status is TrialStatus.TRAINED:
+            self.trained.setdefault(tid, None)
+        return status
+
     # --- reports --------------------------------------------------------------------------------
     def note(self, rec: CheckpointReport | EndReport) -> None:
         """Keep a trial's report as its latest (the `trials` row is built from it)."""

@@ -97,7 +97,7 @@ def _job_failed(run: SweepRun, failures: FailureLog, job: JobRun, unended: list[
         failures.note(tid, text, "a trial failed for good")
     rest = [run.by_id[tid] for tid in unended if tid not in failed]
     if rest:
-        run.queue.put_back(run.job_configs(rest, len(rest)))
+        run.queue.put_back(run.configs.jobs(rest, len(rest)))
     run.job_ended(job)
 
 

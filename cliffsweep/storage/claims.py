@@ -73,33 +73,14 @@ def live(rec: dict, now: float, host: str = socket.gethostname(), alive=pid_aliv
 
 
 class _Files:
-    """Create-if-absent and compare-and-swap on the store's filesystem (module docstring)."""
+    """Create-if-absent and compare-and-swap on a store's filesystem (module docstring): one
+    class per kind of filesystem, chosen once (`files_for`)."""
 
     def __init__(self, store: Store):
         self.store = store
-        self.local = store.uri.split("://", 1)[0] in ("file",) or "://" not in store.uri
-        self.s3 = store.uri.startswith("s3://")
-        if self.s3:
-            import boto3
-
-            self.client = boto3.client("s3")
-            self.bucket, _, self.prefix = store.root.partition("/")
-
-    def _path(self, rel: str) -> str:
-        return f"{self.store.root}/{rel}"
 
     def read(self, rel: str) -> tuple[bytes, str] | None:
         """(contents, version) or None. The version is what `swap` compares."""
-        if self.s3:
-            from botocore.exceptions import ClientError
-
-            try:
-                got = self.client.get_object(Bucket=self.bucket, Key=f"{self.prefix}/{rel}")
-            except ClientError as e:
-                if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                    return None
-                raise
-            return got["Body"].read(), got["ETag"]
         try:
             data = self.store.read_bytes(rel)
         except FileNotFoundError:
@@ -107,91 +88,160 @@ class _Files:
         return data, data.decode(errors="replace")
 
     def create(self, rel: str, data: bytes) -> bool:
-        """Write `rel` only if absent; whether this call created it."""
-        if self.s3:
-            from botocore.exceptions import ClientError
-
-            try:
-                self.client.put_object(Bucket=self.bucket, Key=f"{self.prefix}/{rel}", Body=data, IfNoneMatch="*")
-                return True
-            except ClientError as e:
-                if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
-                    return False
-                raise
-        if self.local:
-            path = self._path(rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            try:
-                os.link(tmp, path)  # create-if-absent with the whole contents at once (O_EXCL's effect)
-                return True
-            except FileExistsError:
-                return False
-            finally:
-                os.unlink(tmp)
+        """Write `rel` only if absent; whether this call created it. Any filesystem: a write and a
+        re-read (two drivers in the same instant can both win, as with the store's lease)."""
         if self.store.exists(rel):
             return False
+        return self._write_and_check(rel, data)
+
+    def swap(self, rel: str, data: bytes, version: str, own: bool = False) -> bool:
+        """Replace `rel` with `data` only if it is still at `version`; whether it was replaced.
+        `own`: a renewal of this driver's own claim, which must never be absent for an instant."""
+        return self._write_and_check(rel, data)
+
+    def delete(self, rel: str) -> None:
+        try:
+            self.store.fs.delete_file(f"{self.store.root}/{rel}")
+        except FileNotFoundError:
+            pass
+
+    def _write_and_check(self, rel: str, data: bytes) -> bool:
         self.store.put_bytes(rel, data)
         got = self.read(rel)
         return got is not None and got[0] == data
 
-    def swap(self, rel: str, data: bytes, version: str, own: bool = False) -> bool:
-        """Replace `rel` with `data` only if it is still at `version`; whether it was replaced.
-        `own`: a renewal of this driver's own claim, which must never be absent for an instant
-        (a local takeover moves the file away first: another driver could create it then)."""
-        if self.s3:
-            from botocore.exceptions import ClientError
 
-            try:
-                self.client.put_object(Bucket=self.bucket, Key=f"{self.prefix}/{rel}", Body=data, IfMatch=version)
-                return True
-            except ClientError as e:
-                if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "NoSuchKey", "404",
-                                                               "ConditionalRequestConflict"):
-                    return False
-                raise
-        if self.local and own:
+class _LocalFiles(_Files):
+    """A local folder: `os.link` creates with the whole contents at once (O_EXCL's effect), a
+    rename moves a stale claim away (only one driver can), `os.replace` renews in place."""
+
+    def _path(self, rel: str) -> str:
+        return f"{self.store.root}/{rel}"
+
+    def create(self, rel: str, data: bytes) -> bool:
+        path = self._path(rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+    def swap(self, rel: str, data: bytes, version: str, own: bool = False) -> bool:
+        path = self._path(rel)
+        if own:  # a takeover moves the file away first: another driver could create it then
             got = self.read(rel)
             if got is None or got[1] != version:
                 return False
-            path = self._path(rel)
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
             with open(tmp, "wb") as f:
                 f.write(data)
             os.replace(tmp, path)  # atomic: the claim is never absent
             return True
-        if self.local:
-            path = self._path(rel)
-            tomb = f"{path}.{uuid.uuid4().hex}.stale"
+        tomb = f"{path}.{uuid.uuid4().hex}.stale"
+        try:
+            os.rename(path, tomb)  # only one driver can move a given file away
+        except FileNotFoundError:
+            return False
+        with open(tomb, "rb") as f:
+            moved = f.read()
+        if moved.decode(errors="replace") != version:  # not the file we judged: put it back
             try:
-                os.rename(path, tomb)  # only one driver can move a given file away
-            except FileNotFoundError:
-                return False
-            with open(tomb, "rb") as f:
-                moved = f.read()
-            if moved.decode(errors="replace") != version:  # not the file we judged: put it back
-                try:
-                    os.link(tomb, path)
-                except FileExistsError:
-                    pass
-                os.unlink(tomb)
-                return False
+                os.link(tomb, path)
+            except FileExistsError:
+                pass
             os.unlink(tomb)
-            return self.create(rel, data)
-        self.store.put_bytes(rel, data)
-        got = self.read(rel)
-        return got is not None and got[0] == data
+            return False
+        os.unlink(tomb)
+        return self.create(rel, data)
+
+
+class _S3Files(_Files):
+    """S3: conditional PUTs (`If-None-Match: *` to create, `If-Match` on a version to swap)."""
+
+    _LOST = ("PreconditionFailed", "ConditionalRequestConflict")
+
+    def __init__(self, store: Store):
+        import boto3
+
+        super().__init__(store)
+        self.client = boto3.client("s3")
+        self.bucket, _, self.prefix = store.root.partition("/")
+
+    def read(self, rel: str) -> tuple[bytes, str] | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            got = self.client.get_object(Bucket=self.bucket, Key=f"{self.prefix}/{rel}")
+        except ClientError as e:
+            if _code(e) in ("NoSuchKey", "404"):
+                return None
+            raise
+        return got["Body"].read(), got["ETag"]
+
+    def create(self, rel: str, data: bytes) -> bool:
+        return self._put(rel, data, self._LOST, IfNoneMatch="*")
+
+    def swap(self, rel: str, data: bytes, version: str, own: bool = False) -> bool:
+        return self._put(rel, data, self._LOST + ("NoSuchKey", "404"), IfMatch=version)
 
     def delete(self, rel: str) -> None:
-        if self.s3:
-            self.client.delete_object(Bucket=self.bucket, Key=f"{self.prefix}/{rel}")
-            return
+        self.client.delete_object(Bucket=self.bucket, Key=f"{self.prefix}/{rel}")
+
+    def _put(self, rel: str, data: bytes, lost: tuple[str, ...], **condition) -> bool:
+        from botocore.exceptions import ClientError
+
         try:
-            self.store.fs.delete_file(self._path(rel))
-        except FileNotFoundError:
-            pass
+            self.client.put_object(Bucket=self.bucket, Key=f"{self.prefix}/{rel}", Body=data, **condition)
+            return True
+        except ClientError as e:
+            if _code(e) in lost:
+                return False
+            raise
+
+
+def _code(error) -> str | None:
+    return error.response.get("Error", {}).get("Code")
+
+
+def files_for(store: Store) -> _Files:
+    """The claims' file operations for `store`'s filesystem."""
+    if store.uri.startswith("s3://"):
+        return _S3Files(store)
+    if "://" not in store.uri or store.uri.startswith("file://"):
+        return _LocalFiles(store)
+    return _Files(store)
+
+
+# --- the claim keys: formatted and parsed here only (issue 60) ------------------------------------
+_TRIAL = "trial__"
+
+
+def trial_key(tid: str) -> str:
+    """The claim of a trial's training and of its checkpoints' evaluations."""
+    return f"{_TRIAL}{tid}"
+
+
+def base_key(model: str) -> str:
+    """The claim of a model's base evaluation."""
+    return f"base__{model}"
+
+
+def round_key(verification: bool, model: str, series: str, epochs: int, max_steps: int | None, rnd: int) -> str:
+    """The claim of one refinement round (or of one series' verification runs) of a series: one
+    driver adds its trials."""
+    kind = "verify" if verification else "round"
+    return f"{kind}__{model}__{series}__e{epochs}__s{max_steps}__r{rnd}"
+
+
+def trial_of(key: str) -> str | None:
+    """The trial a claim key names; None for a base evaluation's or a round's."""
+    return key[len(_TRIAL):] if key.startswith(_TRIAL) else None
 
 
 def _key_file(key: str) -> str:
@@ -205,7 +255,7 @@ class Claims:
         """`shared`: the store may have other drivers (`run --join`); a plain run holds the
         store's lease and claims all the same (a joining driver finds its claims)."""
         self.store, self.driver, self.shared = store, driver or Driver.this_process(), shared
-        self.files = _Files(store)
+        self.files = files_for(store)
         self._held: dict[str, str] = {}  # key -> the version this driver wrote last
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -355,6 +405,6 @@ def drivers_held(store: Store) -> list[dict]:
     for d in live_drivers(store):
         held = sorted(k for k, c in claims.items() if c.get("token") == d.get("token"))
         out.append({"label": d.get("label", d.get("host")), "since": d.get("started_at"),
-                    "trials": [k.split("__", 1)[1] for k in held if k.startswith("trial__")],
-                    "other": [k for k in held if not k.startswith("trial__")]})
+                    "trials": [trial_of(k) for k in held if trial_of(k) is not None],
+                    "other": [k for k in held if trial_of(k) is None]})
     return out

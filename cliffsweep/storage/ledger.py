@@ -153,6 +153,16 @@ def delete_checkpoints(root: str, trial_id: str, steps: list[int], state_of: int
     return freed
 
 
+def prune_done(store, root: str, trial_id: str, final_step: int, steps: set[int], keep: str) -> None:
+    """Delete what a done trial no longer needs (`prunable`); space not freed is no reason to
+    stop a sweep: the failure is an `errors` row."""
+    drop, drop_state = prunable(final_step, steps, keep)
+    try:
+        delete_checkpoints(root, trial_id, drop, final_step if drop_state else None)
+    except OSError as exc:
+        record_error(store, f"prune__{trial_id}", "prune", trial_id, f"{type(exc).__name__}: {exc}")
+
+
 def record_error(store, key: str, kind: str, trial_id: str, message: str, step: int = -1) -> None:
     """The one writer of `errors` rows (store.py's schema): what failed (`kind`: eval,
     eval_resent, trial_retry, trial_failed, stats, prune, tracking), for which trial and step
