@@ -295,6 +295,13 @@ def test_the_sweep_run_keeps_few_attributes_and_lines():
     assert len((PKG / "orchestrator" / "sweeprun.py").read_text().splitlines()) <= 400
 
 
+def test_the_trial_book_keeps_one_state_per_trial():
+    """Issue 60 part 4: a trial's state is one `TrialState`, not parallel collections; the
+    book keeps at most 12 attributes (it had 17)."""
+    names = _own_attributes("orchestrator/trialbook.py", "TrialBook")
+    assert len(names) <= 12, sorted(names)
+
+
 def test_the_claim_key_is_spelt_only_in_storage_claims():
     """Issue 60 part 2: a claim key is formatted and parsed in storage/claims.py alone."""
     import re

@@ -8,6 +8,7 @@ from cliffsweep.orchestrator.policies import Every
 from cliffsweep.orchestrator.sharing import adoption, releasable, round_of
 from cliffsweep.storage.claims import base_key, round_key, trial_key, trial_of
 from cliffsweep.sweep.grid import expand_grid
+from cliffsweep.sweep.status import TrialStatus
 from cliffsweep.orchestrator.specfile import parse_spec
 
 
@@ -38,8 +39,8 @@ def test_a_running_trial_whose_holder_is_gone_is_adopted_and_a_terminal_one_neve
 
 def test_releasable_gives_back_only_given_up_trials_whose_checkpoints_are_all_evaluated():
     held = [trial_key("f"), trial_key("g"), trial_key("r"), trial_key("h"), base_key("m")]
-    status = {"f": "failed", "g": "diverged", "r": "running", "h": "failed"}
-    assert releasable(held, status, evaluated=lambda tid: tid != "h") == [trial_key("f"), trial_key("g")]
+    status = {"f": TrialStatus.FAILED, "g": TrialStatus.DIVERGED, "r": TrialStatus.RUNNING, "h": TrialStatus.FAILED}
+    assert releasable(held, status.get, evaluated=lambda tid: tid != "h") == [trial_key("f"), trial_key("g")]
 
 
 def test_a_verification_run_and_a_refinement_round_are_claimed_apart():

@@ -29,7 +29,6 @@ from __future__ import annotations
 from typing import Callable
 
 from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid, refined_trials, series_key, verification_trials
-from cliffsweep.sweep.status import TERMINAL
 
 
 
@@ -105,14 +104,14 @@ class Refiner:
         ready, verify = [], []
         for key, trials in series.items():
             rnd = max(t.round for t in trials)
-            if any(self.book.status.get(t.trial_id) not in TERMINAL for t in trials if t.round == rnd):
+            if any(not self.book.terminal(t.trial_id) for t in trials if t.round == rnd):
                 continue
             if not self.tracker.was_evaluated(base_trial_id(key[0]), 0):
                 continue
             if self.on and rnd < self.cfg.rounds and self.asked.get(key) != rnd:
                 ready.append((key, trials, rnd))
             elif self.final_round(key, rnd) and self.spec.verify is not None and key not in self.verified \
-                    and all(self.book.status.get(t.trial_id) in TERMINAL for t in trials):
+                    and all(self.book.terminal(t.trial_id) for t in trials):
                 verify.append((key, trials))
         if not ready and not verify:
             return []
@@ -183,7 +182,7 @@ class Refiner:
         if not self.active:
             return False
         self.check()
-        return self.dirty or any(self.book.status.get(t.trial_id) not in TERMINAL for t in self.grid)
+        return self.dirty or any(not self.book.terminal(t.trial_id) for t in self.grid)
 
 
 def max_refine_trials(spec) -> int:

@@ -23,7 +23,7 @@ ADOPT_EVERY_S = 10.0
 """How often a driver that waits on other drivers reads what they did (`Sharing.adoption_due`)."""
 
 _TERMINAL = frozenset(s.value for s in TERMINAL)
-_GIVEN_UP = frozenset({TrialStatus.FAILED.value, TrialStatus.DIVERGED.value})
+_GIVEN_UP = frozenset({TrialStatus.FAILED, TrialStatus.DIVERGED})
 
 
 class Take(Enum):
@@ -65,13 +65,14 @@ def adoption(latest: dict[str, str], known: Iterable[str], mine: set[str], other
         bases_orphaned=tuple(sorted(m for m in bases_elsewhere - done if base_key(m) not in others)))
 
 
-def releasable(held: Iterable[str], status: dict[str, str], evaluated: Callable[[str], bool]) -> list[str]:
-    """The held trial claims whose work is over: failed or diverged for good, and every
-    checkpoint they reported evaluated (`evaluated(tid)`). Held claims stay few (issue 62)."""
+def releasable(held: Iterable[str], status: Callable[[str], TrialStatus | None],
+               evaluated: Callable[[str], bool]) -> list[str]:
+    """The held trial claims whose work is over: failed or diverged for good (`status(tid)`), and
+    every checkpoint they reported evaluated (`evaluated(tid)`). Held claims stay few (issue 62)."""
     out = []
     for key in held:
         tid = trial_of(key)
-        if tid is not None and status.get(tid) in _GIVEN_UP and evaluated(tid):
+        if tid is not None and status(tid) in _GIVEN_UP and evaluated(tid):
             out.append(key)
     return out
 
@@ -137,7 +138,7 @@ class Sharing:
     def release_trial(self, tid: str) -> None:
         self.claims.release(trial_key(tid))
 
-    def release_done(self, status: dict[str, str], evaluated: Callable[[str], bool]) -> None:
+    def release_done(self, status: Callable[[str], TrialStatus | None], evaluated: Callable[[str], bool]) -> None:
         for key in releasable(self.claims.held(), status, evaluated):
             self.claims.release(key)
 

@@ -94,15 +94,15 @@ class SweepRun:
         self.progress.n_trials = len(self.grid)
         self.book.load(stored)
         self.book.show()
-        todo_ids = set(trials_to_run([t.trial_id for t in self.grid], self.book.status, retry_failed))
+        todo_ids = set(trials_to_run([t.trial_id for t in self.grid], self.book.statuses(), retry_failed))
         # another live driver's trials are its business (issue 53): not recorded, not queued here
         elsewhere = self.sharing.elsewhere
-        elsewhere |= self.sharing.held_elsewhere(todo_ids | set(self.book.trained))
+        elsewhere |= self.sharing.held_elsewhere(todo_ids | self.book.awaiting())
         for tid in elsewhere:
-            self.book.trained.pop(tid, None)
+            self.book.not_awaited(tid)
         todo = [t for t in self.grid if t.trial_id in todo_ids - elsewhere]
         for t in todo:
-            self.book.trained.pop(t.trial_id, None)
+            self.book.not_awaited(t.trial_id)
             self.book.pending(t.trial_id)
         return todo
 
@@ -135,7 +135,7 @@ class SweepRun:
         free = ray.available_resources() if ray.is_initialized() else {}
         self.store.write_json(LIVE_FILE, live_record(
             self.sharing.label, self.progress, {c.job_id: list(c.trial_ids) for c in self.running_jobs.values()},
-            [list(c.trial_ids) for c in self.queue.items], self.book.status, self.spec.resources, free,
+            [list(c.trial_ids) for c in self.queue.items], self.book.statuses(), self.spec.resources, free,
             self.tracker.live()))
 
     def job_started(self, job: JobRun) -> None:
@@ -157,8 +157,8 @@ class SweepRun:
             else:
                 waiting.append((tid, final, steps))
         self.prune_later = waiting
-        self.sharing.release_done(self.book.status, lambda tid: all(
-            self.tracker.was_evaluated(tid, s) for s in self.book.ckpt_steps.get(tid, ())))
+        self.sharing.release_done(self.book.status_of, lambda tid: all(
+            self.tracker.was_evaluated(tid, s) for s in self.book.steps(tid)))
 
     def rebalance_evaluators(self) -> None:
         """Evaluators follow the load (evaltracker.EvalTracker.rebalance): the free resources no
@@ -352,7 +352,7 @@ class SweepRun:
     def on_report(self, tid: str, rec: Report) -> None:
         """A trial's report, from the inbox (sweep/reports.py): a trial of a job starts; a
         checkpoint is recorded and evaluated; a trial's training ends."""
-        if tid in self.book.finished:
+        if self.book.ended(tid):
             return  # a late duplicate of an ended trial (a retried job re-reporting its end)
         if isinstance(rec, Begin):
             self.book.begin(tid)

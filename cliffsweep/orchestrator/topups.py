@@ -24,7 +24,6 @@ from typing import Callable
 from cliffsweep.faults import maybe_fail
 from cliffsweep.storage import ledger
 from cliffsweep.sweep.grid import Trial, base_trial_id, series_key
-from cliffsweep.sweep.status import TERMINAL
 
 Series = tuple[str, str, int]
 
@@ -51,7 +50,7 @@ class TopUps:
         for key, trials in series.items():
             if self.checked.get(key) == len(trials) or not (last or self.final_round(key, max(t.round for t in trials))):
                 continue
-            if all(self.book.status.get(t.trial_id) in TERMINAL for t in trials) and \
+            if all(self.book.terminal(t.trial_id) for t in trials) and \
                     self.tracker.was_evaluated(base_trial_id(key[0]), 0):
                 out.append(key)
         return out

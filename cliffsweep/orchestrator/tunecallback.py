@@ -60,7 +60,7 @@ def sweep_callback(run: SweepRun):
                 run.on_report(tid, rec)
 
         def _unended(self, job: JobRun) -> list[str]:
-            return [tid for tid in job.trial_ids if tid not in book.finished]
+            return [tid for tid in job.trial_ids if not book.ended(tid)]
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             job: JobRun = trial.config[JOB_KEY]
