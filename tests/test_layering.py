@@ -302,6 +302,19 @@ def test_the_trial_book_keeps_one_state_per_trial():
     assert len(names) <= 12, sorted(names)
 
 
+def test_the_base_series_is_named_once():
+    """Issue 60 part 5: the base evaluation's series is `sweep.grid.BASE` (`is_base` selects its
+    rows); no other module compares with, or writes, the word, and the page reads a point's
+    `is_base` from the server."""
+    import re
+
+    word = re.compile(r"""[=!]= ["']base["']|(series|method)=["']base["']""")
+    files = [p for p in PKG.rglob("*.py") if p != PKG / "sweep" / "grid.py"] + list(PKG.rglob("*.js"))
+    bad = [f"{p.relative_to(PKG)}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
+           if word.search(line) or (p.suffix == ".js" and re.search(r"""["']base["']""", line))]
+    assert not bad, bad
+
+
 def test_the_claim_key_is_spelt_only_in_storage_claims():
     """Issue 60 part 2: a claim key is formatted and parsed in storage/claims.py alone."""
     import re

@@ -21,6 +21,7 @@ from cliffsweep.analysis.classify import PAPER_REGIMES, lr_curve
 from cliffsweep.analysis.paper_claims import OWN_FIGURES, REFERENCE, main_epochs
 from cliffsweep.analysis.pareto import pareto_mask
 from cliffsweep.analysis.regimes import CLIFF, INCONCLUSIVE
+from cliffsweep.sweep.grid import is_base
 
 REGIME_ORDER = {r: k for k, r in enumerate(PAPER_REGIMES)}
 FAMILY_COLORS = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
@@ -52,7 +53,7 @@ def _model_title(rows: pd.DataFrame, model: str) -> str:
 def _series_points(points: pd.DataFrame, spread: pd.DataFrame, row) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(curve with base, per-lr spread of the trained lrs, intermediate checkpoints) of a series."""
     mp = points[points["model"] == row["model"]]
-    base = mp[(mp["series"] == "base") & mp["classified"]]
+    base = mp[is_base(mp) & mp["classified"]]
     s = mp[(mp["series"] == row["series"]) & (mp["epochs"] == row["epochs"])]
     curve = lr_curve(pd.concat([base, s[s["classified"]]]))
     sp = spread[(spread["model"] == row["model"]) & (spread["series"] == row["series"])
@@ -93,7 +94,7 @@ def frontier_panel(ax, points: pd.DataFrame, spread: pd.DataFrame, rows: pd.Data
                    zorder=6)
         if label_lrs:
             items += [(p.L, p.R, layout.lr_text(p.lr), st["color"]) for p in trained.itertuples()]
-    base = points[(points["model"] == rows["model"].iloc[0]) & (points["series"] == "base")]
+    base = points[(points["model"] == rows["model"].iloc[0]) & is_base(points)]
     if len(base):
         ax.scatter(base["L"].mean(), base["R"].mean(), marker="*", s=150, color="black", zorder=7)
         obstacles_xy.append((base["L"].mean(), base["R"].mean()))

@@ -22,7 +22,7 @@ from cliffsweep.analysis.pareto import dominates_all, frontier_area, margins, pa
 from cliffsweep.analysis.runs import run_weights, runs_at, shortfall_se, unreproduced
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.within_noise import notes as noise_notes
-from cliffsweep.sweep.grid import SERIES_KEY  # noqa: F401  (re-exported: the analysis' callers)
+from cliffsweep.sweep.grid import SERIES_KEY, is_base  # noqa: F401  (re-exported: the analysis' callers)
 from cliffsweep.analysis.regimes import CLIFF, FORGETTING, GRADUAL, INCONCLUSIVE
 
 MIN_CONFIDENCE = 0.6
@@ -47,10 +47,10 @@ _CLIFF_FIELDS = ["critical_lr_low", "critical_lr_high", "drop_at_cliff", "drop_a
 def series_labels(points: pd.DataFrame) -> pd.Series:
     """Display label of each row's series: the method label, plus ' e<epochs>' where the
     model sweeps several epoch counts."""
-    trained = points[points["series"] != "base"]
+    trained = points[~is_base(points)]
     multi = trained.groupby("model")["epochs"].nunique()
     many = points["model"].map(multi).fillna(1) > 1
-    return points["series"].where(~many | (points["series"] == "base"),
+    return points["series"].where(~many | is_base(points),
                                   points["series"] + " e" + points["epochs"].astype(str))
 
 
@@ -202,7 +202,7 @@ def _refined_lrs(pts: pd.DataFrame) -> dict[tuple, int]:
     brought, i.e. whose lowest round is above 0 (a row of unknown round counts for neither)."""
     if "round" not in pts:
         return {}
-    done = pts.loc[pts["classified"].to_numpy(bool) & (pts["series"] != "base").to_numpy(), [*SERIES_KEY, "lr", "round"]]
+    done = pts.loc[pts["classified"].to_numpy(bool) & ~is_base(pts).to_numpy(), [*SERIES_KEY, "lr", "round"]]
     lowest = done.groupby([*SERIES_KEY, "lr"], sort=False)["round"].min()
     return (lowest > 0).groupby(level=list(range(len(SERIES_KEY))), sort=False).sum().astype(int).to_dict()
 
@@ -220,13 +220,13 @@ def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame, robust: float = 0
         L, R = mpts["L"].to_numpy(float), mpts["R"].to_numpy(float)
         margin = margins(mpts)
         ids, labels = mpts["point_id"].to_numpy(object), mpts["label"].to_numpy(object)
-        is_base = (mpts["series"] == "base").to_numpy()
+        base_rows = is_base(mpts).to_numpy()
         front = pareto_mask(L, R, robust, margin)
-        n_front = max(int((front & ~is_base).sum()), 1)
-        base = np.flatnonzero(is_base)
+        n_front = max(int((front & ~base_rows).sum()), 1)
+        base = np.flatnonzero(base_rows)
         L0 = float(L[base].mean()) if len(base) else np.nan
         R0 = float(R[base].mean()) if len(base) else np.nan
-        trained = np.flatnonzero(~is_base)
+        trained = np.flatnonzero(~base_rows)
         groups = {k: trained[v] for k, v in mpts.iloc[trained].groupby(SERIES_KEY, sort=False).indices.items()}
         for key, pos in groups.items():
             both = np.concatenate([base, pos])
@@ -255,7 +255,7 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
     every row is a classified final point), ``n_L``/``n_R`` (eval sizes, for the binomial
     fallback), ``trial_id``/``step`` (to match ``samples``), ``method``/``optimizer``, ``round``
     (0 = the grid, > 0 = a refinement round; counts ``n_refined_lrs``). Base rows
-    have ``series == 'base'`` and ``lr == 0`` and belong to every series of their model.
+    have the base series (``sweep.grid.BASE``) and ``lr == 0`` and belong to every series of their model.
     ``samples``: per-example results (store schema) of ``learn_task`` and ``retain_task`` (a
     suite's tasks: a list, R their share_of_base aggregate; see confidence.replicate_accuracies).
     ``models``: analysis/model_info.py's table (family, size_b); without it both stay empty.
@@ -270,7 +270,7 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
                          ("point_id", pts.index.astype(str))):
         if col not in pts:
             pts[col] = default
-    if ((pts["series"] == "base") & (pts["lr"] != 0)).any():
+    if (is_base(pts) & (pts["lr"] != 0)).any():
         raise ValueError("base rows (series 'base') must have lr == 0")
     pts["classified"] = _one_per_run(pts)
     pts["label"] = series_labels(pts)
@@ -281,10 +281,10 @@ def frontiers(points: pd.DataFrame, samples: pd.DataFrame | None = None, thresho
         columns[c] = pts[c].astype("Float64").to_numpy(float, na_value=np.nan) if c in pts else np.full(len(pts), np.nan)
     columns["run"] = _run_names(pts)
     rng = np.random.default_rng(seed)
-    is_base, classified = (pts["series"] == "base").to_numpy(), pts["classified"].to_numpy(bool)
-    bases = np.flatnonzero(is_base & classified)
+    base_rows, classified = is_base(pts).to_numpy(), pts["classified"].to_numpy(bool)
+    bases = np.flatnonzero(base_rows & classified)
     base_of = {m: bases[v] for m, v in pts.iloc[bases].groupby("model").indices.items()}
-    trained = np.flatnonzero(~is_base)
+    trained = np.flatnonzero(~base_rows)
     # what _series_row reads of a series' first row, as plain numpy columns (the store's
     # Arrow-backed text columns cost a take each per series)
     meta = {c: pts[c].to_numpy(object) for c in ("method", "optimizer", "label")}

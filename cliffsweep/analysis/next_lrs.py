@@ -39,6 +39,7 @@ import pandas as pd
 
 from cliffsweep.analysis.classify import Thresholds, classify_arrays, lr_curve
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
+from cliffsweep.sweep.grid import is_base
 
 if TYPE_CHECKING:
     from cliffsweep.sweep.spec import RefineSpec
@@ -56,7 +57,7 @@ def series_curve(points: pd.DataFrame, model: str, series: str, epochs: int) -> 
     """The classified points of one series plus its model's base point(s), from an analysis
     points table (cliffsweep.analysis.points: columns model, series, epochs, lr, L, R, classified)."""
     mine = (points["model"] == model) & points["classified"]
-    return points[mine & (((points["series"] == series) & (points["epochs"] == epochs)) | (points["series"] == "base"))]
+    return points[mine & (((points["series"] == series) & (points["epochs"] == epochs)) | is_base(points))]
 
 
 def brackets(points: pd.DataFrame, thresholds: Thresholds | None = None) -> list[tuple[float, float]]:

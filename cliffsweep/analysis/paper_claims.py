@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from cliffsweep.analysis.classify import lr_curve
-from cliffsweep.sweep.grid import SERIES_KEY
+from cliffsweep.sweep.grid import SERIES_KEY, is_base
 
 REFERENCE = "sft"
 """The method every other one is compared with (plain SFT, the paper's dashed black line)."""
@@ -81,7 +81,7 @@ def reference_series(table: pd.DataFrame) -> pd.DataFrame:
 def _final(points: pd.DataFrame, model: str, series: str, epochs) -> pd.DataFrame:
     """The series' classified final points and its model's base (lr 0)."""
     mp = points[points["model"] == model]
-    base = mp[(mp["series"] == "base") & mp["classified"]]
+    base = mp[is_base(mp) & mp["classified"]]
     s = mp[(mp["series"] == series) & (mp["epochs"] == epochs) & mp["classified"]]
     return pd.concat([base, s])
 
@@ -126,7 +126,7 @@ def matched_gain(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None =
         pooled = r.method == REFERENCE
         pick = _pooled if pooled else _final
         a, b = pick(points, r.model, sft["series"], r.epochs), pick(points, r.model, r.series, r.epochs)
-        b = b[b["series"] != "base"]
+        b = b[~is_base(b)]
         if a.empty or b.empty:
             continue
         ca, cb = (a[["lr", "L", "R"]], b[["lr", "L", "R"]]) if pooled else (lr_curve(a), lr_curve(b))
@@ -156,7 +156,7 @@ def matched_gain(points: pd.DataFrame, table: pd.DataFrame, reps: tuple | None =
 def _pooled(points: pd.DataFrame, model: str, series: str, epochs) -> pd.DataFrame:
     """Every checkpoint of the series (intermediate and final, every run) and its model's base."""
     mp = points[points["model"] == model]
-    base = mp[(mp["series"] == "base") & mp["classified"]]
+    base = mp[is_base(mp) & mp["classified"]]
     return pd.concat([base, mp[(mp["series"] == series) & (mp["epochs"] == epochs)]])
 
 
@@ -352,7 +352,7 @@ def task_correlation(points: pd.DataFrame) -> pd.DataFrame:
     (the paper's "baseline models"), and per model across every checkpoint (base, intermediate
     and final: "in all of our experiments")."""
     rows = []
-    base = points[points["series"] == "base"].groupby("model")[["L", "R"]].mean()
+    base = points[is_base(points)].groupby("model")[["L", "R"]].mean()
     rows.append({"scope": "base models", "model": "", "n": len(base), **dict(zip(("pearson", "spearman"),
                                                                                  _corr(base["L"], base["R"])))})
     for model, g in points.groupby("model", sort=True):
@@ -385,10 +385,10 @@ def point_spread(points: pd.DataFrame, reps: tuple | None = None) -> pd.DataFram
 
 def sweep_counts(points: pd.DataFrame, trials: pd.DataFrame | None) -> dict:
     """What the report header states: seeds, evaluation sizes, trials by status, checkpoints."""
-    trained = points[points["series"] != "base"]
+    trained = points[~is_base(points)]
     # a task's size is its base's (scored on every item): under eval.adaptive the checkpoints'
     # items scored vary, and the report's notes say how many (analysis/scored.scored_notes)
-    sized = points[points["series"] == "base"] if (points["series"] == "base").any() else points
+    sized = points[is_base(points)] if is_base(points).any() else points
     out = {"models": int(points["model"].nunique()), "series": int(trained.groupby(SERIES_KEY).ngroups), "seeds": sorted(int(s) for s in trained["seed"].dropna().unique()),
         "n_learn": sorted(int(n) for n in sized["n_L"].dropna().unique()),
         "n_retain": sorted(int(n) for n in sized["n_R"].dropna().unique()),

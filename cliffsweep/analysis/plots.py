@@ -22,6 +22,7 @@ _MARGINS = dict(left=0.08, right=0.98, top=0.92, bottom=0.11, wspace=0.22)
 from cliffsweep.analysis.layout import CLIFF_RED, SAFE_GREEN, lr_text, series_style  # noqa: E402
 from cliffsweep.sweep.status import TrialStatus
 from cliffsweep.analysis.regimes import CLIFF
+from cliffsweep.sweep.grid import is_base
 
 
 def _final_curve(series_pts: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
@@ -43,7 +44,7 @@ def plot_vs_lr(model: str, points: pd.DataFrame, table: pd.DataFrame, path: str,
     """Learning and retention of the final checkpoints vs lr, one line per series; cliff
     brackets shaded."""
     mp = points[points["model"] == model]
-    base = mp[mp["series"] == "base"]
+    base = mp[is_base(mp)]
     rows = table[table["model"] == model]
     style = series_style(sorted(zip(rows["method"], rows["label"]), key=lambda x: (x[0] != "sft", x[1])))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharex=True)
@@ -116,7 +117,7 @@ def plot_suite(model: str, points: pd.DataFrame, table: pd.DataFrame, per_task: 
     from cliffsweep.analysis.suite import task_column
 
     mp = points[points["model"] == model]
-    base = mp[mp["series"] == "base"]
+    base = mp[is_base(mp)]
     rows = table[table["model"] == model]
     style = series_style(sorted(zip(rows["method"], rows["label"]), key=lambda x: (x[0] != "sft", x[1])))
     panels = [("R", "aggregate")] + [(task_column(t), t) for t in tasks]

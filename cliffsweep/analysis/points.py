@@ -2,7 +2,7 @@
 
 One point = one evaluated checkpoint: (trial_id, step) with the learn-task accuracy ``L`` and
 the retain-task accuracy ``R`` (with several retain tasks, a suite: each task's accuracy in its
-column ``R[<task>]`` and R their aggregate, analysis/suite.py). The base model (``series == 'base'``, lr 0, step 0) is the
+column ``R[<task>]`` and R their aggregate, analysis/suite.py). The base model (series ``sweep.grid.BASE``, lr 0, step 0) is the
 lr = 0 point of every series of its model. The final checkpoint of a trial is its max step;
 only final checkpoints of finished (``done``) trials are classified, while every checkpoint
 (intermediate ones and those of diverged / running trials, which are real models too) counts
@@ -22,6 +22,7 @@ from cliffsweep.analysis.scored import scored_notes, within_evaluations
 from cliffsweep.storage.health import ensure_readable
 from cliffsweep.storage.store import LIKELIHOOD, SPEC_FILE, Store
 from cliffsweep.sweep.status import TrialStatus
+from cliffsweep.sweep.grid import is_base
 
 POINT_COLUMNS = ["point_id", "trial_id", "model", "series", "method", "optimizer", "lr", "epochs", "seed",
                  "round", "step", "epoch", "final", "classified", "status", "L", "R", "n_L", "n_R"]
@@ -220,8 +221,8 @@ def points_from_evals(evals: pd.DataFrame, trials: pd.DataFrame, learn_task: str
     pts["status"] = pts["trial_id"].map(latest["status"]).astype(object)
     # Refinement round of the trial (0 = the grid); stores written before rounds existed read as 0.
     pts["round"] = pts["trial_id"].map(latest["round"]).fillna(0) if "round" in latest else 0
-    is_base = pts["series"] == "base"
-    pts.loc[is_base, "status"] = TrialStatus.DONE.value
+    base_rows = is_base(pts)
+    pts.loc[base_rows, "status"] = TrialStatus.DONE.value
     unknown = pts["status"].isna()
     if unknown.any():
         # Evals whose trial row is missing: the evals are real measurements; say so and use them.

@@ -10,7 +10,7 @@ import pandas as pd
 from cliffsweep.analysis.classify import Classification, Thresholds, classify_arrays, lr_curve
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.regimes import CLIFF
-from cliffsweep.sweep.grid import SERIES_KEY
+from cliffsweep.sweep.grid import SERIES_KEY, is_base
 
 REFINEMENT_COLUMNS = [
     "model", "series", "epochs", "n_grid_lrs", "n_refined_lrs", "grid_regime", "regime",
@@ -49,10 +49,10 @@ def refinement_table(points: pd.DataFrame, thresholds: Thresholds | None = None)
         return pd.DataFrame(columns=REFINEMENT_COLUMNS)
     pts = points[points["classified"]] if "classified" in points else points
     rows = []
-    for (model, series, epochs), s in pts[pts["series"] != "base"].groupby(SERIES_KEY, sort=True):
+    for (model, series, epochs), s in pts[~is_base(pts)].groupby(SERIES_KEY, sort=True):
         if not (s["round"] > 0).any():
             continue
-        base = pts[(pts["model"] == model) & (pts["series"] == "base")]
+        base = pts[(pts["model"] == model) & is_base(pts)]
         grid, full = _state(pd.concat([base, s[s["round"] == 0]]), th), _state(pd.concat([base, s]), th)
         rows.append({"model": model, "series": series, "epochs": epochs, "n_grid_lrs": grid["n_lrs"],
                      "n_refined_lrs": full["n_lrs"] - grid["n_lrs"], "grid_regime": grid["regime"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from cliffsweep.sweep.grid import is_base
 
 
 def within_evaluations(samples: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
@@ -30,7 +31,7 @@ def within_evaluations(samples: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFra
 def scored_notes(evals: pd.DataFrame) -> list[str]:
     """What the report says of a store evaluated under the rule: the items scored and how each
     checkpoint is read from them."""
-    short = evals[evals["metric"].isin(("accuracy", "loss")) & (evals["series"] != "base")] if len(evals) else evals
+    short = evals[evals["metric"].isin(("accuracy", "loss")) & ~is_base(evals)] if len(evals) else evals
     if short.empty or "n_items" not in short or not (short["n_scored"] < short["n_items"]).any():
         return []
     scored, items = int(short["n_scored"].fillna(short["n"]).sum()), int(short["n_items"].fillna(short["n"]).sum())

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from cliffsweep.sweep.grid import is_base
 
 AGGREGATES = ("share_of_base", "general_003")
 GENERAL_MIN_BASE = 0.5
@@ -68,7 +69,7 @@ def aggregate(R: np.ndarray, base: np.ndarray, keep: np.ndarray, how: str) -> np
 
 def _bases(points: pd.DataFrame, tasks: list[str]) -> dict[str, np.ndarray]:
     """Each model's base accuracy per task (mean over its base rows)."""
-    base = points[points["series"] == "base"].groupby("model")[[task_column(t) for t in tasks]].mean()
+    base = points[is_base(points)].groupby("model")[[task_column(t) for t in tasks]].mean()
     return {m: row.to_numpy(float) for m, row in base.iterrows()}
 
 
@@ -116,10 +117,10 @@ def suite_replicates(points: pd.DataFrame, tasks: list[str], how: str, task_reps
     kept, _ = model_kept(points, tasks, how)
     stack = np.stack(task_reps, axis=1)  # (n, T, B)
     out = np.full((len(points), stack.shape[2]), np.nan)
-    is_base = (points["series"] == "base").to_numpy()
+    base_rows = is_base(points).to_numpy()
     models = points["model"].to_numpy()
     for model, keep in kept.items():
         rows = models == model
-        base = stack[rows & is_base].mean(0)  # (T, B)
+        base = stack[rows & base_rows].mean(0)  # (T, B)
         out[rows] = aggregate(stack[rows], base[None], keep, how)
     return out

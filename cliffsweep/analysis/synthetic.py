@@ -30,6 +30,7 @@ import pandas as pd
 from cliffsweep.storage.store import SPEC_FILE, Store, eval_key
 from cliffsweep.sweep.status import TrialStatus
 from cliffsweep.analysis.regimes import CLIFF, GRADUAL
+from cliffsweep.sweep.grid import BASE
 
 # Method effects (learning gain, forgetting scale), our choice for the example: SIB and the
 # regularisers keep more retention along a gradual trade-off (Fig. 3, 5, 6: the frontier moves
@@ -225,7 +226,7 @@ def write_synthetic_store(path: str, sweep: SyntheticSweep | None = None) -> Sto
     tasks = ((sw.learn_task, "learn", diff_L, "letter-v1"),
              *((t, "retain", _examples(sw.n_retain, rng), "toy-v1") for t, _, _ in retains))
     for model, shape in sw.models.items():
-        base = dict(trial_id=f"{model}-base", model=model, method="base", series="base", optimizer="", lr=0.0,
+        base = dict(trial_id=f"{model}-base", model=model, method=BASE, series=BASE, optimizer="", lr=0.0,
                     epochs=0, seed=0)
         buf = {"evals": [], "samples": []}
         for (task, role, diff, version), p in zip(tasks, (sw.base[0], *(b for _, _, b in retains))):

@@ -25,7 +25,7 @@ import pandas as pd
 from cliffsweep.analysis.classify import Thresholds
 from cliffsweep.analysis.frontiers import frontiers
 from cliffsweep.evals.stopping import StopRule, retention_cuts
-from cliffsweep.sweep.grid import SERIES_KEY
+from cliffsweep.sweep.grid import SERIES_KEY, is_base
 from cliffsweep.sweep.spec import AdaptiveSpec
 
 SERIES = SERIES_KEY
@@ -55,7 +55,7 @@ def hinging(points: pd.DataFrame, table: pd.DataFrame) -> dict[tuple[str, int], 
     `learn_only_lrs` or `retain_only_lrs` (frontiers.py) is read on that axis alone, the bracket
     and every other one on both."""
     out: dict[tuple[str, int], set[str]] = {}
-    pts = points[(points["series"] != "base") & points["classified"].astype(bool)]  # the checkpoint read per trial
+    pts = points[~is_base(points) & points["classified"].astype(bool)]  # the checkpoint read per trial
     for _, row in table.iterrows():
         lrs = [float(row[c]) for c in HINGES if c in row and pd.notna(row[c])] + _lrs(row, "deciding_lrs")
         if not lrs:
@@ -136,12 +136,12 @@ def open_deciding(points: pd.DataFrame, table: pd.DataFrame, evals: pd.DataFrame
         return {}
     column = {t: c for c, t in (tasks or {}).items()}
     out: dict[tuple[str, int], set[str]] = {}
-    pts = points[(points["series"] == "base") | points["classified"].astype(bool)]
+    pts = points[is_base(points) | points["classified"].astype(bool)]
     for _, row in table.iterrows():
         mine = pts[(pts[SERIES] == row[SERIES].to_numpy()).all(axis=1)
-                   | ((pts["series"] == "base") & (pts["model"] == row["model"]))]
+                   | (is_base(pts) & (pts["model"] == row["model"]))]
         at = {(str(t), int(s)): i for i, t, s, b in zip(mine.index, mine["trial_id"], mine["step"],
-                                                        mine["series"] == "base") if not b}
+                                                        is_base(mine)) if not b}
         mine_open = open_[open_["trial_id"].astype(str).isin({t for t, _ in at})]
         now = None
         for r in mine_open.itertuples():

@@ -17,6 +17,7 @@ import pandas as pd
 
 from cliffsweep.storage.store import PRIMARY_METRICS
 from cliffsweep.sweep.status import STATUSES, TrialStatus
+from cliffsweep.sweep.grid import is_base
 
 ERRORS_SHOWN = 50
 GENERATIONS_SHOWN = 8
@@ -61,7 +62,7 @@ def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, 
         if cell["status"] == TrialStatus.PENDING:
             cell["waiting"] = waiting.get(cell["trial_id"], "no driver's live state names it")
     progress = (live or {}).get("progress", {})
-    points = evals[evals["series"] != "base"][["trial_id", "step"]].drop_duplicates() if len(evals) else evals
+    points = evals[~is_base(evals)][["trial_id", "step"]].drop_duplicates() if len(evals) else evals
     eval_errors = errors[errors["kind"].str.startswith("eval")] if len(errors) else errors
     started = progress.get("started_at") or (latest["started_at"].min().timestamp()
                                              if latest["started_at"].notna().any() else None)
@@ -75,7 +76,7 @@ def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, 
         "waits": waits,
         "total": int(len(latest)),
         "grid": cells,
-        "evals": {"checkpoints_done": int(len(points)), "base_done": int(evals.loc[evals["series"] == "base", "trial_id"].nunique())
+        "evals": {"checkpoints_done": int(len(points)), "base_done": int(evals.loc[is_base(evals), "trial_id"].nunique())
                   if len(evals) else 0, "queued": progress.get("evals_queued"), "errors": int(len(eval_errors)),
                   **items_scored(evals)},
         "errors": records(errors.sort_values("at", ascending=False).head(ERRORS_SHOWN),
@@ -94,7 +95,7 @@ def items_scored(evals: pd.DataFrame) -> dict[str, int]:
     the stopping rule settled early); the base aside, scored in full."""
     if evals.empty or "n_items" not in evals:
         return {"items_scored": 0, "items": 0}
-    ev = evals[(evals["series"] != "base") & evals["metric"].isin(PRIMARY_METRICS)]
+    ev = evals[~is_base(evals) & evals["metric"].isin(PRIMARY_METRICS)]
     n = ev["n_scored"].fillna(ev["n"])
     return {"items_scored": int(n.sum()), "items": int(ev["n_items"].fillna(n).sum())}
 
@@ -209,8 +210,9 @@ def model_views(points: pd.DataFrame, table: pd.DataFrame, retain_tasks: list[st
         rows = records(pts, POINT_COLUMNS)
         scores = records(pts[list(task_cols.values())].set_axis(list(task_cols), axis=1), list(task_cols)) \
             if task_cols else [{} for _ in rows]
-        for row, by_task in zip(rows, scores):
+        for row, by_task, base in zip(rows, scores, is_base(pts)):
             row["R_tasks"] = by_task
+            row["is_base"] = bool(base)  # the page never spells the base series' name
         out.append({"model": model, "points": rows,
                     "series": records(table[table["model"] == model], SERIES_COLUMNS) if len(table) else []})
     return out

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from cliffsweep.evals.stopping import StopRule
-from cliffsweep.sweep.grid import base_trial_id
+from cliffsweep.sweep.grid import BASE, base_trial_id
 
 
 @dataclass(frozen=True)
@@ -50,5 +50,5 @@ class EvalRequest:
 
 def base_request(model: str) -> EvalRequest:
     """The base model's evaluation (step 0, no checkpoint), once per model."""
-    return EvalRequest(trial_id=base_trial_id(model), model=model, method="base", series="base",
+    return EvalRequest(trial_id=base_trial_id(model), model=model, method=BASE, series=BASE,
                        optimizer="", lr=0.0, epochs=0, seed=0, step=0, epoch=0.0, checkpoint=None)

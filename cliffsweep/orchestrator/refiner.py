@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid, refined_trials, series_key, verification_trials
+from cliffsweep.sweep.grid import base_trial_id, expand_grid, is_base, refined_trials, series_key, Trial, verification_trials
 
 
 
@@ -163,9 +163,9 @@ class Refiner:
             curve = series_curve(points, *key)
             # the verdict of the sweep's own runs (grid and refinement seeds) decides where the
             # verification runs go: a pure function of those, so a re-run asks for the same ones
-            curve = curve[(curve["series"] == "base") | curve["seed"].isin(self.spec.seeds)]
+            curve = curve[is_base(curve) | curve["seed"].isin(self.spec.seeds)]
             table = frontiers(curve, thresholds=th, n_boot=0)
-            if table.empty or not (curve["series"] != "base").any():
+            if table.empty or not ~is_base(curve).any():
                 continue
             for lr in verify_lrs(table.iloc[0], th, cfg.margin):
                 rnd = min((t.round for t in trials if abs(t.lr - lr) <= 1e-12 * lr), default=0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from cliffsweep.storage.store import PRIMARY_METRICS, Store
-from cliffsweep.sweep.grid import SERIES_KEY
+from cliffsweep.sweep.grid import SERIES_KEY, is_base
 from cliffsweep.sweep.status import TrialStatus
 
 
@@ -28,8 +28,8 @@ def final_points(store: Store) -> pd.DataFrame:
     # has only some of its tasks in the store)
     complete = wide.dropna(subset=[c for c in ("learn", "retain") if c in wide.columns])
     wide = complete.loc[complete.groupby("trial_id")["step"].idxmax()]
-    base = wide[wide["series"] == "base"]
-    rest = wide[wide["series"] != "base"]
+    base = wide[is_base(wide)]
+    rest = wide[~is_base(wide)]
     rows = [rest]
     for (model, series, epochs), _ in rest.groupby(SERIES_KEY):
         b = base[base["model"] == model].copy()
@@ -51,7 +51,7 @@ def items_scored(ev: pd.DataFrame) -> pd.DataFrame:
 def items_line(evals: pd.DataFrame) -> list[str]:
     """What the stopping rule scored and saved, over every checkpoint (the base aside: it is
     scored in full); nothing when every checkpoint was scored on every item."""
-    ev = evals[evals["metric"].isin(PRIMARY_METRICS) & (evals["series"] != "base")]
+    ev = evals[evals["metric"].isin(PRIMARY_METRICS) & ~is_base(evals)]
     if ev.empty or "n_items" not in ev or not (ev["n_scored"] < ev["n_items"]).any():
         return []
     got = items_scored(ev)

@@ -23,7 +23,7 @@ from typing import Callable
 
 from cliffsweep.faults import maybe_fail
 from cliffsweep.storage import ledger
-from cliffsweep.sweep.grid import Trial, base_trial_id, series_key
+from cliffsweep.sweep.grid import base_trial_id, is_base, series_key, Trial
 
 Series = tuple[str, str, int]
 
@@ -88,7 +88,7 @@ class TopUps:
                 self.waiting.pop(key)
             return 0  # nothing the analysis can read yet: no verdict hinges on anything
         pts = data.points
-        mine = pts[(pts["series"] == "base") | pts[SERIES].apply(tuple, axis=1).isin(due)]
+        mine = pts[is_base(pts) | pts[SERIES].apply(tuple, axis=1).isin(due)]
         ckpts = {r.key: r for r in ledger.records(self.store.read("checkpoints"))}
         # a checkpoint's task is topped up once per run: one a round sent that is still short
         # (another driver's trial, declined) is left to a re-run, so the rounds end

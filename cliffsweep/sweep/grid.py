@@ -128,6 +128,16 @@ def verification_trials(like: Trial, lrs: list[float], seeds: list[int], round: 
             for lr in lrs for seed in seeds]
 
 
+BASE = "base"
+"""The `series` (and `method`) of a model's base evaluation, the lr = 0 point of all its
+frontiers: spelt here only (issue 60 part 5)."""
+
+
 def base_trial_id(model: str) -> str:
     """The store id of a model's base evaluation (the lr = 0 point of all its frontiers)."""
-    return f"{model}-base"
+    return f"{model}-{BASE}"
+
+
+def is_base(frame):
+    """A table's rows of base evaluations (a boolean Series over `frame`'s `series` column)."""
+    return frame["series"] == BASE

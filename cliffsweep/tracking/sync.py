@@ -31,6 +31,7 @@ from cliffsweep.storage import ledger
 from cliffsweep.storage.store import SPEC_FILE, Store, clip_message
 from cliffsweep.sweep.status import TERMINAL, TrialStatus
 from cliffsweep.tracking.base import EvalPoint, RunDelta, StepPoint, Tracker, sweep_run_id
+from cliffsweep.sweep.grid import BASE
 
 BACKOFF = (5.0, 10.0, 30.0, 60.0)
 
@@ -101,7 +102,7 @@ def deltas(spec, trials: pd.DataFrame, steps: pd.DataFrame, evals: pd.DataFrame,
     get no run."""
     out = []
     sweep_id = sweep_run_id(spec.name)
-    base = evals[evals["method"] == "base"]
+    base = evals[evals["method"] == BASE]
     mark = marks.get(sweep_id, {})
     sent = set(json.loads(mark.get("evals") or "[]"))
     new_base = _unsent(base, sent)
@@ -110,7 +111,7 @@ def deltas(spec, trials: pd.DataFrame, steps: pd.DataFrame, evals: pd.DataFrame,
                             evals=eval_points(new_base, lambda r: f"base/{r.model}"),
                             eval_labels={_label(r) for r in new_base.itertuples(index=False)}))
     steps_by = dict(list(steps.groupby("trial_id"))) if not steps.empty else {}
-    evals_by = dict(list(evals[evals["method"] != "base"].groupby("trial_id"))) if not evals.empty else {}
+    evals_by = dict(list(evals[evals["method"] != BASE].groupby("trial_id"))) if not evals.empty else {}
     for row in trials.sort_values("trial_id").to_dict("records"):
         tid = row["trial_id"]
         mark = marks.get(tid, {})

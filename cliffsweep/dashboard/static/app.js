@@ -180,7 +180,7 @@ function renderSeries(el, m) {
 }
 
 function colorOf(m) {
-  const names = [...new Set(m.points.filter((p) => p.series !== "base").map(seriesName))].sort();
+  const names = [...new Set(m.points.filter((p) => !p.is_base).map(seriesName))].sort();
   return (name) => PALETTE[names.indexOf(name) % PALETTE.length];
 }
 
@@ -190,9 +190,9 @@ function hover(p) {
 }
 
 function drawFrontier(el, m) {
-  const color = colorOf(m), pts = m.points.filter((p) => p.series === "base" || keep({...p, model: m.model}));
+  const color = colorOf(m), pts = m.points.filter((p) => p.is_base || keep({...p, model: m.model}));
   const traces = [];
-  for (const [name, group] of groupBy(pts.filter((p) => p.series !== "base"), seriesName)) {
+  for (const [name, group] of groupBy(pts.filter((p) => !p.is_base), seriesName)) {
     for (const final of [false, true]) {
       const g = group.filter((p) => !!p.final === final);
       if (!g.length) continue;
@@ -202,7 +202,7 @@ function drawFrontier(el, m) {
         hovertemplate: g.map(hover)});
     }
   }
-  const base = pts.filter((p) => p.series === "base");
+  const base = pts.filter((p) => p.is_base);
   if (base.length) traces.push({type: "scatter", mode: "markers", name: "base model", x: base.map((p) => p.L), y: base.map((p) => p.R),
     customdata: base.map((p) => p.trial_id), marker: {symbol: "star", size: 14, color: "#000"}, hovertemplate: base.map(hover)});
   plot(el, traces, {title: {text: "learning vs retention (faint: intermediate checkpoints)", font: {size: 13}},
@@ -210,7 +210,7 @@ function drawFrontier(el, m) {
 }
 
 function drawLr(el, m) {
-  const color = colorOf(m), finals = m.points.filter((p) => p.final && p.series !== "base" && keep({...p, model: m.model}));
+  const color = colorOf(m), finals = m.points.filter((p) => p.final && !p.is_base && keep({...p, model: m.model}));
   const traces = [], shapes = [];
   for (const [name, g0] of groupBy(finals, seriesName)) {
     const g = g0.slice().sort((a, b) => a.lr - b.lr);
