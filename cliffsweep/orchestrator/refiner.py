@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cliffsweep.sweep.grid import base_trial_id, expand_grid, is_base, refined_trials, series_key, Trial, verification_trials
-
+from cliffsweep.sweep.grid import (Trial, base_trial_id, expand_grid, is_base, refined_trials, series_key,
+                                   verification_trials)
 
 
 def stored_refined_trials(spec, grid: list[Trial], stored: list[dict]) -> list[Trial]:

@@ -23,7 +23,7 @@ from typing import Callable
 
 from cliffsweep.faults import maybe_fail
 from cliffsweep.storage import ledger
-from cliffsweep.sweep.grid import base_trial_id, is_base, series_key, Trial
+from cliffsweep.sweep.grid import Trial, base_trial_id, is_base, series_key
 
 Series = tuple[str, str, int]
 
