@@ -235,9 +235,20 @@ def cmd_slurm(args) -> int:
     return 0
 
 
+class SlurmTarget:
+    """`cliffsweep submit --to slurm` (submit.Target)."""
+
+    help = "Slurm, with sbatch: a job array of drivers joining the store, or one allocation running a Ray cluster"
+
+    def add_arguments(self, group) -> None:
+        add_arguments(group)
+
+    def submit(self, args) -> int:
+        return cmd_slurm(args)
+
+
 def add_arguments(j) -> None:
-    """`submit`'s Slurm options (cliffsweep/submit.py adds them to its parser)."""
-    j.add_argument("--slurm", action="store_true", help="submit to Slurm with sbatch instead of a Ray cluster's Jobs API")
+    """`submit --to slurm`'s options (its argument group of `submit`)."""
     j.add_argument("--array", type=int, help="Slurm: N array tasks, each a driver joining the store (default: one "
                                              "allocation running one Ray cluster)")
     j.add_argument("--nodes", type=int, default=1, help="Slurm, one allocation: nodes of its Ray cluster")

@@ -3,8 +3,10 @@ Ray Jobs API, and read what it prints, from a laptop (docs/cluster.md).
 
     cliffsweep submit SWEEP.yaml --address http://127.0.0.1:8265 [--env NAME ...]   -> job id
     cliffsweep logs JOB_ID --address http://127.0.0.1:8265 [--follow]
-    cliffsweep submit --slurm SWEEP.yaml [--array N] [--time ...] [--dry-run]       -> Slurm job id
+    cliffsweep submit --to slurm SWEEP.yaml [--array N] [--time ...] [--dry-run]    -> Slurm job id
                                                                        (cliffsweep/slurm.py)
+
+Each target is a class behind `Target` (below), named in TARGETS: a new scheduler is one module.
 
 The job's entrypoint is `cliffsweep run sweep.yaml`, the same command a KubeRay RayJob runs: it
 resumes from the store, so submitting the same sweep again (or a RayJob retry on a new cluster)
@@ -30,7 +32,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from cliffsweep.sweep.spec import SweepSpec
 
@@ -218,24 +220,70 @@ def logs(job_id: str, address: str | None, token_env: str | None = None, follow:
     return str(c.get_job_status(job_id).value)
 
 
+# --- where a sweep can go: one target per scheduler (issue 60 part 6) -------------------------
+
+class Target(Protocol):
+    """Where `cliffsweep submit` sends a sweep. A new scheduler (PBS, LSF) is one class with these
+    two methods, named in TARGETS (or in an installed package's `cliffsweep.submit_targets`
+    entry points), plus its tests; `submit --help` lists it with its own flags."""
+
+    help: str
+    """One line for `submit --help`."""
+
+    def add_arguments(self, group) -> None:
+        """This target's own flags, on its argument group of `submit`."""
+
+    def submit(self, args) -> int:
+        """Send `args.spec` (and this target's flags); the exit status."""
+
+
+TARGETS = {"ray": "cliffsweep.submit:RayJobs", "slurm": "cliffsweep.slurm:SlurmTarget"}
+"""name -> "module:attribute" of each target (registry.py)."""
+TARGET_GROUP = "cliffsweep.submit_targets"
+
+
+def targets() -> dict[str, str]:
+    from cliffsweep.registry import table_of
+
+    return table_of(TARGETS, TARGET_GROUP)
+
+
+def target(name: str) -> Target:
+    from cliffsweep.registry import lookup
+
+    return lookup(targets(), name, "submit target", TARGET_GROUP)()
+
+
+class RayJobs:
+    help = "a running Ray cluster, through its Jobs API (prints the job id)"
+
+    def add_arguments(self, group) -> None:
+        group.add_argument("--address", **ADDRESS)
+        group.add_argument("--env", action="append", default=[], metavar="NAME",
+                           help="pass this variable from this shell to the job, by name (repeatable)")
+        group.add_argument("--code", choices=["local", "installed"], default="local",
+                           help="local: upload this cliffsweep package with the job; installed: use the image's")
+        group.add_argument("--token-env", **TOKEN)
+        group.add_argument("--job-id", help="submission id (Ray refuses a duplicate, so a retried submit is safe)")
+
+    def submit(self, args) -> int:
+        import sys
+
+        try:
+            job = submit(args.spec, args.address, args.env, args.code, args.token_env, args.job_id)
+        except SubmitError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        where = f" --address {args.address}" if args.address else ""
+        print(f"submitted; follow it with: cliffsweep logs {job}{where} --follow", file=sys.stderr)
+        print(job)  # alone on stdout: JOB=$(cliffsweep submit ...)
+        return 0
+
+
 # --- the two subcommands (cli.py registers them) ---------------------------------------------
 
 def cmd_submit(args) -> int:
-    import sys
-
-    if args.slurm:
-        from cliffsweep.slurm import cmd_slurm
-
-        return cmd_slurm(args)
-    try:
-        job = submit(args.spec, args.address, args.env, args.code, args.token_env, args.job_id)
-    except SubmitError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    where = f" --address {args.address}" if args.address else ""
-    print(f"submitted; follow it with: cliffsweep logs {job}{where} --follow", file=sys.stderr)
-    print(job)  # alone on stdout: JOB=$(cliffsweep submit ...)
-    return 0
+    return target(args.to).submit(args)
 
 
 def cmd_logs(args) -> int:
@@ -250,27 +298,26 @@ def cmd_logs(args) -> int:
     return 1 if status in ("FAILED", "STOPPED") else 0
 
 
-def add_parsers(sub) -> None:
-    address = dict(help="the cluster's Jobs API, e.g. http://127.0.0.1:8265 through a port-forward "
-                        "(default: Ray's own RAY_API_SERVER_ADDRESS or RAY_ADDRESS)")
-    token = dict(metavar="NAME", help="name of the variable that holds the cluster's Ray auth token")
-    j = sub.add_parser("submit", help="run a sweep on a Ray cluster through the Jobs API; prints the job id")
-    j.add_argument("spec", help="sweep YAML (needs ray_address: auto and a store every node reaches)")
-    j.add_argument("--address", **address)
-    j.add_argument("--env", action="append", default=[], metavar="NAME",
-                   help="pass this variable from this shell to the job, by name (repeatable)")
-    j.add_argument("--code", choices=["local", "installed"], default="local",
-                   help="local: upload this cliffsweep package with the job; installed: use the image's")
-    j.add_argument("--token-env", **token)
-    j.add_argument("--job-id", help="submission id (Ray refuses a duplicate, so a retried submit is safe)")
-    from cliffsweep.slurm import add_arguments as slurm_arguments
+ADDRESS = dict(help="the cluster's Jobs API, e.g. http://127.0.0.1:8265 through a port-forward "
+                    "(default: Ray's own RAY_API_SERVER_ADDRESS or RAY_ADDRESS)")
+TOKEN = dict(metavar="NAME", help="name of the variable that holds the cluster's Ray auth token")
 
-    slurm_arguments(j)  # `submit --slurm FILE`: sbatch instead of the Jobs API (cliffsweep/slurm.py)
+
+def add_parsers(sub) -> None:
+    names = sorted(targets())
+    j = sub.add_parser("submit", help="run a sweep on a cluster: " + ", ".join(names),
+                       description="Send a sweep to one of these targets: " + "; ".join(
+                           f"{n}: {target(n).help}" for n in names) + ".")
+    j.add_argument("spec", help="sweep YAML (needs a store every node reaches; for ray, ray_address: auto)")
+    j.add_argument("--to", choices=names, default="ray", help="where the sweep goes (default: ray)")
+    j.add_argument("--slurm", dest="to", action="store_const", const="slurm", help="the same as --to slurm")
+    for n in names:
+        target(n).add_arguments(j.add_argument_group(f"--to {n}", target(n).help))
     j.set_defaults(fn=cmd_submit)
 
     lg = sub.add_parser("logs", help="print a submitted job's output and status")
     lg.add_argument("job")
-    lg.add_argument("--address", **address)
-    lg.add_argument("--token-env", **token)
+    lg.add_argument("--address", **ADDRESS)
+    lg.add_argument("--token-env", **TOKEN)
     lg.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
     lg.set_defaults(fn=cmd_logs)
