@@ -119,3 +119,59 @@ def test_intervals_refuse_values_outside_0_1_and_read_a_base_with_nothing_to_los
         mean_interval([0.5, 1.5], ERROR)
     wide = share_interval(Interval(-0.1, 0.1), 0.0)
     assert wide.settles(retention_cuts(0.1, 0.4, 0.4), 0.0) is False
+
+
+# --- the rule behind an interface (issue 60 part 6) ------------------------------------------------
+
+def _toy_spec(**adaptive):
+    from cliffsweep.orchestrator.specfile import parse_spec
+
+    return parse_spec({"name": "s", "models": [{"name": "q", "path": "toy:qwen2-tiny"}], "methods": [{"name": "sft"}],
+                       "lrs": [1e-5, 1e-4], "epochs": [1], "eval": {"adaptive": adaptive},
+                       "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]}})
+
+
+def test_the_rule_is_looked_up_by_name_and_plan_prices_what_it_says_it_costs(monkeypatch):
+    """A second rule is one frozen dataclass named in RULES: the driver builds it from the sweep
+    file, and `plan` bills the items it says it scores (its ITEMS), not a number of its own."""
+    from dataclasses import dataclass
+
+    from cliffsweep.analysis.topup import stop_rule
+    from cliffsweep.evals import stopping
+    from cliffsweep.planner.plan import plan_spec
+
+    @dataclass(frozen=True)
+    class Frugal(stopping.StopRule):
+        ITEMS = 0.2
+
+    @dataclass(frozen=True)
+    class Nothing(stopping.StopRule):
+        ITEMS = 0.0
+
+    for name, cls in (("frugal", Frugal), ("nothing", Nothing)):
+        monkeypatch.setattr(stopping, name, cls, raising=False)
+        monkeypatch.setitem(stopping.RULES, name, f"cliffsweep.evals.stopping:{name}")
+    ours, frugal, nothing = _toy_spec(), _toy_spec(rule="frugal"), _toy_spec(rule="nothing")
+    assert type(stop_rule(ours.eval.adaptive)) is stopping.StopRule
+    assert type(stop_rule(frugal.eval.adaptive)) is Frugal
+    (a,), (b,), (c,) = plan_spec(ours), plan_spec(frugal), plan_spec(nothing)
+    assert a.eval_s == pytest.approx(b.eval_s)  # every item: the same whatever the rule
+    # the base is scored in full under any rule (c: nothing else); the checkpoints follow ITEMS
+    assert 0 < c.eval_rule_s < b.eval_rule_s < a.eval_rule_s
+    assert b.eval_rule_s - c.eval_rule_s == pytest.approx((a.eval_rule_s - c.eval_rule_s) * 0.2 / stopping.StopRule.ITEMS)
+
+
+def test_an_unknown_rule_is_refused_with_the_names_there_are(tmp_path):
+    from cliffsweep.orchestrator.specfile import load_spec
+    from cliffsweep.sweep.spec import SpecError
+
+    import yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "models": [{"name": "q", "path": "toy:qwen2-tiny"}],
+                                    "methods": [{"name": "sft"}], "lrs": [1e-5], "epochs": [1],
+                                    "eval": {"adaptive": {"rule": "hedged"}},
+                                    "tasks": {"learn": {"name": "toy_facts"}, "retain": [{"name": "toy_arith"}]}}))
+    with pytest.raises(SpecError) as exc:
+        load_spec(str(path))
+    assert "eval.adaptive.rule" in str(exc.value) and "hedged_cs" in str(exc.value)

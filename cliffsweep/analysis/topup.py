@@ -24,7 +24,7 @@ import pandas as pd
 
 from cliffsweep.analysis.classify import Thresholds
 from cliffsweep.analysis.frontiers import frontiers
-from cliffsweep.evals.stopping import StopRule, retention_cuts
+from cliffsweep.evals.stopping import Rule, retention_cuts, rule_class
 from cliffsweep.sweep.grid import SERIES_KEY, is_base
 from cliffsweep.sweep.spec import AdaptiveSpec
 
@@ -33,12 +33,12 @@ HINGES = ("critical_lr_low", "critical_lr_high", "max_safe_lr", "max_safe_lr_nex
 """The frontier table's lrs (analysis/frontiers.py) at which a series' verdict is read."""
 
 
-def stop_rule(adaptive: AdaptiveSpec | None, th: Thresholds | None = None) -> StopRule | None:
+def stop_rule(adaptive: AdaptiveSpec | None, th: Thresholds | None = None) -> Rule | None:
     """The rule an evaluator stops by (None: score every item), its cuts the classifier's."""
     if adaptive is None:
         return None
     th = th or Thresholds()
-    return StopRule(error=adaptive.error, width=adaptive.width, first=adaptive.first, growth=adaptive.growth,
+    return rule_class(adaptive.rule)(error=adaptive.error, width=adaptive.width, first=adaptive.first, growth=adaptive.growth,
                     retain_cuts=retention_cuts(th.forget_min, th.near_base, th.cliff_drop),
                     learn_gain=th.paper_min_learning)
 

@@ -48,7 +48,7 @@ def _semantic_problems(data: dict) -> list[str]:
     """Checks pydantic cannot do alone: registry names and each plug-in's own params.
     Works on the raw mapping so that it runs even when type validation failed elsewhere:
     one `validate` lists every problem of the file."""
-    problems = _model_problems(data) + _method_problems(data) + _task_problems(data)
+    problems = _model_problems(data) + _method_problems(data) + _task_problems(data) + _rule_problems(data)
     tracking = data.get("tracking") if isinstance(data.get("tracking"), dict) else {}
     for tool, section in tracking.items():
         for key in section if isinstance(section, dict) else ():
@@ -63,6 +63,17 @@ def _semantic_problems(data: dict) -> list[str]:
     elif recipe.get("precision") == "fsdp_bf16":  # FSDP2's mixed precision shards the model too
         problems += _fsdp_problems(data, "recipe.precision fsdp_bf16")
     return problems
+
+
+def _rule_problems(data: dict) -> list[str]:
+    from cliffsweep.evals.stopping import RULES
+
+    ev = data.get("eval") if isinstance(data.get("eval"), dict) else {}
+    adaptive = ev.get("adaptive") if isinstance(ev.get("adaptive"), dict) else {}
+    rule = adaptive.get("rule")
+    if isinstance(rule, str) and rule not in RULES:
+        return [f"eval.adaptive.rule: {unknown('stopping rule', rule, list(RULES))}"]
+    return []
 
 
 def _model_problems(data: dict) -> list[str]:

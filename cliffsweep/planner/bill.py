@@ -141,13 +141,6 @@ class TrialCost:
     """The once-per-model statistics it needs (None: none)."""
 
 
-ADAPTIVE_ITEMS = 0.40
-"""The share of a checkpoint's items the stopping rule scores (eval.adaptive, issue 51), top-ups
-of the checkpoints each verdict hinges on included: measured by replaying full evaluations,
-bench/bench_adaptive.py --paper (2026-12-07, issue 59's rule: 38.9 %, 41.2 % and 45.5 % of the
-items of the three paper-sized synthetic stores, 40.1 % of them all; 2026-11-28's 34 % read open
-checkpoints as settled; docs/benchmarks.md). The base is scored on every item. Items, not
-seconds: each stage is one more generation call, which a GPU's decode batches less well."""
 
 VERIFIED_SHARE = 0.5
 """The share of series a `verify:` section trains again (cliffs and close calls; issue 52), for

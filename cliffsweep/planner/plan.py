@@ -42,7 +42,7 @@ class ModelPlan:
     eval_s: float = 0.0
     """GPU-seconds of evaluation (bill.eval_seconds), every item of every checkpoint."""
     eval_rule_s: float = 0.0
-    """The same under the stopping rule (eval.adaptive: bill.ADAPTIVE_ITEMS of a checkpoint's
+    """The same under the stopping rule (eval.adaptive: the rule's ITEMS share of a checkpoint's
     stageable tasks' items; the base in full)."""
     adaptive: bool = False
     """Whether the sweep evaluates under the rule: its bill counts eval_rule_s."""
@@ -125,18 +125,27 @@ class SweepFacts:
         built = [build_task(s.name, s.params) for _, _, s in spec.tasks.evaluated]
         return cls(spec, measured, bandwidth, grad_ckpt, Batching.of(r.batch_size, res.workers_per_trial, micro),
                    built, eval_load([(t.eval_size * draws(t), t.sampling.max_tokens) for t in built]), expand_grid(spec),
-                   res.workers_per_trial * max(1.0, res.gpus_per_worker), rule_share(built))
+                   res.workers_per_trial * max(1.0, res.gpus_per_worker), rule_share(built, rule_items(spec)))
 
 
-def rule_share(tasks: list) -> float:
+def rule_items(spec) -> float:
+    """The share of its items the sweep's stopping rule says it scores (evals/stopping.Rule.ITEMS;
+    the shipped rule's when the sweep scores every item, for the bill's other column)."""
+    from cliffsweep.evals.stopping import rule_class
+
+    adaptive = spec.eval.adaptive
+    return rule_class(adaptive.rule if adaptive is not None else "hedged_cs").ITEMS
+
+
+def rule_share(tasks: list, items: float) -> float:
     """One checkpoint's evaluation under the stopping rule as a share of the full one, weighted by
-    each task's generated tokens (decoding dominates): bill.ADAPTIVE_ITEMS of a task scored in
+    each task's generated tokens (decoding dominates): `items` (rule_items) of a task scored in
     stages, all of one scored in full (lm-eval's, loss and sampled tasks: evals/runner.stageable)."""
     from cliffsweep.evals.stopping import stageable
 
     weights = [(t.eval_size * draws(t) * max(1, t.sampling.max_tokens), stageable(t)) for t in tasks]
     total = sum(w for w, _ in weights)
-    return sum(w * (bill.ADAPTIVE_ITEMS if staged else 1.0) for w, staged in weights) / total if total else 1.0
+    return sum(w * (items if staged else 1.0) for w, staged in weights) / total if total else 1.0
 
 
 @dataclass

@@ -178,7 +178,7 @@ ASSUMPTIONS = """Assumptions (cliffsweep/planner/costs.py):
    under fsdp); waits priced by bill.blocked_seconds at --bandwidth. Evaluation: prompt tokens
    (n_eval x (1 + shots) x the task's mean example length) and generated tokens at the vLLM
    throughput of bill.EVAL_THROUGHPUT (assumed until measured on a GPU); under eval.adaptive
-   (the stopping rule, issue 51) a checkpoint's tasks scored in stages cost bill.ADAPTIVE_ITEMS of
+   (the stopping rule, issue 51) a checkpoint's tasks scored in stages cost the rule's ITEMS share of
    their items (replayed on paper-sized stores, top-ups included; the base in full), the other
    column of the bill shows the other choice. Setup: per point, the
    measured fixed part (bill.SETUP_FIXED_S) + the base model read at --bandwidth. "ckpt kept" = after each trial is done,

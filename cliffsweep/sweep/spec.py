@@ -268,6 +268,9 @@ class AdaptiveSpec(_Strict):
     """Items of the first stage."""
     growth: float = Field(1.5, gt=1, le=4)
     """Each stage's items over the one before; the last stage is every item."""
+    rule: str = "hedged_cs"
+    """The stopping rule, by name (evals/stopping.py RULES): the hedged capital confidence
+    sequence, the one the project ships."""
 
 
 class EvalSpec(_Strict):
