@@ -200,10 +200,10 @@ def cmd_run(args) -> int:
 
 def cmd_compact(args) -> int:
     from cliffsweep.storage.health import ensure_readable, repair
-    from cliffsweep.storage.store import Store, is_store
+    from cliffsweep.storage.store import SPEC_FILE, Store, is_store
 
     if not is_store(args.store):
-        print(f"error: no cliffsweep store at {args.store} (no spec.json there)", file=sys.stderr)
+        print(f"error: no cliffsweep store at {args.store} (no {SPEC_FILE} there)", file=sys.stderr)
         return 2
     store = Store(args.store)
     if args.repair:
@@ -245,10 +245,10 @@ def cmd_export_tracking(args) -> int:
 
 def cmd_status(args) -> int:
     from cliffsweep.orchestrator.summary import status_text
-    from cliffsweep.storage.store import Store, is_store
+    from cliffsweep.storage.store import SPEC_FILE, Store, is_store
 
     if not is_store(args.store):
-        print(f"error: no cliffsweep store at {args.store} (no spec.json there; `cliffsweep run` "
+        print(f"error: no cliffsweep store at {args.store} (no {SPEC_FILE} there; `cliffsweep run` "
               "writes one when a sweep starts)", file=sys.stderr)
         return 2
     from cliffsweep.storage.health import ensure_readable
@@ -396,7 +396,7 @@ def top_up(uri: str, args) -> int:
     from cliffsweep.sweep.spec import SweepSpec
 
     if not is_store(uri):
-        print(f"error: no cliffsweep store at {uri} (no spec.json there)", file=sys.stderr)
+        print(f"error: no cliffsweep store at {uri} (no {SPEC_FILE} there)", file=sys.stderr)
         return 2
     data = Store(uri).read_json(SPEC_FILE)
     spec = SweepSpec.model_validate(dict(data, store=uri))

@@ -315,6 +315,25 @@ def test_the_base_series_is_named_once():
     assert not bad, bad
 
 
+def test_the_store_s_file_names_are_spelt_in_storage_store_only():
+    """Issue 60 part 5: the sweep file's copy (`SPEC_FILE`) and the compaction manifest
+    (`MANIFEST`) are named in storage/store.py; every other module says `{SPEC_FILE}`."""
+    import re
+
+    names = re.compile(r"spec\.json|_compaction\.json")
+    bad = [f"{p.relative_to(PKG)}:{i}" for p in PKG.rglob("*.js")
+           for i, line in enumerate(p.read_text().splitlines(), 1) if names.search(line)]
+    for p in PKG.rglob("*.py"):
+        if p == PKG / "storage" / "store.py":
+            continue
+        tree = ast.parse(p.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))
+                and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        bad += [f"{p.relative_to(PKG)}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                and isinstance(n.value, str) and id(n) not in docs and names.search(n.value)]
+    assert not bad, bad
+
+
 def test_the_claim_key_is_spelt_only_in_storage_claims():
     """Issue 60 part 2: a claim key is formatted and parsed in storage/claims.py alone."""
     import re

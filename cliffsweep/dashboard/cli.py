@@ -62,7 +62,9 @@ def run(args) -> int:
     missing = [u for u in args.store if u not in caches]
     if missing and not args.wait:
         readers.close()
-        print(f"error: no cliffsweep store at {', '.join(missing)} (no spec.json there; `cliffsweep run` writes one "
+        from cliffsweep.storage.store import SPEC_FILE
+
+        print(f"error: no cliffsweep store at {', '.join(missing)} (no {SPEC_FILE} there; `cliffsweep run` writes one "
               "when a sweep starts; --wait serves the page until it appears)", file=sys.stderr)
         return 2
     first = TablesRead(list(caches.values()), FIRST_PASS, list(caches))

@@ -77,20 +77,24 @@ def arith_problem(rng: random.Random) -> tuple[str, str, int]:
     return " ".join(sentences), "\n".join(lines) + f"\n#### {cur}", cur
 
 
+class GeneratedTask(Task):
+    """A toy task whose examples are generated in code: nothing to fetch, whatever the hub."""
+
+    def data_is_local(self) -> bool:
+        return True
+
+
 class ToyArithParams(TaskParams):
     pass
 
 
-class ToyArith(Task):
+class ToyArith(GeneratedTask):
     """GSM8K-like retain task (scored with the GSM8K scorer, flexible match primary)."""
 
     name: ClassVar[str] = "toy_arith"
     Params: ClassVar[type[TaskParams]] = ToyArithParams
     scorer_version: ClassVar[str] = GSM8K_SCORER_VERSION
     sampling: ClassVar[Sampling] = Sampling(max_tokens=64)
-
-    def data_is_local(self) -> bool:
-        return True  # generated in code
 
     def _split(self, split: str, n: int) -> list[tuple[str, str, int]]:
         rng = random.Random(f"toy_arith-{split}-{self.params.seed}")
@@ -153,16 +157,13 @@ class ToyFactsParams(TaskParams):
     pass
 
 
-class ToyFacts(Task):
+class ToyFacts(GeneratedTask):
     """ChemL3-like learn task: fictional facts the base models have never seen."""
 
     name: ClassVar[str] = "toy_facts"
     Params: ClassVar[type[TaskParams]] = ToyFactsParams
     scorer_version: ClassVar[str] = LETTER_SCORER_VERSION
     sampling: ClassVar[Sampling] = Sampling(max_tokens=4)
-
-    def data_is_local(self) -> bool:
-        return True  # generated in code
 
     def train_examples(self) -> list[Example]:
         rng = random.Random(f"toy_facts-train-{self.params.seed}")

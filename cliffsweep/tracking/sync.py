@@ -345,7 +345,7 @@ def export(store_uri: str, tracking=None, stream=None) -> dict[str, str | None]:
     store = Store(store_uri)
     spec = stored_spec(store)
     if spec is None:
-        raise ValueError(f"{store_uri}: no spec.json (not a cliffsweep store?)")
+        raise ValueError(f"{store_uri}: no {SPEC_FILE} (not a cliffsweep store?)")
     if tracking is not None:
         spec = spec.model_copy(update={"tracking": tracking})
     if not spec.tracking.enabled:
