@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from cliffsweep.sweep.grid import (Trial, base_trial_id, expand_grid, is_base, refined_trials, series_key,
-                                   verification_trials)
+from cliffsweep.orchestrator.series import SeriesWatch
+from cliffsweep.sweep.grid import Trial, expand_grid, is_base, refined_trials, series_key, verification_trials
 
 
 def stored_refined_trials(spec, grid: list[Trial], stored: list[dict]) -> list[Trial]:
@@ -67,11 +67,11 @@ def stored_verification_trials(spec, grid: list[Trial], stored: list[dict]) -> l
 
 
 class Refiner:
-    def __init__(self, spec, store, book, tracker, grid: list[Trial], queue_configs: Callable[[list[Trial]], None]):
-        """`grid`: the run's trials, the very list the run extends as trials are added (refined
-        ones included); `book`: their statuses (trialbook.TrialBook); `queue_configs` records and
-        queues the trials a round adds."""
-        self.spec, self.store, self.book, self.tracker, self.grid = spec, store, book, tracker, grid
+    def __init__(self, spec, store, watch: SeriesWatch, queue_configs: Callable[[list[Trial]], None]):
+        """`watch`: the run's series and whether each is in (series.py: its grid is the very
+        list the run extends as trials are added, refined ones included); `queue_configs`
+        records and queues the trials a round adds."""
+        self.spec, self.store, self.watch = spec, store, watch
         self.queue_configs = queue_configs
         self.cfg = spec.refine
         self.asked: dict[tuple, int] = {}  # series -> the round whose next lrs were computed
@@ -81,7 +81,7 @@ class Refiner:
     @property
     def dirty(self) -> bool:
         """A trial reached a terminal status since the last check (or none was made)."""
-        return self.book.terminal_changes != self.seen_changes
+        return self.watch.changes() != self.seen_changes
 
     @property
     def on(self) -> bool:
@@ -97,22 +97,16 @@ class Refiner:
         series whose last round is in; returns the new trials."""
         if not self.active or not self.dirty:
             return []
-        self.seen_changes = self.book.terminal_changes
-        series: dict[tuple, list[Trial]] = {}
-        for t in self.grid:
-            series.setdefault(series_key(t), []).append(t)
+        self.seen_changes = self.watch.changes()
         ready, verify = [], []
-        for key, trials in series.items():
-            rnd = max(t.round for t in trials)
-            if any(not self.book.terminal(t.trial_id) for t in trials if t.round == rnd):
+        for s in self.watch.states():
+            if not s.round_in:
                 continue
-            if not self.tracker.was_evaluated(base_trial_id(key[0]), 0):
-                continue
-            if self.on and rnd < self.cfg.rounds and self.asked.get(key) != rnd:
-                ready.append((key, trials, rnd))
-            elif self.final_round(key, rnd) and self.spec.verify is not None and key not in self.verified \
-                    and all(self.book.terminal(t.trial_id) for t in trials):
-                verify.append((key, trials))
+            if self.on and s.round < self.cfg.rounds and self.asked.get(s.key) != s.round:
+                ready.append((s.key, s.trials, s.round))
+            elif self.final_round(s.key, s.round) and self.spec.verify is not None and s.key not in self.verified \
+                    and s.all_in:
+                verify.append((s.key, s.trials))
         if not ready and not verify:
             return []
         points = self.points()
@@ -156,7 +150,7 @@ class Refiner:
 
         th, cfg = Thresholds(), self.spec.verify
         seeds = verify_seeds(self.spec.seeds, cfg.seeds)
-        known = {t.trial_id for t in self.grid}
+        known = {t.trial_id for t in self.watch.grid}
         added: list[Trial] = []
         for key, trials in ready:
             self.verified.add(key)
@@ -182,7 +176,7 @@ class Refiner:
         if not self.active:
             return False
         self.check()
-        return self.dirty or any(not self.book.terminal(t.trial_id) for t in self.grid)
+        return self.dirty or self.watch.unfinished()
 
 
 def max_refine_trials(spec) -> int:

@@ -28,6 +28,7 @@ from cliffsweep.orchestrator.failures import FailureLog
 from cliffsweep.orchestrator.progress import Progress, live_record
 from cliffsweep.orchestrator.jobqueue import JobQueue
 from cliffsweep.orchestrator.refiner import Refiner, stored_refined_trials, stored_verification_trials
+from cliffsweep.orchestrator.series import SeriesWatch
 from cliffsweep.orchestrator.sharing import Sharing, Take, adoption
 from cliffsweep.orchestrator.topups import TopUps
 from cliffsweep.orchestrator.trialbook import TrialBook
@@ -76,11 +77,12 @@ class SweepRun:
         self.queue = JobQueue([], more=self.jobs_may_come, pump=self.pump, hold=self.tracker.placing,
                               claim=self.claim_job)
         self.broken: dict[str, str] = {}  # model -> its base evaluation's error (drop_broken_models)
-        self.refiner = Refiner(spec, store, self.book, self.tracker, self.grid, self.queue_refined)
+        watch = SeriesWatch(self.grid, self.book, self.tracker)  # the one reader of "series ready"
+        self.refiner = Refiner(spec, store, watch, self.queue_refined)
         self.rule = stop_rule(spec.eval.adaptive)  # None: every checkpoint scored on every item
         # with the rule on, a checkpoint the verdict hinges on is scored in full once its series'
         # trials are all in (topups.py), and a done trial's folders wait for that
-        self.topups = TopUps(store, self.book, self.tracker, self.grid, self.refiner.final_round, self.top_up)
+        self.topups = TopUps(store, watch, self.tracker, self.refiner.final_round, self.top_up)
         self.prune_later: list[tuple[str, int | None, set[int]]] = []
 
     # --- a run, step by step (driver.run_sweep) -----------------------------------------------

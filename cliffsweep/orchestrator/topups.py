@@ -23,17 +23,17 @@ from typing import Callable
 
 from cliffsweep.faults import maybe_fail
 from cliffsweep.storage import ledger
-from cliffsweep.sweep.grid import Trial, base_trial_id, is_base, series_key
-
-Series = tuple[str, str, int]
+from cliffsweep.orchestrator.series import Series, SeriesWatch
+from cliffsweep.sweep.grid import Trial, is_base, series_key
 
 
 class TopUps:
-    def __init__(self, store, book, tracker, grid: list[Trial], final_round: Callable[[Series, int], bool],
+    def __init__(self, store, watch: SeriesWatch, tracker, final_round: Callable[[Series, int], bool],
                  evaluate: Callable[[ledger.CheckpointRecord, int, tuple[str, ...]], None]):
-        """`grid`: the run's trials (the list the run extends); `final_round(series, round)`:
-        whether refinement adds no round after `round`; `evaluate(record, at_least, tasks)` sends one."""
-        self.store, self.book, self.tracker, self.grid = store, book, tracker, grid
+        """`watch`: the run's series and whether each is in (series.py); `final_round(series,
+        round)`: whether refinement adds no round after `round`; `evaluate(record, at_least,
+        tasks)` sends one."""
+        self.store, self.watch, self.tracker = store, watch, tracker
         self.final_round, self.evaluate = final_round, evaluate
         self.checked: dict[Series, int] = {}  # series -> its trials when checked
         self.sent: dict[str, set[tuple[int, str]]] = {}  # trial -> (step, task) topped up by this run
@@ -43,17 +43,8 @@ class TopUps:
     def ready(self, last: bool) -> list[Series]:
         """Series whose trials are all terminal in their final round (`last`: the sweep's end,
         where no round comes any more), not checked since."""
-        series: dict[Series, list[Trial]] = {}
-        for t in self.grid:
-            series.setdefault(series_key(t), []).append(t)
-        out = []
-        for key, trials in series.items():
-            if self.checked.get(key) == len(trials) or not (last or self.final_round(key, max(t.round for t in trials))):
-                continue
-            if all(self.book.terminal(t.trial_id) for t in trials) and \
-                    self.tracker.was_evaluated(base_trial_id(key[0]), 0):
-                out.append(key)
-        return out
+        return [s.key for s in self.watch.states() if s.all_in and self.checked.get(s.key) != len(s.trials)
+                and (last or self.final_round(s.key, s.round))]
 
     def landed(self) -> list[Series]:
         """Series whose last round of top-ups has all landed (none in flight or failed): their
@@ -68,9 +59,9 @@ class TopUps:
         again = self.landed()
         if again:
             maybe_fail("topups_again")  # the tests' kill of a driver between two rounds
-        if self.book.terminal_changes == self.seen_changes and not last and not again:
+        if self.watch.changes() == self.seen_changes and not last and not again:
             return 0
-        self.seen_changes = self.book.terminal_changes
+        self.seen_changes = self.watch.changes()
         ready = self.ready(last)
         if not ready and not again:
             return 0
@@ -79,7 +70,7 @@ class TopUps:
         from cliffsweep.analysis.topup import SERIES, top_ups
 
         for key in ready:
-            self.checked[key] = sum(series_key(t) == key for t in self.grid)
+            self.checked[key] = self.watch.size(key)
         due = set(ready) | set(again)
         try:
             data = load_store(self.store.uri)
@@ -102,7 +93,7 @@ class TopUps:
             maybe_fail("topups")  # the tests' kill of a driver before a round of top-ups
         for key in due:
             self.waiting.pop(key, None)
-        by_trial = {t.trial_id: series_key(t) for t in self.grid}
+        by_trial = {t.trial_id: series_key(t) for t in self.watch.grid}
         for key, tasks in keys:
             self.sent.setdefault(key[0], set()).update((key[1], t) for t in tasks)
             if key[0] in by_trial:
