@@ -185,6 +185,9 @@ class Rule(Protocol):
     ITEMS: ClassVar[float]
     """The share of a checkpoint's items the rule scores, top-ups included, as measured by
     replaying full evaluations (bench/bench_adaptive.py --paper): what `plan` prices."""
+    CALLS: ClassVar[float]
+    """Generation calls per checkpoint and task (its stages and top-ups), measured the same way:
+    each costs a call's fixed part and its decode steps (planner/evalcost.py)."""
 
     def read(self, role: str, scores, base_scores=None) -> Reading:
         """The reading after `scores` (settled or not, and how many items it forecasts)."""
@@ -216,7 +219,10 @@ class StopRule:
     45.5 % of the items of the three paper-sized synthetic stores, 40.1 % of them all; 2026-11-28's
     34 % read open checkpoints as settled; docs/benchmarks.md). The base is scored on every item.
     Items, not seconds: each stage is one more generation call, which a GPU's decode batches
-    less well."""
+    less well (CALLS)."""
+    CALLS: ClassVar[float] = 2.7
+    """The same replay (2026-12-07): 2.65, 2.67 and 2.86 calls per checkpoint and task on the three
+    paper-sized stores, the top-up's call included."""
 
     error: float
     width: float

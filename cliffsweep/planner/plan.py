@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from cliffsweep.planner import bill
+from cliffsweep.planner import bill, evalcost
 from cliffsweep.planner.archs import Arch
 from cliffsweep.planner.costs import (BYTES, Batching, Memory, Precision, checkpoint_bytes, costs_of, precision,
                                       stats_flops, stats_memory, train_memory, trial_cost)
@@ -112,8 +112,10 @@ class SweepFacts:
     per_eval: tuple[int, int]
     grid: list
     gpus_per_trial: float
-    rule_share: float
-    """A checkpoint's evaluation seconds under the stopping rule, as a share of every item's."""
+    rule: tuple[float, float]
+    """The stopping rule as evalcost prices it: (the share of items it scores, its calls per
+    checkpoint and task: the rule's own ITEMS and CALLS); the sweep's rule, or the shipped one for
+    the bill's other column."""
 
     @classmethod
     def of(cls, spec, measured: tuple[MeasuredMFU, ...], bandwidth: float) -> SweepFacts:
@@ -125,27 +127,17 @@ class SweepFacts:
         built = [build_task(s.name, s.params) for _, _, s in spec.tasks.evaluated]
         return cls(spec, measured, bandwidth, grad_ckpt, Batching.of(r.batch_size, res.workers_per_trial, micro),
                    built, eval_load([(t.eval_size * draws(t), t.sampling.max_tokens) for t in built]), expand_grid(spec),
-                   res.workers_per_trial * max(1.0, res.gpus_per_worker), rule_share(built, rule_items(spec)))
+                   res.workers_per_trial * max(1.0, res.gpus_per_worker), rule_schedule(spec))
 
 
-def rule_items(spec) -> float:
-    """The share of its items the sweep's stopping rule says it scores (evals/stopping.Rule.ITEMS;
-    the shipped rule's when the sweep scores every item, for the bill's other column)."""
+def rule_schedule(spec) -> tuple[float, float]:
+    """(ITEMS, CALLS) of the sweep's stopping rule (evals/stopping.Rule: what the rule says it
+    costs); the shipped rule's when the sweep scores every item, for the bill's other column."""
     from cliffsweep.evals.stopping import rule_class
 
     adaptive = spec.eval.adaptive
-    return rule_class(adaptive.rule if adaptive is not None else "hedged_cs").ITEMS
-
-
-def rule_share(tasks: list, items: float) -> float:
-    """One checkpoint's evaluation under the stopping rule as a share of the full one, weighted by
-    each task's generated tokens (decoding dominates): `items` (rule_items) of a task scored in
-    stages, all of one scored in full (lm-eval's, loss and sampled tasks: evals/runner.stageable)."""
-    from cliffsweep.evals.stopping import stageable
-
-    weights = [(t.eval_size * draws(t) * max(1, t.sampling.max_tokens), stageable(t)) for t in tasks]
-    total = sum(w for w, _ in weights)
-    return sum(w * (items if staged else 1.0) for w, staged in weights) / total if total else 1.0
+    rule = rule_class(adaptive.rule if adaptive is not None else "hedged_cs")
+    return rule.ITEMS, rule.CALLS
 
 
 @dataclass
@@ -155,7 +147,9 @@ class ModelWork:
     path: str
     learn: Lengths
     prompts: float
-    per_eval_s: float
+    loads: list  # evalcost.TaskLoad, one per evaluated task
+    base_eval_s: float
+    """The base's evaluation: every item, its weights the engine's own (no reload)."""
     retain: Lengths | None = None
     stats_done: set[str] = field(default_factory=set)
 
@@ -178,22 +172,24 @@ def plan_model(facts: SweepFacts, m) -> ModelPlan:
                                              r.kernels, facts.measured)
     learn_t = facts.spec.tasks.learn
     learn = lengths_for(m.path, learn_t.name, learn_t.params, plan.notes)
-    prompts = eval_prompt_tokens(m.path, facts.tasks, plan.notes)
+    loads = task_loads(m.path, facts.tasks, plan.notes)
+    prompts = sum(t.prompt_tokens for t in loads)
     tput = bill.eval_throughput(plan.arch.params)
-    plan.eval_source = tput.source
-    work = ModelWork(m.path, learn, prompts, bill.eval_seconds(prompts, facts.per_eval[1], tput))
+    plan.eval_source = f"{tput.source}; calls and reloads {evalcost.GPU.source}"
+    base_s = evalcost.checkpoint_seconds(loads, evalcost.GPU, tput, 0.0) - evalcost.GPU.load_s
+    work = ModelWork(m.path, learn, prompts, loads, base_s)
     for t in (t for t in facts.grid if t.model == m.name):
-        add_trial(facts, plan, work, t)
+        add_trial(facts, plan, work, t, tput)
     plan.generations += facts.per_eval[0]  # the base model, once
     plan.gen_tokens += facts.per_eval[1]
     plan.prompt_tokens += prompts
-    plan.eval_s += work.per_eval_s
-    plan.eval_rule_s += work.per_eval_s  # the base: every item
-    plan.base_eval_s = work.per_eval_s
+    plan.eval_s += base_s
+    plan.eval_rule_s += base_s  # the base: every item
+    plan.base_eval_s = base_s
     return plan
 
 
-def add_trial(facts: SweepFacts, plan: ModelPlan, work: ModelWork, t) -> None:
+def add_trial(facts: SweepFacts, plan: ModelPlan, work: ModelWork, t, tput: bill.EvalThroughput) -> None:
     """Trial `t`'s training, evaluations, checkpoints, memory and statistics, added to `plan`."""
     from cliffsweep.trainables import data
     from cliffsweep.trainables.methods import build_method
@@ -216,19 +212,23 @@ def add_trial(facts: SweepFacts, plan: ModelPlan, work: ModelWork, t) -> None:
     plan.generations += points * facts.per_eval[0]
     plan.gen_tokens += points * facts.per_eval[1]
     plan.prompt_tokens += points * work.prompts
-    plan.eval_s += points * work.per_eval_s
-    plan.eval_rule_s += points * work.per_eval_s * facts.rule_share
     # the trial's wall time of training on its GPUs at the H100's pace (the bill's unit)
     train_s = gpu_hours(cost.flops, GPUS[1], plan.mfu) * 3600 / facts.gpus_per_trial
     ckb = add_checkpoints(facts, plan, t, points, train_s)
+    # each checkpoint evaluated: its export read from storage, loaded, then each task's calls
+    read_s = checkpoint_bytes(arch, t.method, t.method_params, t.optimizer, plan.dtype, res.strategy).export / facts.bandwidth
+    full_s = evalcost.checkpoint_seconds(work.loads, evalcost.GPU, tput, read_s)
+    rule_s = evalcost.checkpoint_seconds(work.loads, evalcost.GPU, tput, read_s, facts.rule)
+    plan.eval_s += points * full_s
+    plan.eval_rule_s += points * rule_s
     prec = precision(plan.dtype, res.gpus_per_worker > 0, r.master_weights)
     plan.memory[t.series] = train_memory(arch, t.method, t.method_params, t.optimizer, prec, res.strategy,
                                          res.workers_per_trial, b.micro_rows, r.max_seq_len, facts.grad_ckpt)
     key = add_stats(facts, plan, work, t, method, prec)
     setup_s = bill.setup_seconds(arch.params * BYTES[plan.dtype], facts.bandwidth)
     plan.setup_s += setup_s * facts.gpus_per_trial
-    # a checkpoint's evaluation as the sweep runs it: under the stopping rule, its expected share
-    per_eval_s = work.per_eval_s * (facts.rule_share if plan.adaptive else 1.0)
+    # a checkpoint's evaluation as the sweep runs it: under the stopping rule, its expected seconds
+    per_eval_s = rule_s if plan.adaptive else full_s
     plan.trial_costs.append(bill.TrialCost(t.trial_id, plan.name, facts.gpus_per_trial, setup_s, train_s, ckb.blocked_s,
                                       points, per_eval_s, key))
 
@@ -264,10 +264,13 @@ def add_stats(facts: SweepFacts, plan: ModelPlan, work: ModelWork, t, method, pr
     return key
 
 
-def eval_prompt_tokens(model_path: str, tasks, notes: list[str]) -> float:
-    """Prompt tokens of one evaluation over `tasks` (built eval tasks): n_eval prompts each,
-    a prompt as long as the task's mean training example times (1 + its few-shot examples)."""
-    total = 0.0
+def task_loads(model_path: str, tasks, notes: list[str]) -> list:
+    """One evaluation over `tasks` (built eval tasks), task by task (evalcost.TaskLoad): n_eval
+    prompts each (times its samples: items), a prompt as long as the task's mean training example times
+    (1 + its few-shot examples), and whether the stopping rule can stage it."""
+    from cliffsweep.evals.stopping import stageable
+
+    out = []
     for t in tasks:
         shots = 0 if getattr(t.params, "protocol", None) == "zeroshot" else int(getattr(t.params, "num_fewshot", 0) or 0)
         # The fields the user set, not a dump of defaults: a task's cross-field checks refuse
@@ -275,8 +278,10 @@ def eval_prompt_tokens(model_path: str, tasks, notes: list[str]) -> float:
         said: list[str] = []
         lengths = lengths_for(model_path, t.name, t.params.model_dump(exclude_unset=True), said)
         notes += [n for n in said if n not in notes and ("proxy" in n or "estimate" in n)]  # the labels a bill must carry
-        total += t.eval_size * (1 + shots) * lengths.mean(1 << 20)
-    return total
+        prompts = t.eval_size * (1 + shots) * lengths.mean(1 << 20)
+        # (a sampled task's repeats share their prompt: its tokens are counted once, as before)
+        out.append(evalcost.TaskLoad(t.eval_size * draws(t), prompts, t.sampling.max_tokens, stageable(t)))
+    return out
 
 
 @functools.lru_cache(maxsize=32)

@@ -88,8 +88,10 @@ def headline(plans: list[ModelPlan], what: str) -> str:
     total = sum(hours.values())
     adaptive = any(p.adaptive for p in plans)
     other = sum(p.eval_s if p.adaptive else p.eval_rule_s for p in plans) / 3600
+    saved = other - hours["eval"]
+    verb = f"saves {saved:,.1f}" if saved >= 0 else f"costs {-saved:,.1f} more: its stages' calls outweigh the items"
     rule = (f"evaluation {hours['eval']:,.1f} under the stopping rule (every item scored: {other:,.1f}, so the rule "
-            f"saves {other - hours['eval']:,.1f})" if adaptive else
+            f"{verb})" if adaptive else
             f"evaluation {hours['eval']:,.1f} with every item scored (the stopping rule, eval.adaptive, would make it "
             f"{other:,.1f})")
     return (f"{what}: {sum(p.trials for p in plans):,} trials, {total:,.1f} H100-hours in all: training "
@@ -177,10 +179,13 @@ ASSUMPTIONS = """Assumptions (cliffsweep/planner/costs.py):
    method state, only where resume_every_s of training has passed, the two latest kept; none
    under fsdp); waits priced by bill.blocked_seconds at --bandwidth. Evaluation: prompt tokens
    (n_eval x (1 + shots) x the task's mean example length) and generated tokens at the vLLM
-   throughput of bill.EVAL_THROUGHPUT (assumed until measured on a GPU); under eval.adaptive
-   (the stopping rule, issue 51) a checkpoint's tasks scored in stages cost the rule's ITEMS share of
-   their items (replayed on paper-sized stores, top-ups included; the base in full), the other
-   column of the bill shows the other choice. Setup: per point, the
+   throughput of bill.EVAL_THROUGHPUT (assumed until measured on a GPU), priced in seconds
+   (planner/evalcost.py, issue 61): each checkpoint's export read at --bandwidth and loaded into
+   the running engine, each generation call's fixed part, and no call faster than its decode
+   steps (max_tokens x a step's latency: a small batch leaves the GPU idle); under eval.adaptive
+   (the stopping rule, issue 51) a task scored in stages costs the rule's own ITEMS share of its
+   items in its CALLS calls (both replayed on paper-sized stores, top-ups included; the base in
+   full), the other column of the bill shows the other choice. Setup: per point, the
    measured fixed part (bill.SETUP_FIXED_S) + the base model read at --bandwidth. "ckpt kept" = after each trial is done,
    under keep_checkpoints (final: the final export only); a running trial holds more ("largest
    running trial" below, times the trials that run at once). Memory: no CUDA context/fragmentation."""
