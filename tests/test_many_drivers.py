@@ -1,4 +1,6 @@
-"""Several drivers fill one store (issue 53 part 4), on a local folder and on the S3 test server:
+"""Several drivers fill one store (issue 53 part 4), on the S3 test server (a local folder's: the
+Slurm job array of tests/test_slurm.py, whose drivers share a folder and lose one to `scancel`;
+the claims' local and S3 races themselves: tests/test_claims.py):
 two `cliffsweep run --join`, the first SIGKILLed the moment its first trial's first checkpoint
 reaches it (mid-training, its evaluation not yet sent). The second adopts what the first held once
 its claims lapse (a dead process on this machine: at once): the killed trial resumes from the
@@ -42,11 +44,8 @@ def wait_for(what, cond, proc: subprocess.Popen, limit: float = 600) -> None:
         time.sleep(0.3)
 
 
-@pytest.fixture(params=["local", "s3"])
-def store_uri(request, tmp_path):
-    if request.param == "local":
-        yield str(tmp_path / "store")
-        return
+@pytest.fixture
+def store_uri(tmp_path):
     from objectstore import s3_server
 
     with s3_server(tmp_path, relay=False):

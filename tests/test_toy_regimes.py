@@ -107,8 +107,8 @@ def test_the_default_sweep_shows_a_cliff_and_a_gradual_series(tmp_path):
 
 
 def verified_at_the_brackets(cwd: Path, table: pd.DataFrame) -> None:
-    """Issue 52 part 1, issue 59 part 4: the same sweep with `verify: {seeds: 2}`, run on the
-    finished store, adds runs with seeds 1 and 2 at exactly the lrs analysis/verify.py asks of the
+    """Issue 52 part 1, issue 59 part 4: the same sweep with `verify: {seeds: 1}`, run on the
+    finished store, adds runs with seed 1 at exactly the lrs analysis/verify.py asks of the
     table: a cliff's bracket (qwen2-tiny: 1e-3 and 3e-3), a close call's pair (a gradual series
     whose closest pair falls short of a collapse by at most 1 standard error of its drop, run
     noise included: llama-tiny / SFT on the toy store), and nowhere else; every verdict keeps its
@@ -122,7 +122,7 @@ def verified_at_the_brackets(cwd: Path, table: pd.DataFrame) -> None:
     from cliffsweep.orchestrator.specfile import default_spec_path
 
     data = yaml.safe_load(Path(default_spec_path()).read_text())
-    (cwd / "verify.yaml").write_text(yaml.safe_dump({**data, "store": "results/toy", "verify": {"seeds": 2}}))
+    (cwd / "verify.yaml").write_text(yaml.safe_dump({**data, "store": "results/toy", "verify": {"seeds": 1}}))
     asked = {key: sorted(verify_lrs(row, Thresholds(), 1.0)) for key, row in table.iterrows()}
     assert asked[CLIFF], table.loc[CLIFF]  # the cliff's bracket, whatever the close calls are
     run = subprocess.run([sys.executable, "-m", "cliffsweep.cli", "run", "verify.yaml", "--eval-backend", "hf"],
@@ -131,14 +131,14 @@ def verified_at_the_brackets(cwd: Path, table: pd.DataFrame) -> None:
     after = analyzed(cwd, "results/toy", cwd / "verified")
     trials = Store(str(cwd / "results" / "toy")).read("trials")
     added = trials[trials["seed"] > 0]
-    assert set(added["seed"]) == {1, 2} and (added["status"] == "done").all(), added
+    assert set(added["seed"]) == {1} and (added["status"] == "done").all(), added
     got = {key: sorted(rows["lr"]) for key, rows in added.groupby(["model", "series"])}
-    assert got == {key: sorted(lrs * 2) for key, lrs in asked.items() if lrs}, (got, asked)
+    assert got == {key: sorted(lrs) for key, lrs in asked.items() if lrs}, (got, asked)
     for key, lrs in asked.items():
         was, now = table.loc[key], after.loc[key]
         assert now.regime_point_estimate == was.regime_point_estimate, (was, now)
         assert now.confidence_over == ("runs and items" if lrs else "items"), now
-    assert after.loc[CLIFF, "regime"] == "cliff" and after.loc[CLIFF, "runs_at_bracket"] == 3, after.loc[CLIFF]
+    assert after.loc[CLIFF, "regime"] == "cliff" and after.loc[CLIFF, "runs_at_bracket"] == 2, after.loc[CLIFF]
     for key in GRADUAL:
         assert after.loc[key, "regime"] == "gradual", after.loc[key]
 
