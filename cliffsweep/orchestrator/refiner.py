@@ -159,7 +159,7 @@ class Refiner:
             # verification runs go: a pure function of those, so a re-run asks for the same ones
             curve = curve[is_base(curve) | curve["seed"].isin(self.spec.seeds)]
             table = frontiers(curve, thresholds=th, n_boot=0)
-            if table.empty or not ~is_base(curve).any():
+            if table.empty or is_base(curve).all():  # no trained point
                 continue
             for lr in verify_lrs(table.iloc[0], th, cfg.margin):
                 rnd = min((t.round for t in trials if abs(t.lr - lr) <= 1e-12 * lr), default=0)
