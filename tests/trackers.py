@@ -28,7 +28,9 @@ class MlflowServer:
         self.uri = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 120) -> "MlflowServer":
+    def start(self, timeout: float = 360) -> "MlflowServer":
+        # readiness, not speed: on a loaded 2-core machine the server's imports took 140 s
+        # (a clean-clone run of 2026-12-07 failed at the 120 s this waited before)
         self.root.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             [str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{self.root}/mlflow.db",
