@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cliffsweep.analysis.frontiers import frontiers  # noqa: E402
 from cliffsweep.analysis.points import load_store  # noqa: E402
 from cliffsweep.analysis.topup import stop_rule, top_ups  # noqa: E402
+from cliffsweep.planner import evalcost  # noqa: E402
+from cliffsweep.planner.bill import EvalThroughput, eval_throughput  # noqa: E402
 from cliffsweep.evals.stopping import item_order  # noqa: E402
 from cliffsweep.sweep.spec import AdaptiveSpec  # noqa: E402
 
@@ -50,13 +52,38 @@ def ordered(samples: pd.DataFrame, task: str, seed: int) -> dict[tuple[str, int]
     return out
 
 
-def settle(x: np.ndarray, base: np.ndarray, rule, role: str) -> dict:
+TASKS = {"R": (256, 150.0), "L": (16, 150.0)}
+"""(max generated tokens, prompt tokens) of an item of each task as the seconds are priced: the
+paper's shapes (GSM8K's worked answers; ChemL3's multiple choice), prompts of 150 tokens."""
+
+
+def prices(device: str) -> tuple[evalcost.EvalCost, EvalThroughput] | None:
+    """The seconds model's costs (planner/evalcost.py): a GPU's assumed ones at 1.5 B parameters,
+    or this CPU's measured ones (None where none is filed)."""
+    if device == "gpu":
+        return evalcost.GPU, eval_throughput(1.5e9)
+    return evalcost.cpu_cost()
+
+
+def seconds(scored: pd.DataFrame, price) -> float:
+    """The evaluation seconds of `scored` (n_scored items in `calls` calls per checkpoint and task),
+    each call's items an equal share (planner/evalcost.call_seconds); weights' loads left out."""
+    cost, tput = price
+    total = 0.0
+    for r in scored.itertuples():
+        gen, prompt = TASKS[r.col]
+        part = r.n_scored / r.calls
+        total += r.calls * evalcost.call_seconds(part, part * prompt, gen, cost, tput)
+    return total
+
+
+def settle(x: np.ndarray, base: np.ndarray, rule, role: str, label: str = "") -> dict:
     """The `evals` row's staged columns when the rule stops (n_scored, settled: false where it
     stopped open, by the width; ci_low, ci_high) and its generation calls, its stages chosen as
     the evaluator chooses them (evaluator/staged.py: StopRule.next_total, then StopRule.read)."""
     done, calls, reading = 0, 0, None
     while done < len(x):
-        done = rule.next_total(done, len(x), reading)
+        done = rule.next_total(done, len(x), reading, label)
         calls += 1
         reading = rule.read(role, x[:done], base)
         if reading.settled:
@@ -76,7 +103,7 @@ def replay(points: pd.DataFrame, samples: pd.DataFrame, learn: str, retain: str,
             base = by_point[(f"{model}-base", 0)]
             for idx, p in mpts[mpts["series"] != "base"].iterrows():
                 x = by_point[(p["trial_id"], int(p["step"]))]
-                row = settle(x, base, rule, role)
+                row = {"col": col, **settle(x, base, rule, role, col)}
                 n = row["n_scored"]
                 got.loc[idx, col] = float(x[:n].mean())  # what the store keeps: the mean of the items scored
                 full[(p["trial_id"], int(p["step"]), col)] = float(x.mean())
@@ -138,11 +165,20 @@ def main(argv=None) -> int:
     ap.add_argument("--width", type=float, default=0.15, help="an interval this narrow (in accuracy) stops")
     ap.add_argument("--first", type=int, default=32, help="items of the first stage")
     ap.add_argument("--growth", type=float, default=1.5, help="each stage's items over the one before")
-    ap.add_argument("--call-s", type=float, default=0.25, help="a generation call's own seconds (the cost model)")
-    ap.add_argument("--item-s", type=float, default=0.0024, help="each item's seconds in a call (the cost model)")
+    ap.add_argument("--device", choices=("gpu", "cpu"), default="gpu",
+                    help="the seconds model's costs (planner/evalcost.py): a GPU's assumed ones, or this CPU's measured ones")
+    ap.add_argument("--floors", action="store_true",
+                    help="stages no smaller than a call is worth on --device (evals/stopping.StopRule.call_items)")
     args = ap.parse_args(argv)
+    price = prices(args.device)
+    if price is None:
+        ap.error("no CPU measurement is filed: run bench/bench_eval_cost.py --out cliffsweep/measured/eval-cost-cpu-DATE.json")
     uris = list(args.store) + (paper_stores(args.paper) if args.paper else [])
-    rule = stop_rule(AdaptiveSpec(error=args.error, width=args.width, first=args.first, growth=args.growth))
+    floors = tuple((t, evalcost.call_items(*price, gen, prompt)) for t, (gen, prompt) in TASKS.items())
+    rule = stop_rule(AdaptiveSpec(error=args.error, width=args.width, first=args.first, growth=args.growth),
+                     call_items=floors if args.floors else ())
+    print(f"{args.device} prices ({price[0].source})" + (
+        "; stage floors " + ", ".join(f"{t} {v:.0f} items" for t, v in floors) if args.floors else "; no stage floors"))
     for uri in uris:
         t0 = time.time()
         data = load_store(uri)
@@ -151,8 +187,7 @@ def main(argv=None) -> int:
         fast = frontiers(fast_points, n_boot=0)
         agree = agreement(full, fast)
         share = scored["n_scored"].sum() / scored["n_items"].sum()
-        modeled = (args.call_s * scored["calls"] + args.item_s * scored["n_scored"]).sum() / \
-            (args.call_s + args.item_s * scored["n_items"]).sum()
+        modeled = seconds(scored, price) / seconds(scored.assign(n_scored=scored["n_items"], calls=1), price)
         per_task = scored.groupby("task").apply(lambda g: g["n_scored"].sum() / g["n_items"].sum()).to_dict()
         print(f"{uri}: {len(full)} series, {len(scored) // 2} checkpoints; items scored {share:.1%} of all "
               f"({', '.join(f'{t} {v:.1%}' for t, v in per_task.items())}); agreement with the full evaluation: "

@@ -7,13 +7,18 @@ prompt token and per generated token, measured on vLLM and fitted by least squar
 The engine is cliffsweep's own (evals/backends/vllm_backend.VLLMBackend, in process as CPU
 evaluators run it); the prompts are random token ids of a fixed length and every request
 generates exactly its `max_tokens` (EOS ignored), so the token counts are known. Calls of
-n = 1..256 prompts x 1..64 generated tokens x 32..256 prompt tokens; the fit
+n = 1..256 prompts x 1..64 generated tokens x 16..128 prompt tokens, fitted two ways by least
+squares on relative residuals:
 
-    seconds(call) = per_call + per_prompt_token x prompt tokens + per_generated_token x generated tokens
+    planner/evalcost's model:  call_s + max(prompt tokens / prefill_tps + generated tokens / decode_tps,
+                                            max_tokens x step_s)
+    a straight line:           per_call + per_prompt_token x prompt tokens + per_generated_token x generated tokens
 
-is printed with its worst relative residual, beside the checkpoint's load (from storage, with its
-canary check: the median of --reps). `--out` writes the numbers as cliffsweep/measured/'s
-eval-cost files hold them (`plan` prices evaluation from the file of the device it plans for).
+each printed with its median and worst relative residual, beside the checkpoint's load (from
+storage, with its canary check: the median of --reps). `--out` writes the model's numbers as
+cliffsweep/measured/'s eval-cost files hold them (planner/evalcost.cpu_cost reads the newest:
+the replay benchmarks' `--device cpu` prices; the driver sets no stage floors from it, see
+evalcost.stage_floors).
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-CALLS = [(n, gen, plen) for n in (1, 8, 32, 128, 256) for gen in (1, 16, 64) for plen in (32, 256)]
+CALLS = [(n, gen, plen) for n in (1, 8, 32, 128, 256) for gen in (1, 16, 64) for plen in (16, 128)]
+"""The toy models hold 256 positions: the longest prompt and its generation fit."""
 
 
 def timed_call(llm, n: int, gen: int, plen: int, vocab: int, seed: int) -> float:
@@ -50,18 +56,42 @@ def timed_call(llm, n: int, gen: int, plen: int, vocab: int, seed: int) -> float
 
 
 def fit(rows: list[tuple[int, int, int, float]]) -> dict:
-    """Least squares of seconds on (1, prompt tokens, generated tokens), nonnegative by clipping."""
+    """The straight line: least squares of seconds on (1, prompt tokens, generated tokens), on
+    relative residuals, nonnegative by clipping."""
     import numpy as np
 
     x = np.array([[1.0, n * plen, n * gen] for n, gen, plen, _ in rows])
     y = np.array([s for *_, s in rows])
-    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    coef, *_ = np.linalg.lstsq(x / y[:, None], np.ones_like(y), rcond=None)
     coef = np.clip(coef, 0.0, None)
     pred = x @ coef
     return {"per_call_s": float(coef[0]), "per_prompt_token_s": float(coef[1]),
             "per_generated_token_s": float(coef[2]),
             "worst_relative_residual": float(np.max(np.abs(pred - y) / y)),
             "median_relative_residual": float(np.median(np.abs(pred - y) / y))}
+
+
+def model_seconds(p, n, gen, plen):
+    """planner/evalcost.call_seconds with p = (call_s, step_s, prefill_tps, decode_tps)."""
+    import numpy as np
+
+    call_s, step_s, prefill, decode = p
+    return call_s + np.maximum(n * plen / prefill + n * gen / decode, gen * step_s)
+
+
+def fit_model(rows: list[tuple[int, int, int, float]]) -> dict:
+    """planner/evalcost's model, fitted in log space (every parameter positive) on relative residuals."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    n, gen, plen, y = (np.array(c, dtype=float) for c in zip(*rows))
+    # the floor's max() has no gradient where it is not reached: started from several step_s
+    fits = [least_squares(lambda q: model_seconds(np.exp(q), n, gen, plen) / y - 1,
+                          np.log([max(y.min() / 2, 1e-4), step, 1e4, 1e3])) for step in (1e-4, 1e-3, 1e-2, 1e-1)]
+    p = np.exp(min(fits, key=lambda f: f.cost).x)
+    rel = np.abs(model_seconds(p, n, gen, plen) / y - 1)
+    return {"call_s": float(p[0]), "step_s": float(p[1]), "prefill_tps": float(p[2]), "decode_tps": float(p[3]),
+            "worst_relative_residual": float(rel.max()), "median_relative_residual": float(np.median(rel))}
 
 
 def main() -> None:
@@ -82,7 +112,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench_eval_cost_"))
     base = random_model(args.model, str(tmp / "base"), seed=0)
     ckpt = make_checkpoint(base, str(tmp / "ckpt"))
-    backend = VLLMBackend(base, max_model_len=512, kv_cache_mb=256)
+    backend = VLLMBackend(base, max_model_len=256, kv_cache_mb=256)
     loads = []
     for _ in range(args.reps):
         backend.load(CheckpointRef(None))
@@ -96,22 +126,28 @@ def main() -> None:
         for n, gen, plen in CALLS:
             rows.append((n, gen, plen, timed_call(backend.llm, n, gen, plen, vocab, seed=rep)))
     backend.close()
-    got = fit([(n, gen, plen, statistics.median(s for m, g, p, s in rows if (m, g, p) == (n, gen, plen)))
-               for n, gen, plen in CALLS])
+    medians = [(n, gen, plen, statistics.median(s for m, g, p, s in rows if (m, g, p) == (n, gen, plen)))
+               for n, gen, plen in CALLS]
+    line, model = fit(medians), fit_model(medians)
     out = {"kind": "eval_cost", "device": f"cpu: {os.cpu_count()} cores, {platform.processor() or platform.machine()}",
            "engine": f"vllm {vllm.__version__} (in process)", "model": f"toy:{args.model} (random weights)",
            "date": time.strftime("%Y-%m-%d"), "checkpoint_bytes": ckpt_bytes,
-           "load_from_storage_s": statistics.median(loads), **got,
+           "load_from_storage_s": statistics.median(loads), **{k: v for k, v in model.items() if "residual" not in k},
+           "model_residuals": {k: v for k, v in model.items() if "residual" in k}, "straight_line": line,
            "command": "python bench/bench_eval_cost.py " + " ".join(sys.argv[1:])}
     print(f"{args.model}: checkpoint {ckpt_bytes / 1e6:.1f} MB loaded from storage in {out['load_from_storage_s']:.3f} s "
           f"(median of {args.reps}, canary included)")
-    print(f"per call {got['per_call_s'] * 1e3:.1f} ms, per prompt token {got['per_prompt_token_s'] * 1e6:.2f} us, "
-          f"per generated token {got['per_generated_token_s'] * 1e6:.1f} us "
-          f"(residuals: median {got['median_relative_residual']:.0%}, worst {got['worst_relative_residual']:.0%})")
-    for n, gen, plen in CALLS:
-        s = statistics.median(x for m, g, p, x in rows if (m, g, p) == (n, gen, plen))
-        pred = got["per_call_s"] + got["per_prompt_token_s"] * n * plen + got["per_generated_token_s"] * n * gen
-        print(f"  n {n:4d}  gen {gen:3d}  prompt {plen:4d}: {s:8.3f} s measured, {pred:8.3f} s fitted")
+    print(f"evalcost's model: call {model['call_s'] * 1e3:.1f} ms, decode step (latency floor) {model['step_s'] * 1e3:.2f} ms, "
+          f"prefill {model['prefill_tps']:,.0f} tokens/s, decode {model['decode_tps']:,.0f} tokens/s "
+          f"(residuals: median {model['median_relative_residual']:.0%}, worst {model['worst_relative_residual']:.0%})")
+    print(f"straight line: per call {line['per_call_s'] * 1e3:.1f} ms, per prompt token {line['per_prompt_token_s'] * 1e6:.2f} us, "
+          f"per generated token {line['per_generated_token_s'] * 1e6:.1f} us "
+          f"(residuals: median {line['median_relative_residual']:.0%}, worst {line['worst_relative_residual']:.0%})")
+    p = (model["call_s"], model["step_s"], model["prefill_tps"], model["decode_tps"])
+    for n, gen, plen, s in medians:
+        lin = line["per_call_s"] + line["per_prompt_token_s"] * n * plen + line["per_generated_token_s"] * n * gen
+        print(f"  n {n:4d}  gen {gen:3d}  prompt {plen:4d}: {s:8.3f} s measured, {float(model_seconds(p, n, gen, plen)):8.3f} s "
+              f"the model, {lin:8.3f} s the line")
     if args.out:
         args.out.write_text(json.dumps(out, indent=1) + "\n")
 

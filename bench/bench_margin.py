@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import zlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,9 +44,10 @@ from cliffsweep.analysis.frontiers import frontiers  # noqa: E402
 from cliffsweep.analysis.topup import stop_rule, top_ups  # noqa: E402
 from cliffsweep.analysis.topup import verdict as topup_verdict  # noqa: E402
 from cliffsweep.evals.stopping import retention_cuts  # noqa: E402
+from cliffsweep.planner import evalcost  # noqa: E402
 from cliffsweep.sweep.spec import AdaptiveSpec  # noqa: E402
 
-from bench_adaptive import settle  # noqa: E402 - bench/ is the script's folder
+from bench_adaptive import TASKS, prices, seconds, settle  # noqa: E402 - bench/ is the script's folder
 
 R0, L0 = 0.70, 0.25
 TH = Thresholds()
@@ -115,10 +117,10 @@ def adaptive(points: pd.DataFrame, items: dict, rule, cuts: tuple[float, ...]) -
     for idx, p in got[got["series"] != "base"].iterrows():
         for col, role in (("R", "retain"), ("L", "learn")):
             x, b = items[(p["trial_id"], col)], items[("m-base", col)]
-            row = settle(x, b, rule, role)
+            row = settle(x, b, rule, role, col)
             got.loc[idx, col] = x[:row["n_scored"]].mean()
             got.loc[idx, f"n_{col}"] = row["n_scored"]
-            scored.append({"trial_id": p["trial_id"], "step": 1, "task": col, **row})
+            scored.append({"trial_id": p["trial_id"], "step": 1, "task": col, "col": col, **row})
     scored = pd.DataFrame(scored)
     index = {t: i for i, t in zip(got.index, got["trial_id"])}
     while True:  # the fixpoint: read the verdict, top up what it rests on, read again
@@ -131,6 +133,8 @@ def adaptive(points: pd.DataFrame, items: dict, rule, cuts: tuple[float, ...]) -
                 got.loc[index[tid], col] = items[(tid, col)].mean()
                 got.loc[index[tid], f"n_{col}"] = len(items[(tid, col)])
                 hit |= (scored["trial_id"] == tid) & (scored["task"] == col)
+        hit &= scored["n_scored"] < scored["n_items"]
+        scored.loc[hit, "calls"] += 1  # a top-up is one more call: the items left
         scored.loc[hit, "n_scored"] = scored.loc[hit, "n_items"]
         scored.loc[hit, "settled"] = True
     wrong = []
@@ -150,8 +154,10 @@ def verdict(points: pd.DataFrame) -> tuple:
 
 
 def run_family(fam: Family, n: int, grid: float, runs: int, draws: int, args, rule, cuts) -> dict:
-    rng = np.random.default_rng([n, int(grid * 10), runs, abs(hash(fam.name)) % 2**31])
-    same, true, items_share, wrong, regimes, left_open = [], [], [], [], {}, 0
+    # crc32, not hash(): a str's hash changes with each process (PYTHONHASHSEED), and a draw
+    # that disagrees must be drawn again to be looked at
+    rng = np.random.default_rng([n, int(grid * 10), runs, zlib.crc32(fam.name.encode()), args.seed])
+    same, true, items_share, seconds_share, wrong, regimes, left_open = [], [], [], [], [], {}, 0
     for _ in range(draws):
         pts, items, truth = series_draw(fam, n, grid, runs, args.run_sd, args.pairing, rng)
         full, fast_pts = verdict(pts), None
@@ -159,14 +165,17 @@ def run_family(fam: Family, n: int, grid: float, runs: int, draws: int, args, ru
         left_open += still_open
         fast = verdict(fast_pts)
         same.append(fast == full)
+        if fast != full:  # which of the verdict's parts differ: what a reader of the table needs next
+            print(f"    draw {len(same) - 1}: adaptive {fast} / full {full}", flush=True)
         true.append(full[:2] == verdict(truth)[:2])
         items_share.append(scored["n_scored"].sum() / scored["n_items"].sum())
+        seconds_share.append(seconds(scored, args.price) / seconds(scored.assign(n_scored=scored["n_items"], calls=1), args.price))
         wrong += bad
         regimes[full[0]] = regimes.get(full[0], 0) + 1
     return {"family": fam.name, "items": n, "grid": f"{grid:g}x", "runs": runs, "adaptive = full": np.mean(same),
             "full = truth (regimes)": np.mean(true), "truth": verdict(truth)[0] + " / " + verdict(truth)[1],
             "full regimes": ", ".join(f"{k} {v}" for k, v in sorted(regimes.items())),
-            "items scored": np.mean(items_share),
+            "items scored": np.mean(items_share), "seconds spent": np.mean(seconds_share),
             "decision error": float(np.mean(wrong)) if wrong else 0.0, "stopped early": len(wrong),
             "left open": left_open}
 
@@ -180,10 +189,21 @@ def main(argv=None) -> int:
     ap.add_argument("--run-sd", type=float, default=0.03, help="run-to-run deviation of R / R0 where runs > 1")
     ap.add_argument("--pairing", type=float, default=0.8, help="share of items a checkpoint answers as its base draw")
     ap.add_argument("--family", default="", help="only families whose name contains this")
+    ap.add_argument("--seed", type=int, default=0, help="another seed draws other series")
     ap.add_argument("--out", type=Path, help="also write the table as CSV here")
+    ap.add_argument("--device", choices=("gpu", "cpu"), default="gpu",
+                    help="the seconds model's costs: a GPU's assumed ones, or this CPU's measured ones")
+    ap.add_argument("--floors", action="store_true",
+                    help="stages no smaller than a call is worth on --device (evals/stopping.StopRule.call_items)")
     args = ap.parse_args(argv)
+    args.price = prices(args.device)
+    if args.price is None:
+        ap.error("no CPU measurement is filed: run bench/bench_eval_cost.py --out cliffsweep/measured/eval-cost-cpu-DATE.json")
     spec = AdaptiveSpec()
-    rule = stop_rule(spec, TH)
+    floors = tuple((t, evalcost.call_items(*args.price, gen, prompt)) for t, (gen, prompt) in TASKS.items())
+    rule = stop_rule(spec, TH, floors if args.floors else ())
+    if args.floors:
+        print("stage floors: " + ", ".join(f"{t} {v:.0f} items" for t, v in floors))
     cuts = retention_cuts(TH.forget_min, TH.near_base, TH.cliff_drop)
     rows = []
     for fam in (f for f in families() if args.family in f.name):
@@ -195,7 +215,7 @@ def main(argv=None) -> int:
                     r = rows[-1]
                     print(f"{r['family']:<48} n={n:<5} {r['grid']:>4} runs={runs}: adaptive=full {r['adaptive = full']:.0%}, "
                           f"full=truth {r['full = truth (regimes)']:.0%} (truth {r['truth']}; full: {r['full regimes']}), "
-                          f"items {r['items scored']:.0%}, decision error {r['decision error']:.1%} of "
+                          f"items {r['items scored']:.0%}, seconds {r['seconds spent']:.0%}, decision error {r['decision error']:.1%} of "
                           f"{r['stopped early']} settled early (stated {spec.error:.0%}), {r['left open']} left open "
                           f"[{time.time() - t0:.0f} s]",
                           flush=True)
@@ -205,7 +225,8 @@ def main(argv=None) -> int:
     worst = table["adaptive = full"].min()
     print(f"\n{len(table)} cells x {args.draws} draws: adaptive = full at worst {worst:.0%} "
           f"(target 98 %), decision error at worst {table['decision error'].max():.1%} (stated {spec.error:.0%}), "
-          f"items scored {table['items scored'].mean():.0%} on average")
+          f"items scored {table['items scored'].mean():.0%} on average, seconds spent "
+          f"{table['seconds spent'].mean():.0%} ({args.device} prices{', stage floors' if args.floors else ''})")
     return 0
 
 

@@ -33,14 +33,16 @@ HINGES = ("critical_lr_low", "critical_lr_high", "max_safe_lr", "max_safe_lr_nex
 """The frontier table's lrs (analysis/frontiers.py) at which a series' verdict is read."""
 
 
-def stop_rule(adaptive: AdaptiveSpec | None, th: Thresholds | None = None) -> Rule | None:
-    """The rule an evaluator stops by (None: score every item), its cuts the classifier's."""
+def stop_rule(adaptive: AdaptiveSpec | None, th: Thresholds | None = None,
+              call_items: tuple[tuple[str, float], ...] = ()) -> Rule | None:
+    """The rule an evaluator stops by (None: score every item), its cuts the classifier's, its
+    stages no smaller than `call_items` (planner/evalcost.stage_floors)."""
     if adaptive is None:
         return None
     th = th or Thresholds()
     return rule_class(adaptive.rule)(error=adaptive.error, width=adaptive.width, first=adaptive.first, growth=adaptive.growth,
                     retain_cuts=retention_cuts(th.forget_min, th.near_base, th.cliff_drop),
-                    learn_gain=th.paper_min_learning)
+                    learn_gain=th.paper_min_learning, call_items=call_items)
 
 
 def _lrs(row: pd.Series, column: str) -> list[float]:

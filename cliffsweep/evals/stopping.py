@@ -192,8 +192,8 @@ class Rule(Protocol):
     def read(self, role: str, scores, base_scores=None) -> Reading:
         """The reading after `scores` (settled or not, and how many items it forecasts)."""
 
-    def next_total(self, done: int, n_items: int, reading: Reading | None) -> int:
-        """Where the next stage ends."""
+    def next_total(self, done: int, n_items: int, reading: Reading | None, label: str = "") -> int:
+        """Where task `label`'s next stage ends."""
 
 
 RULES = {"hedged_cs": "cliffsweep.evals.stopping:StopRule"}
@@ -214,15 +214,16 @@ class StopRule:
     may read the analysis; the evaluator may not). RULES' "hedged_cs": the hedged capital
     confidence sequence (module docstring)."""
 
-    ITEMS: ClassVar[float] = 0.40
-    """Measured by bench/bench_adaptive.py --paper (2026-12-07, issue 59's rule: 38.9 %, 41.2 % and
-    45.5 % of the items of the three paper-sized synthetic stores, 40.1 % of them all; 2026-11-28's
-    34 % read open checkpoints as settled; docs/benchmarks.md). The base is scored on every item.
-    Items, not seconds: each stage is one more generation call, which a GPU's decode batches
-    less well (CALLS)."""
-    CALLS: ClassVar[float] = 2.7
-    """The same replay (2026-12-07): 2.65, 2.67 and 2.86 calls per checkpoint and task on the three
-    paper-sized stores, the top-up's call included."""
+    ITEMS: ClassVar[float] = 0.42
+    """Measured by bench/bench_adaptive.py --paper --floors (2026-12-07: 40.2 %, 43.7 % and 47.8 % of
+    the items of the three paper-sized synthetic stores, 41.8 % of them all), with the stage
+    floors a GPU's costs give (`call_items`: what `plan` prices); without floors 38.9 / 41.2 /
+    45.5 % (docs/benchmarks.md). The base is scored on every item. Items, not seconds: each
+    stage is one more generation call, which a GPU's decode batches less well (CALLS)."""
+    CALLS: ClassVar[float] = 1.6
+    """The same replay: 1.55, 1.61 and 1.81 calls per checkpoint and task, the top-up's call
+    included (2.65-2.86 without the floors: the floors halve the modeled seconds, 85.7 % of the
+    full evaluation's to 45.1 % on the paper store)."""
 
     error: float
     width: float
@@ -232,6 +233,11 @@ class StopRule:
     """Retention shares R / R0 (`retention_cuts`)."""
     learn_gain: float
     """Thresholds.paper_min_learning: a learn task's cut is L0 + learn_gain (1 - L0)."""
+    call_items: tuple[tuple[str, float], ...] = ()
+    """(task label, items) of each task: the items whose tokens cost what one generation call's
+    fixed part does on the evaluators' device (planner/evalcost.stage_floors, issue 61 part 1).
+    No stage is smaller, and a stage that would leave fewer items than that takes them all: a
+    call spends no more on being a call than on its items. A task not named: no floor."""
 
     def cuts(self, role: str, base_accuracy: float) -> tuple[float, ...]:
         """The shares of the base's accuracy a task of `role` is read against."""
@@ -273,16 +279,20 @@ class StopRule:
         by_cuts = agrees and not inside
         return Reading(accuracy, by_cuts or accuracy.width <= self.width, min(by_width, by_cut), open=not by_cuts)
 
-    def next_total(self, done: int, n_items: int, reading: Reading | None) -> int:
-        """Where the next stage ends, `done` items scored: the first stage's size; then `growth`
-        times `done`, or further (up to REACH times) where the reading forecasts it settles only
-        further; every item once that is past JUMP of them (a stage costs a generation call whatever its size, so a
-        few large stages beat many small ones: docs/design.md)."""
+    def next_total(self, done: int, n_items: int, reading: Reading | None, label: str = "") -> int:
+        """Where task `label`'s next stage ends, `done` items scored: the first stage's size; then
+        `growth` times `done`, or further (up to REACH times) where the reading forecasts it
+        settles only further; every item once that is past JUMP of them. A stage costs a
+        generation call whatever its size, so a few large stages beat many small ones
+        (docs/design.md): none is smaller than the task's `call_items`, and none leaves fewer
+        than that behind it."""
+        floor = math.ceil(dict(self.call_items).get(label, 0.0))
         if done == 0 or reading is None:
-            return min(n_items, self.first)
-        grown = max(done + 1, int(round(done * self.growth)))
+            target = max(self.first, floor)
+            return n_items if target > n_items or n_items - target < floor else target
+        grown = max(done + 1, int(round(done * self.growth)), done + floor)
         target = max(grown, int(min(reading.need, REACH * done, n_items)))
-        return n_items if target >= JUMP * n_items else target
+        return n_items if target >= JUMP * n_items or n_items - target < floor else target
 
 
 def stageable(task) -> bool:

@@ -76,7 +76,7 @@ def evaluate_staged(score_stage, store: Store, req: EvalRequest, role: str, labe
         x = stored_stage(store, req, label, done, ids) if stored else None
         if x is None:
             stored = False
-            hi = rule.next_total(done, n, reading)
+            hi = rule.next_total(done, n, reading, label)
             t0 = time.perf_counter()
             res = score_stage([int(i) for i in order[done:hi]])
             store.write("samples", stage_key(req.trial_id, req.step, label, done), sample_rows(req, res, len(scored)))

@@ -32,6 +32,7 @@ from cliffsweep.orchestrator.series import SeriesWatch
 from cliffsweep.orchestrator.sharing import Sharing, Take, adoption
 from cliffsweep.orchestrator.topups import TopUps
 from cliffsweep.orchestrator.trialbook import TrialBook
+from cliffsweep.planner.evalcost import stage_floors
 from cliffsweep.storage import ledger
 from cliffsweep.storage.claims import Claims
 from cliffsweep.storage.store import LIVE_FILE, Store
@@ -79,7 +80,7 @@ class SweepRun:
         self.broken: dict[str, str] = {}  # model -> its base evaluation's error (drop_broken_models)
         watch = SeriesWatch(self.grid, self.book, self.tracker)  # the one reader of "series ready"
         self.refiner = Refiner(spec, store, watch, self.queue_refined)
-        self.rule = stop_rule(spec.eval.adaptive)  # None: every checkpoint scored on every item
+        self.rule = stop_rule(spec.eval.adaptive, call_items=stage_floors(spec, eval_backend))  # None: every item
         # with the rule on, a checkpoint the verdict hinges on is scored in full once its series'
         # trials are all in (topups.py), and a done trial's folders wait for that
         self.topups = TopUps(store, watch, self.tracker, self.refiner.final_round, self.top_up)

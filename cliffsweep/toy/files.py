@@ -22,9 +22,9 @@ DATA_DIR = Path(os.environ.get("CLIFFSWEEP_TOY_CACHE", Path.home() / ".cache" / 
 
 
 def _facts(held: bool) -> list[dict]:
-    from cliffsweep.toy.tasks import ToyFacts, ToyFactsParams
+    from cliffsweep.toy.tasks import ToyFacts
 
-    task = ToyFacts(ToyFactsParams(n_eval=200))
+    task = ToyFacts(ToyFacts.Params(n_eval=200))
     pairs = [(e.prompt, e.reference) for e in task.eval_examples()] if held else \
         [(e.prompt, e.response) for e in task.train_examples()]
     return [{"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": a}]} for q, a in pairs]

@@ -84,15 +84,10 @@ class GeneratedTask(Task):
         return True
 
 
-class ToyArithParams(TaskParams):
-    pass
-
-
 class ToyArith(GeneratedTask):
     """GSM8K-like retain task (scored with the GSM8K scorer, flexible match primary)."""
 
     name: ClassVar[str] = "toy_arith"
-    Params: ClassVar[type[TaskParams]] = ToyArithParams
     scorer_version: ClassVar[str] = GSM8K_SCORER_VERSION
     sampling: ClassVar[Sampling] = Sampling(max_tokens=64)
 
@@ -153,15 +148,10 @@ def mcq(fact: Fact, phrasing: int) -> tuple[str, str]:
     return "\n".join(lines), V.MCQ_LETTERS[choices.index(fact.value)]
 
 
-class ToyFactsParams(TaskParams):
-    pass
-
-
 class ToyFacts(GeneratedTask):
     """ChemL3-like learn task: fictional facts the base models have never seen."""
 
     name: ClassVar[str] = "toy_facts"
-    Params: ClassVar[type[TaskParams]] = ToyFactsParams
     scorer_version: ClassVar[str] = LETTER_SCORER_VERSION
     sampling: ClassVar[Sampling] = Sampling(max_tokens=4)
 

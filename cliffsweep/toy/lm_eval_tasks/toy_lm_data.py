@@ -7,8 +7,8 @@ from __future__ import annotations
 def arith(**kwargs):
     import datasets
 
-    from cliffsweep.toy.tasks import ToyArith, ToyArithParams
+    from cliffsweep.toy.tasks import ToyArith
 
     n = int(kwargs.get("n_eval", 200))
-    items = ToyArith(ToyArithParams(n_eval=n)).eval_examples()
+    items = ToyArith(ToyArith.Params(n_eval=n)).eval_examples()
     return {"test": datasets.Dataset.from_list([{"question": e.prompt, "answer": e.reference} for e in items])}
