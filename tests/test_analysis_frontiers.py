@@ -321,3 +321,33 @@ def test_the_forgetting_order_of_methods_under_each_optimizer():
     assert out.loc["sgd", "order"] == "lora(rank=8) > sft > ewc(lam=1)" and not out.loc["sgd", "same_order"]
     assert out.loc["sgd", "kendall_tau"] == pytest.approx(-1 / 3)
     assert forgetting_order(table[table["optimizer"] == "adamw"]).empty  # one optimizer: no claim
+
+
+def test_the_sorted_frontier_and_dominance_are_the_pairwise_definitions():
+    """Issue 62 part 3: pareto_mask and dominates_all without a margin sort instead of comparing
+    every pair; on small grids with ties and NaNs they keep exactly the points the definition
+    keeps (no other point >= on both axes and > on one; identical points do not dominate each
+    other; a NaN compares false) and say exactly when every point of b is dominated."""
+    from cliffsweep.analysis.pareto import dominates_all, pareto_mask
+
+    def front(L, R):
+        ge = (L[None, :] >= L[:, None]) & (R[None, :] >= R[:, None])
+        return ~(ge & ((L[None, :] > L[:, None]) | (R[None, :] > R[:, None]))).any(axis=1)
+
+    def covers(La, Ra, Lb, Rb):
+        ge = (La[None, :] >= Lb[:, None]) & (Ra[None, :] >= Rb[:, None])
+        strict = ge & ((La[None, :] > Lb[:, None]) | (Ra[None, :] > Rb[:, None]))
+        return bool(len(La) and len(Lb) and ge.any(axis=1).all() and strict.any())
+
+    rng = np.random.default_rng(0)
+    said = set()
+    for k in range(4000):
+        na, nb = rng.integers(0, 9, 2)
+        La, Ra, Lb, Rb = (rng.integers(0, 4, n).astype(float) for n in (na, na, nb, nb))  # many ties
+        if k % 4 == 0:
+            for x in (La, Ra, Lb, Rb):
+                x[rng.random(len(x)) < 0.15] = np.nan
+        assert (pareto_mask(La, Ra) == front(La, Ra)).all(), (La, Ra)
+        said.add(got := dominates_all(La, Ra, Lb, Rb))
+        assert got == covers(La, Ra, Lb, Rb), (La, Ra, Lb, Rb)
+    assert said == {True, False}

@@ -18,7 +18,7 @@ import pandas as pd
 
 from cliffsweep.analysis.classify import REGIMES, Thresholds, classify_arrays, lr_curve_arrays, paper_regime
 from cliffsweep.analysis.confidence import replicate_accuracies
-from cliffsweep.analysis.pareto import dominates_all, frontier_area, margins, pareto_mask
+from cliffsweep.analysis.pareto import Dominance, dominates_all, frontier_area, margins, pareto_mask
 from cliffsweep.analysis.runs import run_weights, runs_at, shortfall_se, unreproduced
 from cliffsweep.analysis.safe_lr import max_safe_lr_arrays
 from cliffsweep.analysis.within_noise import notes as noise_notes
@@ -228,6 +228,7 @@ def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame, robust: float = 0
         R0 = float(R[base].mean()) if len(base) else np.nan
         trained = np.flatnonzero(~base_rows)
         groups = {k: trained[v] for k, v in mpts.iloc[trained].groupby(SERIES_KEY, sort=False).indices.items()}
+        sorted_sets = {k: Dominance(L[o], R[o]) for k, o in groups.items()} if robust <= 0 else {}
         for key, pos in groups.items():
             both = np.concatenate([base, pos])
             mask = pareto_mask(L[both], R[both], robust, None if margin is None else (margin[0][both], margin[1][both]))
@@ -238,8 +239,9 @@ def _pareto_columns(table: pd.DataFrame, points: pd.DataFrame, robust: float = 0
                 "model_pareto_point_ids": ids[mine].tolist(),
                 "model_pareto_share": len(mine) / n_front,
                 "frontier_area": frontier_area(L[pos], R[pos], L0, R0) if len(base) else np.nan,
-                "dominated_by": sorted(labels[o[0]] for k, o in groups.items() if k != key and dominates_all(
-                    L[o], R[o], L[pos], R[pos], robust, _at(margin, o), _at(margin, pos))),
+                "dominated_by": sorted(labels[o[0]] for k, o in groups.items() if k != key and (
+                    sorted_sets[k].covers(L[pos], R[pos]) if robust <= 0 else
+                    dominates_all(L[o], R[o], L[pos], R[pos], robust, _at(margin, o), _at(margin, pos)))),
             })
     return table.merge(pd.DataFrame(extra), on=SERIES_KEY, how="left")
 

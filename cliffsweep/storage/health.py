@@ -8,8 +8,9 @@ then missing from the store exactly as if it had never been written, which the l
 handles: a checkpoint without its evaluation is evaluated again, a trial without its row is
 trained again (storage/ledger.py). So a repair never loses a result the sweep cannot redo.
 
-`check` is cheap where nothing is wrong: one read per table, the one every command does anyway;
-only a table that fails to read is opened file by file, to name every damaged file at once.
+`check` is cheap where nothing is wrong: per table its unit files read once and its compacted
+file's footer; only a table that fails to read is opened file by file, to name every damaged file
+at once.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from cliffsweep.storage.store import COMPACTED_PREFIX, MANIFEST, TABLES, Store
+from cliffsweep.storage.store import COMPACTED_PREFIX, MANIFEST, SCHEMAS, TABLES, Store
 
 DAMAGED = "_damaged"
 
@@ -85,11 +86,24 @@ def check(store: Store, tables: tuple[str, ...] = TABLES) -> list[Damage]:
     damages = []
     for table in tables:
         try:
-            store._read(table)
+            _read_cheaply(store, table)
         except Exception:  # noqa: BLE001 - whatever the reader raised, the per-file pass names it
             found = table_damages(store, table)
             damages += found or [Damage(table + "/", "the table cannot be read (no single file to blame)")]
     return damages
+
+
+def _read_cheaply(store: Store, table: str) -> None:
+    """Raise where `table` cannot be read: its unit files read as every reader reads them, its
+    compacted file's footer and schema only. A compacted file is written whole and then named
+    (Store.compact), so what goes wrong with one is a cut-short or foreign file, which its footer
+    shows; reading all its rows to find that out cost `status` 80 s and 16 GB on a
+    100,000-trial store (issue 62 part 3)."""
+    listed = store.list_table(table)
+    if listed.compacted and (why := _unreadable(store, listed.compacted)):
+        raise OSError(why)
+    if listed.units:
+        store._read_files(list(listed.units.values()), SCHEMAS[table])
 
 
 def ensure_readable(store: Store, tables: tuple[str, ...] = TABLES) -> None:

@@ -138,6 +138,8 @@ def unfolded(folded: pa.Table, units) -> pa.Table:
     since the compaction, whose unit file is listed among `units` (keys), overrides its folded
     rows. The one visibility rule, by which a store reads the same before, during and after a
     compaction, whoever reads it."""
+    if not units:  # a finished sweep's store: nothing written since (a filter would copy every row)
+        return folded
     return folded.filter(pc.invert(pc.is_in(folded[UNIT], pa.array(sorted(units), pa.string()))))
 
 
@@ -272,6 +274,12 @@ class Store:
         return relisted(lambda: self._retry(f"read table {table}", lambda: self._read(table)))
 
     def _read(self, table: str) -> pd.DataFrame:
+        return self.read_arrow(table).to_pandas()
+
+    def read_arrow(self, table: str) -> pa.Table:
+        """All rows of `table` as Arrow, not converted: what a reader that only checks or counts
+        needs (storage/health.py reads every table so; pandas' copy of a 100,000-trial store's
+        samples alone is tens of GB, Arrow's a few)."""
         listed = self.list_table(table)
         schema = SCHEMAS[table]
         parts = []
@@ -281,8 +289,8 @@ class Store:
         if listed.units:
             parts.append(self._read_files(list(listed.units.values()), schema))
         if not parts:
-            return schema.empty_table().to_pandas()
-        return pa.concat_tables(parts).to_pandas()
+            return schema.empty_table()
+        return pa.concat_tables(parts)
 
     def _read_files(self, files: list[str], schema: pa.Schema) -> pa.Table:
         """Many small files (parquetfiles.py: fetched in parallel from object storage)."""
