@@ -296,3 +296,33 @@ def test_a_trial_shows_each_checkpoint_s_canary_distance_where_its_store_kept_on
                       frames["checkpoints"])
     shown = {s["step"]: s["values"].get("canary distance") for s in view["scores"]}
     assert shown[steps[-1]] == 0.079 and all(shown[s] is None for s in steps[:-1])
+
+
+def test_a_grid_above_its_limit_is_sent_one_cell_per_lr_with_its_trials_counted(monkeypatch):
+    """Issue 62 part 3: past views.GRID_TRIALS_MAX trials the grid goes to the page folded, one
+    record per (model, series, length, lr) cell: the cell shows its least advanced status (done
+    only once every trial of it is), counts its trials by status, and the pending trials' reasons
+    are still counted one by one."""
+    from cliffsweep.dashboard import views
+
+    rows = [dict(trial_id=f"{m}-{s}-{lr}-{seed}", model=m, method=s, series=s, optimizer="adamw", epochs=1,
+                 max_steps=None, lr=lr, seed=seed, round=0, status="done", attempt=1, steps=4, total_steps=4,
+                 error=None, started_at=pd.Timestamp("2026-12-07", tz="UTC"), finished_at=None)
+            for m in ("a", "b") for s in ("sft", "ewc") for lr in (1e-4, 1e-3, 1e-2) for seed in range(4)]
+    trials = pd.DataFrame(rows)
+    trials.loc[trials["trial_id"] == "a-sft-0.001-2", "status"] = "pending"
+    trials.loc[trials["trial_id"] == "b-ewc-0.01-0", "status"] = "running"
+    empty_evals = pd.DataFrame(columns=["trial_id", "step", "series", "metric", "role", "n", "n_scored", "n_items"])
+    errors = pd.DataFrame(columns=["trial_id", "step", "kind", "message", "at"])
+    live = {"waiting": {"a-sft-0.001-2": "a free GPU"}, "at": "2026-12-07T00:00:00+00:00", "phase": "running"}
+    full = views.sweep_view(trials, empty_evals, errors, live, None, {}, 0.0)
+    monkeypatch.setattr(views, "GRID_TRIALS_MAX", 10)
+    folded = views.sweep_view(trials, empty_evals, errors, live, None, {}, 0.0)
+    assert len(full["grid"]) == 48 and len(folded["grid"]) == 12
+    cells = {(c["model"], c["series"], c["lr"]): c for c in folded["grid"]}
+    assert cells[("a", "sft", 1e-3)]["status"] == "pending"
+    assert cells[("a", "sft", 1e-3)]["folded"] == {"n": 4, "by_status": {"done": 3, "pending": 1}}
+    assert cells[("b", "ewc", 1e-2)]["status"] == "running"
+    assert cells[("a", "ewc", 1e-4)]["status"] == "done" and cells[("a", "ewc", 1e-4)]["folded"]["n"] == 4
+    assert folded["waits"] == full["waits"] == {"a free GPU": 1}
+    assert folded["counts"] == full["counts"] and folded["total"] == 48

@@ -57,24 +57,25 @@ def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, 
     latest = trials.drop_duplicates("trial_id", keep="last")
     grid = latest.sort_values(["model", "series", "epochs", "lr", "seed"])
     waiting = (live or {}).get("waiting", {})
-    cells = records(grid, GRID_COLUMNS)
-    for cell in cells:
-        if cell["status"] == TrialStatus.PENDING:
-            cell["waiting"] = waiting.get(cell["trial_id"], "no driver's live state names it")
+    pending = grid.loc[grid["status"] == TrialStatus.PENDING, "trial_id"]
+    why = pending.map(lambda t: waiting.get(t, "no driver's live state names it"))
+    cells = records(grid, GRID_COLUMNS) if len(grid) <= GRID_TRIALS_MAX else folded_cells(grid)
+    if len(grid) <= GRID_TRIALS_MAX:
+        for cell in cells:
+            if cell["status"] == TrialStatus.PENDING:
+                cell["waiting"] = waiting.get(cell["trial_id"], "no driver's live state names it")
     progress = (live or {}).get("progress", {})
     points = evals[~is_base(evals)][["trial_id", "step"]].drop_duplicates() if len(evals) else evals
     eval_errors = errors[errors["kind"].str.startswith("eval")] if len(errors) else errors
     started = progress.get("started_at") or (latest["started_at"].min().timestamp()
                                              if latest["started_at"].notna().any() else None)
-    waits: dict[str, int] = {}
-    for cell in cells:
-        if "waiting" in cell:
-            waits[cell["waiting"]] = waits.get(cell["waiting"], 0) + 1
+    waits = {str(k): int(v) for k, v in why.value_counts(sort=False).items()}
     return {
         "counts": clean(latest["status"].value_counts().to_dict()),
         "statuses": STATUSES,  # the page's order of the counts: the words are the server's, not a copy
         "waits": waits,
         "total": int(len(latest)),
+        "grid_trials_max": GRID_TRIALS_MAX,
         "grid": cells,
         "evals": {"checkpoints_done": int(len(points)), "base_done": int(evals.loc[is_base(evals), "trial_id"].nunique())
                   if len(evals) else 0, "queued": progress.get("evals_queued"), "errors": int(len(eval_errors)),
@@ -88,6 +89,33 @@ def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, 
         "eta_s": progress.get("eta_s") if not _finished(live) else 0,
         "cost": cost_view(latest, evals, spec, planned_hours),
     }
+
+
+GRID_TRIALS_MAX = 5_000
+"""Above this many trials the grid is sent folded, one cell per (model, series, length, lr) with
+its trials counted by status: a 100,000-trial store's grid was 27 MB of JSON a refresh, which the
+page took seconds to parse and draw (issue 62 part 3). The page draws one cell per lr either way."""
+
+CELL_KEYS = ["model", "series", "epochs", "max_steps", "lr"]
+
+
+def folded_cells(grid: pd.DataFrame) -> list[dict]:
+    """One record per grid cell: the columns of its last trial (in `grid`'s order), the status the
+    cell shows (its least advanced one, in STATUSES' order, so a cell is done only once all its
+    trials are), and `folded`: how many trials it holds, by status."""
+    keys = [k for k in CELL_KEYS if k in grid.columns]
+    rank = grid["status"].map({s: i for i, s in enumerate(STATUSES)}).fillna(len(STATUSES)).astype(int)
+    keyed = grid.assign(_rank=rank.to_numpy(), _cell=grid.groupby(keys, sort=False, dropna=False).ngroup().to_numpy())
+    last = keyed.drop_duplicates("_cell", keep="last").sort_values("_cell")
+    least = keyed.groupby("_cell")["_rank"].min().to_numpy()  # indexed 0 .. cells - 1, as `last`
+    shown = [STATUSES[i] if i < len(STATUSES) else "unknown" for i in least]
+    out = records(last.assign(status=shown), GRID_COLUMNS)
+    tally: list[dict[str, int]] = [{} for _ in out]
+    for (cell, status), n in keyed.groupby(["_cell", "status"], sort=False).size().items():
+        tally[cell][status] = int(n)
+    for cell, by_status in zip(out, tally):
+        cell["folded"] = {"n": sum(by_status.values()), "by_status": by_status}
+    return out
 
 
 def items_scored(evals: pd.DataFrame) -> dict[str, int]:

@@ -99,7 +99,8 @@ function renderGrid(grid) {
       const ts = cells.get(x) || [];
       if (!ts.length) return "<td></td>";
       const t = ts[ts.length - 1];
-      const tip = ts.map((u) => `${u.trial_id}: ${u.status}` + (u.steps ? ` (step ${u.steps}/${u.total_steps ?? "?"})` : "") +
+      const tip = ts.map((u) => u.folded ? `${u.folded.n} trials: ` + Object.entries(u.folded.by_status).map(([s, n]) => `${s} ${n}`).join(", ") +
+        ` (the grid is folded above ${snap.sweep.grid_trials_max} trials); ${u.trial_id}: ${u.status}` : `${u.trial_id}: ${u.status}` + (u.steps ? ` (step ${u.steps}/${u.total_steps ?? "?"})` : "") +
         (u.attempt > 1 ? `, attempt ${u.attempt}` : "") + (u.waiting ? `; waits for ${u.waiting}` : "") + (u.error ? `; ${u.error.slice(0, 200)}` : "")).join("\n");
       return `<td class="cell st-${esc(t.status)}" title="${esc(tip)}" data-trial="${esc(t.trial_id)}"></td>`;
     }).join("") + "</tr>";
