@@ -145,7 +145,10 @@ def unfolded(folded: pa.Table, units) -> pa.Table:
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """(pyarrow filesystem, path on it) of a URI (`s3://...`) or a local path."""
-    return pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
+    from cliffsweep.storage.counting import counted
+
+    fs, path = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
+    return counted(fs), path
 
 
 def is_store(uri: str) -> bool:
