@@ -351,3 +351,22 @@ def test_the_sorted_frontier_and_dominance_are_the_pairwise_definitions():
         said.add(got := dominates_all(La, Ra, Lb, Rb))
         assert got == covers(La, Ra, Lb, Rb), (La, Ra, Lb, Rb)
     assert said == {True, False}
+
+
+def test_the_large_synthetic_store_reads_as_a_finished_sweep_with_its_shapes(tmp_path):
+    """analysis/synthetic_large.py (issue 62 part 3's 100,000-trial store, written compacted and
+    column by column) writes what the readers read as a finished sweep: every trial done, every
+    checkpoint evaluated on both tasks with its items, and each model's ground truth (even models
+    cliff, odd ones gradual) read back for SFT."""
+    from cliffsweep.analysis.synthetic_large import LargeGrid, write_large_store
+    from cliffsweep.storage import ledger
+
+    grid = LargeGrid(models=2, seeds=1, items=60, series=("sft", "lora"), epochs=(1,))
+    store = write_large_store(str(tmp_path / "large"), grid)
+    trials, ck, ev, samples = (store.read(t) for t in ("trials", "checkpoints", "evals", "samples"))
+    assert len(trials) == 2 * grid.per_model == 40 and (trials["status"] == "done").all()
+    assert len(ck) == 3 * len(trials) and not ledger.unevaluated(ck, ev, ["chem_l3", "gsm8k"], set(trials["trial_id"]))
+    assert len(samples) == len(ev) * 60
+    assert not samples.duplicated(["trial_id", "step", "task", "example_id"]).any()
+    table = frontiers(load_store(str(tmp_path / "large")).points, n_boot=0).set_index(["model", "series"])
+    assert table.loc[("m000", "sft"), "regime"] == "cliff" and table.loc[("m001", "sft"), "regime"] == "gradual"

@@ -16,17 +16,15 @@ its items, so `evals` and `samples` agree as a real store's do.
 from __future__ import annotations
 
 import sys
-import uuid
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from cliffsweep.analysis.regimes import CLIFF, GRADUAL
 from cliffsweep.analysis.synthetic import true_accuracy
 from cliffsweep.storage.ledger import checkpoint_key
-from cliffsweep.storage.store import COMPACTED_PREFIX, SCHEMAS, SPEC_FILE, UNIT, Store, eval_key
+from cliffsweep.storage.store import SCHEMAS, SPEC_FILE, Store, eval_key
 from cliffsweep.sweep.grid import BASE
 from cliffsweep.sweep.status import TrialStatus
 
@@ -74,34 +72,14 @@ def _accuracy_table(grid: LargeGrid, shape: str) -> np.ndarray:
     return out
 
 
-def _table(name: str, cols: dict, units: np.ndarray) -> pa.Table:
-    """`cols` as table `name`'s schema (absent columns null), tagged with their write unit."""
-    schema, n = SCHEMAS[name], len(units)
-    arrays = [pa.array(cols[f.name], f.type) if f.name in cols else pa.nulls(n, f.type) for f in schema]
-    return pa.Table.from_arrays(arrays + [pa.array(units, pa.string())], schema=schema.append(pa.field(UNIT, pa.string())))
-
-
-class _Compacted:
-    """One table's compacted file, written a row group at a time, published once closed."""
-
-    def __init__(self, store: Store, table: str):
-        self.store, self.table, self.rows = store, table, 0
-        self.name = f"{COMPACTED_PREFIX}{uuid.uuid4().hex}.parquet"
-        self.sink = pa.BufferOutputStream()
-        self.writer = pq.ParquetWriter(self.sink, SCHEMAS[table].append(pa.field(UNIT, pa.string())))
-
-    def add(self, tbl: pa.Table) -> None:
-        self.writer.write_table(tbl)
-        self.rows += len(tbl)
-
-    def publish(self) -> None:
-        self.writer.close()
-        self.store.put_bytes(f"{self.table}/{self.name}", self.sink.getvalue().to_pybytes())
-        self.store.publish_compacted(self.table, self.name, self.rows)
+def _table(name: str, cols: dict, units: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    """`cols` typed as table `name`'s columns, and each row's write unit (Store.compacted_writer)."""
+    types = {f.name: f.type for f in SCHEMAS[name]}
+    return pa.table({k: pa.array(v, types[k]) for k, v in cols.items()}), units
 
 
 def _evaluations(grid: LargeGrid, m: int, tr: dict, acc: np.ndarray, rng: np.random.Generator,
-                 difficulty: np.ndarray, now) -> tuple[pa.Table, pa.Table]:
+                 difficulty: np.ndarray, now) -> tuple[tuple, tuple]:
     """Model `m`'s evals and samples rows: its base once, then every trial x checkpoint x task."""
     base_id = f"m{m:03d}-base"
     ck, task = grid.checkpoints, len(grid.tasks)
@@ -147,21 +125,21 @@ def write_large_store(path: str, grid: LargeGrid | None = None, seed: int = 0) -
                                  "tasks": {"learn": {"name": grid.tasks[0][0], "params": {}},
                                            "retain": [{"name": grid.tasks[1][0], "params": {}}]}})
     difficulty = rng.uniform(size=(len(grid.tasks), grid.items))
-    out = {t: _Compacted(store, t) for t in ("trials", "checkpoints", "evals", "samples")}
+    out = {t: store.compacted_writer(t) for t in ("trials", "checkpoints", "evals", "samples")}
     for m in range(grid.models):
         tr = _trials_of(grid, m)
         acc = _accuracy_table(grid, CLIFF if m % 2 == 0 else GRADUAL)
         evals, samples = _evaluations(grid, m, tr, acc, rng, difficulty, now)
-        out["evals"].add(evals)
-        out["samples"].add(samples)
-        out["trials"].add(_trials_table(grid, m, tr, now))
-        out["checkpoints"].add(_checkpoints_table(grid, tr, now))
+        out["evals"].add(*evals)
+        out["samples"].add(*samples)
+        out["trials"].add(*_trials_table(grid, m, tr, now))
+        out["checkpoints"].add(*_checkpoints_table(grid, tr, now))
     for c in out.values():
         c.publish()
     return store
 
 
-def _trials_table(grid: LargeGrid, m: int, tr: dict, now) -> pa.Table:
+def _trials_table(grid: LargeGrid, m: int, tr: dict, now) -> tuple:
     n = len(tr["trial_id"])
     steps = tr["epochs"] * grid.steps_per_epoch
     return _table("trials", {
@@ -173,7 +151,7 @@ def _trials_table(grid: LargeGrid, m: int, tr: dict, now) -> pa.Table:
         "final_loss": np.full(n, 0.5), "config": np.full(n, "{}")}, tr["trial_id"])
 
 
-def _checkpoints_table(grid: LargeGrid, tr: dict, now) -> pa.Table:
+def _checkpoints_table(grid: LargeGrid, tr: dict, now) -> tuple:
     ck = grid.checkpoints
     ids = np.repeat(tr["trial_id"], ck)
     c = np.tile(np.arange(1, ck + 1), len(tr["trial_id"]))

@@ -318,6 +318,11 @@ class Store:
         the one writer of the manifest (compaction, and a repair that keeps the readable one)."""
         self.put_bytes(f"{table}/{MANIFEST}", json.dumps({"file": name, "rows": rows}).encode())
 
+    def compacted_writer(self, table: str) -> "CompactedWriter":
+        """A writer of `table` as compaction leaves it, for a store written whole rather than unit by
+        unit (analysis/synthetic_large.py: 100,000 trials, hours as unit files)."""
+        return CompactedWriter(self, table)
+
     def compact(self, tables: tuple[str, ...] = TABLES) -> dict[str, int]:
         """Fold each table's unit files into one Parquet file, so that reading a large store on
         object storage is a handful of requests instead of one per write unit. Returns the unit
@@ -410,6 +415,31 @@ class Store:
     def exists(self, name: str) -> bool:
         info = self._retry(f"look up {name}", lambda: self.fs.get_file_info(f"{self.root}/{name}"))
         return info.type != pafs.FileType.NotFound
+
+
+class CompactedWriter:
+    """`Store.compacted_writer`: rows added in parts (one row group each, each row tagged with its
+    write unit), then the file written and named in the manifest at once (`publish`), as
+    `Store.compact` does: readers see the table whole or not at all."""
+
+    def __init__(self, store: Store, table: str):
+        self.store, self.table, self.rows = store, table, 0
+        self.schema = SCHEMAS[table].append(pa.field(UNIT, pa.string()))
+        self.name = f"{COMPACTED_PREFIX}{uuid.uuid4().hex}.parquet"
+        self.sink = pa.BufferOutputStream()
+        self.writer = pq.ParquetWriter(self.sink, self.schema)
+
+    def add(self, rows: pa.Table, units) -> None:
+        """`rows` (the table's columns; absent ones null) with `units`, each row's unit key."""
+        cols = [rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(len(rows), f.type)
+                for f in SCHEMAS[self.table]]
+        self.writer.write_table(pa.Table.from_arrays(cols + [pa.array(units, pa.string())], schema=self.schema))
+        self.rows += len(rows)
+
+    def publish(self) -> None:
+        self.writer.close()
+        self.store.put_bytes(f"{self.table}/{self.name}", self.sink.getvalue().to_pybytes())
+        self.store.publish_compacted(self.table, self.name, self.rows)
 
 
 FEW_ROWS = 64
