@@ -54,13 +54,13 @@ def one_thread():
 # `--dist loadfile --no-loadscope-reorder`) the long ones start at once and the short ones fill
 # the gaps at the end. Seconds side by side, from docs/testing.md's last measured round: a stale
 # number costs only balance, never a check.
-HEAVY_FIRST = {  # seconds each module took in a clean-clone .ci/run (2026-12-07, docs/testing.md)
-    "test_faults.py": 1249, "test_toy_regimes.py": 914, "test_slurm.py": 594, "test_sweep_failures.py": 545,
-    "test_realmodel_sweep.py": 426, "test_fastpath.py": 299, "test_rehearsal.py": 290, "test_full_disk.py": 230,
-    "test_many_drivers.py": 210, "test_refine_sweep.py": 182, "test_tracking_sweep.py": 179,
-    "test_analysis_e2e.py": 177, "test_multinode.py": 160, "test_lmeval.py": 132, "test_plan.py": 105,
-    "test_sweep_e2e.py": 104, "test_sweep_ddp.py": 102, "test_step_budget_sweep.py": 97, "test_object_storage.py": 74,
-    "test_submit.py": 71, "test_microbatch_loop.py": 70, "test_readme_example.py": 70, "test_dataset_task.py": 65,
+HEAVY_FIRST = {  # worker-seconds each module took in a quiet clean-clone .ci/run (2026-12-07, 1627066: docs/testing.md)
+    "test_faults.py": 869, "test_toy_regimes.py": 505, "test_slurm.py": 289, "test_realmodel_sweep.py": 271,
+    "test_sweep_failures.py": 247, "test_rehearsal.py": 182, "test_full_disk.py": 180, "test_refine_sweep.py": 178,
+    "test_many_drivers.py": 166, "test_tracking_sweep.py": 161, "test_fastpath.py": 157, "test_analysis_e2e.py": 153,
+    "test_multinode.py": 143, "test_lmeval.py": 120, "test_submit.py": 114, "test_sweep_e2e.py": 111,
+    "test_plan.py": 105, "test_sweep_ddp.py": 102, "test_step_budget_sweep.py": 97, "test_object_storage.py": 74,
+    "test_microbatch_loop.py": 70, "test_readme_example.py": 70, "test_dataset_task.py": 65,
     "test_evaltracker.py": 58, "test_evals_backends.py": 58, "test_stats_cache.py": 38, "test_realmodels.py": 37,
     "test_spec_property.py": 33, "test_fsdp.py": 32,
 }
