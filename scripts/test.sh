@@ -5,12 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/setup_browser.sh   # headless Chromium for the report screenshot test
-# Three pytest processes (pytest-xdist), each taking whole test modules (a module's fixtures, such
+# Two pytest processes (pytest-xdist), each taking whole test modules (a module's fixtures, such
 # as one shared sweep, stay in one process), the slowest modules first (tests/conftest.py
-# HEAVY_FIRST). Three on CI's two cores: the sweeps' tests wait much of their time (Ray and
-# Slurm scheduling, polled stores, servers starting), and a third process fills those waits
-# (docs/testing.md); CLIFFSWEEP_TEST_PROCS=1 runs them in this process, one at a time.
-procs=${CLIFFSWEEP_TEST_PROCS:-3}
+# HEAVY_FIRST); CLIFFSWEEP_TEST_PROCS=1 runs them in this process, one at a time. Not three: the
+# two cores are 99.8 % busy through the run (2026-12-07, docs/testing.md), so a third process
+# only shares them.
+procs=${CLIFFSWEEP_TEST_PROCS:-2}
 if [ "$procs" -gt 1 ]; then
   exec .venv/bin/python -m pytest -n "$procs" --dist loadfile --no-loadscope-reorder "$@"
 fi
