@@ -57,19 +57,21 @@ def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, 
     latest = trials.drop_duplicates("trial_id", keep="last")
     grid = latest.sort_values(["model", "series", "epochs", "lr", "seed"])
     waiting = (live or {}).get("waiting", {})
-    pending = grid.loc[grid["status"] == TrialStatus.PENDING, "trial_id"]
-    why = pending.map(lambda t: waiting.get(t, "no driver's live state names it"))
-    cells = records(grid, GRID_COLUMNS) if len(grid) <= GRID_TRIALS_MAX else folded_cells(grid)
-    if len(grid) <= GRID_TRIALS_MAX:
-        for cell in cells:
-            if cell["status"] == TrialStatus.PENDING:
-                cell["waiting"] = waiting.get(cell["trial_id"], "no driver's live state names it")
+    why = {t: waiting.get(t, "no driver's live state names it")
+           for t in grid.loc[grid["status"] == TrialStatus.PENDING, "trial_id"]}
+    folded = len(grid) > GRID_TRIALS_MAX
+    cells = folded_cells(grid) if folded else records(grid, GRID_COLUMNS)
+    for cell in () if folded else cells:
+        if cell["trial_id"] in why:
+            cell["waiting"] = why[cell["trial_id"]]
     progress = (live or {}).get("progress", {})
     points = evals[~is_base(evals)][["trial_id", "step"]].drop_duplicates() if len(evals) else evals
     eval_errors = errors[errors["kind"].str.startswith("eval")] if len(errors) else errors
     started = progress.get("started_at") or (latest["started_at"].min().timestamp()
                                              if latest["started_at"].notna().any() else None)
-    waits = {str(k): int(v) for k, v in why.value_counts(sort=False).items()}
+    waits: dict[str, int] = {}
+    for reason in why.values():
+        waits[reason] = waits.get(reason, 0) + 1
     return {
         "counts": clean(latest["status"].value_counts().to_dict()),
         "statuses": STATUSES,  # the page's order of the counts: the words are the server's, not a copy
