@@ -76,22 +76,13 @@ def measure(uris: list[str], port: int, seconds: float, cache: Path) -> dict[str
                                 env={**os.environ, "CLIFFSWEEP_DASHBOARD_CACHE": str(cache)})
         server = psutil.Process(proc.pid)
         try:
-            # the page is opened once the port answers, as a user opens the address the command
-            # prints: a navigation retried every 50 ms would cost Chromium's CPU an error page each
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
-                    break
-                except OSError:
-                    time.sleep(0.01)
-            page.goto(f"http://127.0.0.1:{port}/")
+            open_when_listening(page, port)
             page.wait_for_selector("#grid td.cell", timeout=300_000)
             page.wait_for_selector(".series-row .regime", timeout=300_000)
             page.wait_for_function("document.body.dataset.drawn === '1'", timeout=300_000)
             # when the page did each (its performance marks), not when Playwright's polling, at
             # most every 500 ms and held off while the page draws, saw it
-            grid, first, plots = (page.evaluate("(n) => performance.timeOrigin + performance.getEntriesByName(n)[0].startTime",
-                                                f"cliffsweep:{name}") / 1000 - t0 for name in ("grid", "regimes", "drawn"))
+            grid, first, plots = (marked(page, name) - t0 for name in ("grid", "regimes", "drawn"))
             page.wait_for_function("document.getElementById('frontier-said').textContent.includes('bootstrap')",
                                    timeout=600_000)
             confident = time.time() - t0
@@ -106,6 +97,24 @@ def measure(uris: list[str], port: int, seconds: float, cache: Path) -> dict[str
             browser.close()
     return {"grid shown s": grid, "regimes shown s": first, "plots drawn s": plots, "confidence s": confident, "refresh CPU s (unchanged)": idle,
             "refresh CPU s (one trial landed)": changed, "then its bootstrap pass CPU s": boot}
+
+
+def open_when_listening(page, port: int) -> None:
+    """Open the dashboard once its port answers, as a user opens the address the command prints:
+    a navigation retried every 50 ms would cost Chromium's CPU an error page each."""
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
+            break
+        except OSError:
+            time.sleep(0.01)
+    page.goto(f"http://127.0.0.1:{port}/")
+
+
+def marked(page, name: str) -> float:
+    """When the page set its performance mark `cliffsweep:<name>` (epoch seconds)."""
+    return page.evaluate("(n) => performance.timeOrigin + performance.getEntriesByName(n)[0].startTime",
+                         f"cliffsweep:{name}") / 1000
 
 
 def quiet(window: float = 0.25, busy: float = 0.02, limit: float = 10.0) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import socket
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_dashboard import FLAGS, quiet  # noqa: E402
+from bench_dashboard import FLAGS, marked, open_when_listening, quiet  # noqa: E402
 
 
 def store_of(out: Path, models: int, items: int) -> str:
@@ -67,17 +66,10 @@ def dashboard(uri: str, port: int, limit: float) -> dict[str, float]:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         server, peak = psutil.Process(proc.pid), 0.0
         try:
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
-                    break
-                except OSError:
-                    time.sleep(0.01)
-            page.goto(f"http://127.0.0.1:{port}/")
+            open_when_listening(page, port)
             page.wait_for_selector("#grid td.cell", timeout=limit * 1000)
             page.wait_for_selector(".series-row .regime", timeout=limit * 1000)
-            grid, regimes = (page.evaluate("(n) => performance.timeOrigin + performance.getEntriesByName(n)[0].startTime",
-                                           f"cliffsweep:{name}") / 1000 - t0 for name in ("grid", "regimes"))
+            grid, regimes = (marked(page, name) - t0 for name in ("grid", "regimes"))
             peak = server.memory_info().rss / 1e9
         finally:
             proc.terminate()
