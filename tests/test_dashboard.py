@@ -18,6 +18,16 @@ from cliffsweep.storage.tablecache import TableCache
 from cliffsweep.storage.store import Store
 
 
+def aged(folder: Path, seconds: float = 3600) -> None:
+    """The files under `folder` dated `seconds` back: written long before a read, as a running
+    sweep's older files are (a file younger than tablecache.SETTLE_S is read again every time)."""
+    import os
+    import time
+
+    for f in folder.rglob("*.parquet"):
+        os.utime(f, (time.time() - seconds, time.time() - seconds))
+
+
 def _sorted(df: pd.DataFrame) -> pd.DataFrame:
     key = [c for c in ("trial_id", "step", "task", "metric", "example_id") if c in df.columns]
     return df.sort_values(key).reset_index(drop=True)
@@ -28,6 +38,7 @@ def test_the_table_cache_reads_what_the_store_reads_through_compaction_and_rewri
     rows = lambda tid, v: [{"trial_id": tid, "step": 1, "kind": "k", "message": v}]  # noqa: E731
     for i in range(3):
         store.write("errors", f"u{i}", rows(f"t{i}", "first"))
+    aged(tmp_path / "s")
     cache = TableCache(store)
     first, changed = cache.read("errors")
     assert changed and _sorted(first).equals(_sorted(store.read("errors")))
@@ -52,6 +63,7 @@ def test_tables_kept_on_disk_spare_a_restart_the_files_it_read_and_never_hide_a_
     rows = lambda tid, v: [{"trial_id": tid, "step": 1, "kind": "k", "message": v}]  # noqa: E731
     for i in range(diskcache.SAVE_AFTER_FILES + 20):
         store.write("errors", f"u{i}", rows(f"t{i}", "first"))
+    aged(tmp_path / "s")
     first, _ = TableCache(store, disk).read("errors")  # read all, and kept: as many files as SAVE_AFTER_FILES
     files = sorted((tmp_path / "s" / "errors").glob("u*.parquet"))
     originals = {f: (f.read_bytes(), f.stat()) for f in files}

@@ -249,3 +249,27 @@ def test_points_handed_back_keep_their_place_in_the_line():
     queue.put_back(["a2", "a3"])
     queue.add(["c1"])
     assert list(queue.items) == ["a2", "a3", "b1", "b2", "c1"]
+
+
+def test_sigterm_stops_a_sweep_as_ctrl_c_does():
+    """driver.stop_on_sigterm: SIGTERM goes to whatever handles SIGINT at that moment (Tune's
+    graceful stop while trials run), else it is a KeyboardInterrupt, as Ctrl-C is. The sweep's
+    own SIGTERM path is tests/test_faults.py's first test."""
+    import os
+    import signal
+
+    from cliffsweep.orchestrator.driver import stop_on_sigterm
+
+    seen = []
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        stop_on_sigterm()
+        signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert seen == [signal.SIGINT]
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # no callable handler: Ctrl-C's default
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])

@@ -216,6 +216,36 @@ def test_the_dashboard_s_first_read_begun_before_a_compaction_is_read_again(tmp_
     assert board._first is None  # used once
 
 
+def test_a_file_rewritten_at_the_same_size_within_its_mtime_s_second_is_read_again(tmp_path):
+    """Issue 62 part 2: the driver reads its store through TableCache, which trusts a file by
+    (size, mtime). S3 dates a file to the second, so a unit rewritten within that second at the
+    same size (a trial's `pending` -> `running`) lists exactly as before. Replayed here by putting
+    the old mtime back on the rewritten file: the cache still returns the new row, since the file
+    was young when read (SETTLE_S); once aged, the file is read no more."""
+    import os
+
+    import cliffsweep.storage.tablecache as tables
+
+    store = Store(str(tmp_path / "s"))
+    store.write("trials", "t0", [{"trial_id": "t0", "status": "pending", "lr": 0.1}])
+    path = tmp_path / "s" / "trials" / "t0.parquet"
+    cache = tables.TableCache(Store(store.uri))
+    assert list(cache.read("trials")[0]["status"]) == ["pending"]
+    before = path.stat()
+    store.write("trials", "t0", [{"trial_id": "t0", "status": "running", "lr": 0.1}])
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size  # the listing cannot tell the two apart
+    frame, changed = cache.read("trials")
+    assert changed and list(frame["status"]) == ["running"]
+    old = before.st_mtime_ns - int(2 * tables.SETTLE_S * 1e9)
+    os.utime(path, ns=(old, old))  # aged: now trusted by (size, mtime)
+    assert list(cache.read("trials")[0]["status"]) == ["running"]
+    path.write_bytes(bytes(before.st_size))  # garbled, listed the same: not read again
+    os.utime(path, ns=(old, old))
+    frame, changed = cache.read("trials")
+    assert not changed and list(frame["status"]) == ["running"]
+
+
 def test_the_incremental_reader_equals_store_read_through_compactions_rewrites_and_kills(tmp_path):
     """Issue 50 part 2: the dashboard's incremental reader (storage/tablecache.py) returns exactly
     the rows `Store.read` returns, one cache kept across every step, as a dashboard keeps it

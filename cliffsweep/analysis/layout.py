@@ -96,6 +96,17 @@ def _renderer(fig):
     return fig.canvas.get_renderer()
 
 
+def _drawn_once(fig):
+    """The figure's renderer, the figure drawn on the first call only: what label placement
+    measures (axes boxes, titles, the labels it tries) does not move when another panel's labels
+    or limits change, and a draw per panel made a figure of n panels cost n full draws (issue 62
+    part 3: two thirds of `analyze`'s figure time on a paper-sized store)."""
+    if not getattr(fig, "_cliffsweep_drawn", False):
+        fig.canvas.draw()
+        fig._cliffsweep_drawn = True
+    return fig.canvas.get_renderer()
+
+
 def place_labels(ax, items: list[tuple[float, float, str, str]], obstacles: list[Bbox] | None = None,
                  fontsize: float = 6.5) -> int:
     """Annotate each (x, y, text, colour) next to its point at the first of eight offsets
@@ -104,7 +115,7 @@ def place_labels(ax, items: list[tuple[float, float, str, str]], obstacles: list
     out (its point is still drawn, and the report's table lists it). Limits must be final.
     Returns how many labels were left out."""
     fig = ax.figure
-    renderer = _renderer(fig)
+    renderer = _drawn_once(fig)
     taken = list(obstacles or [])
     title = ax.title.get_window_extent(renderer)
     if ax.title.get_text():

@@ -313,6 +313,17 @@ def load_stores(uris: list[str], learn_task: str | None = None, retain_task: str
 READ_TABLES = ("evals", "trials", "samples", "steps")
 
 
+def points_only(evals: pd.DataFrame, trials: pd.DataFrame, spec: dict, uri: str) -> StoreData:
+    """:func:`store_data` of one store without its per-item samples and training curves: the points
+    and tasks a verdict without the bootstrap reads (the driver's top-ups, which read the store
+    every time a series is in, from tables it keeps: issue 62 part 2)."""
+    from cliffsweep.storage.store import SCHEMAS
+
+    empty = {t: SCHEMAS[t].empty_table().to_pandas() for t in ("samples", "steps")}
+    return store_data({"evals": [evals], "trials": [trials], "samples": [empty["samples"]], "steps": [empty["steps"]]},
+                      [spec] if spec else [], [uri])
+
+
 def store_data(tables: dict[str, list[pd.DataFrame]], specs: list[dict], uris: list[str], learn_task: str | None = None,
                retain_task: str | None = None, pick: str = "final", suite: str = "share_of_base",
                metric: str = "accuracy") -> StoreData:

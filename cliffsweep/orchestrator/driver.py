@@ -181,7 +181,7 @@ def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int, ver
             num_samples=len(queue.items) + n_todo + len(run.grid) + max_refine_trials(spec) + max_verify_trials(spec),
             max_concurrent_trials=concurrency, reuse_actors=True),
         run_config=tune.RunConfig(
-            storage_path=absolute_uri(run.store.uri).rstrip("/") + "/_tune", name=f"run-{int(time.time())}",
+            storage_path=absolute_uri(run.tables.store.uri).rstrip("/") + "/_tune", name=f"run-{int(time.time())}",
             failure_config=tune.FailureConfig(max_failures=r.max_retries),
             callbacks=[sweep_callback(run)], verbose=0),
     ).fit()

@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Callable
 
 from cliffsweep.orchestrator.series import SeriesWatch
+from cliffsweep.storage.tablecache import TableCache
 from cliffsweep.sweep.grid import Trial, expand_grid, is_base, refined_trials, series_key, verification_trials
 
 
@@ -67,11 +68,12 @@ def stored_verification_trials(spec, grid: list[Trial], stored: list[dict]) -> l
 
 
 class Refiner:
-    def __init__(self, spec, store, watch: SeriesWatch, queue_configs: Callable[[list[Trial]], None]):
-        """`watch`: the run's series and whether each is in (series.py: its grid is the very
+    def __init__(self, spec, tables: TableCache, watch: SeriesWatch, queue_configs: Callable[[list[Trial]], None]):
+        """`tables`: the store, read again only where its files changed (issue 62 part 2);
+        `watch`: the run's series and whether each is in (series.py: its grid is the very
         list the run extends as trials are added, refined ones included); `queue_configs`
         records and queues the trials a round adds."""
-        self.spec, self.store, self.watch = spec, store, watch
+        self.spec, self.tables, self.watch = spec, tables, watch
         self.queue_configs = queue_configs
         self.cfg = spec.refine
         self.asked: dict[tuple, int] = {}  # series -> the round whose next lrs were computed
@@ -125,11 +127,11 @@ class Refiner:
         spec = self.spec
         learn = task_label(spec.tasks.learn.name, spec.tasks.learn.params)
         retain = [task_label(t.name, t.params) for t in spec.tasks.retain]
-        evals = scores_of(self.store.read("evals"))
+        evals = scores_of(self.tables.rows("evals"))
         if spec.tasks.learn_suite:
             evals, _, learn = with_learn_suite(evals, evals.iloc[:0], [task_label(t.name, t.params)
                                                                         for t in spec.tasks.learn_suite])
-        return points_from_evals(evals, self.store.read("trials"), learn, retain)[0]
+        return points_from_evals(evals, self.tables.rows("trials"), learn, retain)[0]
 
     def next_rounds(self, points, ready: list[tuple]) -> list[Trial]:
         from cliffsweep.analysis.next_lrs import next_lrs, series_curve

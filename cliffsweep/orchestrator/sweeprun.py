@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
 from cliffsweep.faults import maybe_fail
 from cliffsweep.analysis.topup import stop_rule
@@ -36,6 +37,7 @@ from cliffsweep.planner.evalcost import stage_floors
 from cliffsweep.storage import ledger
 from cliffsweep.storage.claims import Claims
 from cliffsweep.storage.store import LIVE_FILE, Store
+from cliffsweep.storage.tablecache import TableCache
 from cliffsweep.sweep.grid import Trial, base_trial_id, expand_grid
 from cliffsweep.sweep.rehearsal import Rehearsal
 from cliffsweep.sweep.reports import Begin, CheckpointReport, EndReport, Report
@@ -53,7 +55,8 @@ class SweepRun:
         from here on, nothing is filled in later (issue 33). `claims`: this driver's claims on the
         store (storage/claims.py: several drivers may share it, issue 53). `stream`, `err`: the
         terminal's streams for cliffsweep's own lines (orchestrator/terminal.py)."""
-        self.spec, self.store = spec, store
+        # the store; what the tick reads of it is read again only where files changed (issue 62 part 2)
+        self.spec, self.tables = spec, TableCache(store)
         self.sharing = Sharing(claims)
         self.grid = expand_grid(spec)  # + refined trials, as refinement adds them (refiner.py)
         self.by_id = {t.trial_id: t for t in self.grid}
@@ -79,11 +82,11 @@ class SweepRun:
                               claim=self.claim_job)
         self.broken: dict[str, str] = {}  # model -> its base evaluation's error (drop_broken_models)
         watch = SeriesWatch(self.grid, self.book, self.tracker)  # the one reader of "series ready"
-        self.refiner = Refiner(spec, store, watch, self.queue_refined)
+        self.refiner = Refiner(spec, self.tables, watch, self.queue_refined)
         self.rule = stop_rule(spec.eval.adaptive, call_items=stage_floors(spec, eval_backend))  # None: every item
         # with the rule on, a checkpoint the verdict hinges on is scored in full once its series'
         # trials are all in (topups.py), and a done trial's folders wait for that
-        self.topups = TopUps(store, watch, self.tracker, self.refiner.final_round, self.top_up)
+        self.topups = TopUps(self.tables, watch, self.tracker, self.refiner.final_round, self.top_up)
         self.prune_later: list[tuple[str, int | None, set[int]]] = []
 
     # --- a run, step by step (driver.run_sweep) -----------------------------------------------
@@ -91,7 +94,7 @@ class SweepRun:
         """What the store already holds: refined trials of earlier runs rejoin the grid, trials
         that need no training keep their status (and count on the progress line); returns the
         trials to train (recorded pending)."""
-        stored = self.store.read("trials").to_dict("records")
+        stored = self.tables.store.read("trials").to_dict("records")
         self.add_trials(stored_refined_trials(self.spec, self.grid, stored))
         self.add_trials(stored_verification_trials(self.spec, self.grid, stored))
         self.progress.n_trials = len(self.grid)
@@ -136,7 +139,7 @@ class SweepRun:
 
         self.every.last["live"] = time.time()
         free = ray.available_resources() if ray.is_initialized() else {}
-        self.store.write_json(LIVE_FILE, live_record(
+        self.tables.store.write_json(LIVE_FILE, live_record(
             self.sharing.label, self.progress, {c.job_id: list(c.trial_ids) for c in self.running_jobs.values()},
             [list(c.trial_ids) for c in self.queue.items], self.book.statuses(), self.spec.resources, free,
             self.tracker.live()))
@@ -191,7 +194,7 @@ class SweepRun:
         self.reconcile()  # checkpoints an earlier run reported but never evaluated
         progress.phase = Phase.STATISTICS
         progress.refresh(force=True)
-        stats_failed = self.configs.add_stats(self.store, todo)
+        stats_failed = self.configs.add_stats(self.tables.store, todo)
         for tid, msg in stats_failed.items():
             self.fail_if_mine(tid, msg)
         return [t for t in todo if t.trial_id not in stats_failed]
@@ -231,7 +234,7 @@ class SweepRun:
         its trials and wait for them like any trial another driver holds."""
         self.add_trials(trials)
         trials = self.sharing.take_rounds(trials, self.spec.seeds)
-        failed = self.configs.add_stats(self.store, trials)
+        failed = self.configs.add_stats(self.tables.store, trials)
         for t in trials:
             if t.trial_id in failed:
                 self.fail_if_mine(t.trial_id, failed[t.trial_id])
@@ -297,8 +300,6 @@ class SweepRun:
     def claim_job(self, job: JobRun) -> JobRun | None:
         """`job` with only the trials this driver could claim (JobQueue, as Tune takes it); None
         if it keeps none."""
-        from dataclasses import replace
-
         keep = tuple(cfg for cfg in job.trials if self.take_trial(cfg.trial.trial_id))
         if len(keep) == len(job.trials):
             return job
@@ -314,7 +315,7 @@ class SweepRun:
         something): statuses they wrote, trials their rounds added, evaluations they stored; and
         the trials and base evaluations whose driver is gone (its claims lapsed) become this
         driver's (sharing.adoption decides)."""
-        sharing, rows = self.sharing, self.store.read("trials")
+        sharing, rows = self.sharing, self.tables.rows("trials")
         stored = rows.to_dict("records")
         new = [t for t in stored_refined_trials(self.spec, self.grid, stored)
                + stored_verification_trials(self.spec, self.grid, stored) if t.trial_id not in self.by_id]
@@ -322,7 +323,7 @@ class SweepRun:
         sharing.elsewhere.update(t.trial_id for t in new)
         self.progress.n_trials = len(self.grid)
         if sharing.bases_elsewhere or self.refiner.active:  # another driver's base evaluation, which rounds wait for
-            self.tracker.note_evaluated(ledger.evaluated_keys(self.store.read("evals"), self.tracker.task_names))
+            self.tracker.note_evaluated(ledger.evaluated_keys(self.tables.rows("evals"), self.tracker.task_names))
         latest = dict(zip(rows["trial_id"], rows["status"])) if not rows.empty else {}
         bases_done = {m for m in sharing.bases_elsewhere if self.tracker.was_evaluated(base_trial_id(m), 0)}
         got = adoption(latest, self.by_id, sharing.mine(), sharing.others(), sharing.elsewhere,
@@ -350,7 +351,6 @@ class SweepRun:
         return trials_per_job(n, job_slots(self.spec, ray.cluster_resources()), self.spec.resources.trials_per_job,
                               shared=self.sharing.shared)
 
-
     # --- reports, checkpoints, evaluations ----------------------------------------------------
     def on_report(self, tid: str, rec: Report) -> None:
         """A trial's report, from the inbox (sweep/reports.py): a trial of a job starts; a
@@ -363,7 +363,7 @@ class SweepRun:
             maybe_fail(f"driver_report:{tid}:{rec.step}")
             # The trial's rank 0 records it too; writing it here as well covers a worker that
             # died between its report and its row (idempotent).
-            self.evaluate(ledger.record_checkpoint(self.store, self.configs.checkpoint_root, tid, rec.step, rec.epoch,
+            self.evaluate(ledger.record_checkpoint(self.tables.store, self.configs.checkpoint_root, tid, rec.step, rec.epoch,
                                                    rec.checkpoint_kind))
             self.book.note(rec)
         elif isinstance(rec, EndReport):
@@ -385,7 +385,7 @@ class SweepRun:
     def reconcile(self) -> None:
         """From the store: every reported checkpoint of this grid that lacks an evaluation is
         sent (once per run: one that already failed in this run waits for the next run)."""
-        ck, ev = self.store.read("checkpoints"), self.store.read("evals")
+        ck, ev = self.tables.rows("checkpoints"), self.tables.rows("evals")
         self.tracker.note_evaluated(ledger.evaluated_keys(ev, self.tracker.task_names))
         for rec in ledger.records(ck):
             if rec.trial_id in self.by_id:
@@ -397,4 +397,4 @@ class SweepRun:
     def prune(self, tid: str, final: int | None, steps: set[int]) -> None:
         """A done trial's checkpoints that nothing will read again go (spec.keep_checkpoints)."""
         if final is not None:
-            ledger.prune_done(self.store, self.configs.checkpoint_root, tid, final, steps, self.spec.keep_checkpoints)
+            ledger.prune_done(self.tables.store, self.configs.checkpoint_root, tid, final, steps, self.spec.keep_checkpoints)

@@ -23,17 +23,19 @@ from typing import Callable
 
 from cliffsweep.faults import maybe_fail
 from cliffsweep.storage import ledger
+from cliffsweep.storage.tablecache import TableCache
 from cliffsweep.orchestrator.series import Series, SeriesWatch
 from cliffsweep.sweep.grid import Trial, is_base, series_key
 
 
 class TopUps:
-    def __init__(self, store, watch: SeriesWatch, tracker, final_round: Callable[[Series, int], bool],
+    def __init__(self, tables: TableCache, watch: SeriesWatch, tracker, final_round: Callable[[Series, int], bool],
                  evaluate: Callable[[ledger.CheckpointRecord, int, tuple[str, ...]], None]):
-        """`watch`: the run's series and whether each is in (series.py); `final_round(series,
+        """`tables`: the store, read again only where its files changed (the driver's, issue 62
+        part 2); `watch`: the run's series and whether each is in (series.py); `final_round(series,
         round)`: whether refinement adds no round after `round`; `evaluate(record, at_least,
         tasks)` sends one."""
-        self.store, self.watch, self.tracker = store, watch, tracker
+        self.tables, self.watch, self.tracker = tables, watch, tracker
         self.final_round, self.evaluate = final_round, evaluate
         self.checked: dict[Series, int] = {}  # series -> its trials when checked
         self.sent: dict[str, set[tuple[int, str]]] = {}  # trial -> (step, task) topped up by this run
@@ -66,25 +68,28 @@ class TopUps:
         if not ready and not again:
             return 0
         from cliffsweep.analysis.frontiers import frontiers
-        from cliffsweep.analysis.points import AnalysisInputError, load_store
+        from cliffsweep.analysis.points import AnalysisInputError, points_only
+        from cliffsweep.storage.store import SPEC_FILE
         from cliffsweep.analysis.topup import SERIES, top_ups
 
         for key in ready:
             self.checked[key] = self.watch.size(key)
         due = set(ready) | set(again)
+        store, evals = self.tables.store, self.tables.rows("evals")
         try:
-            data = load_store(self.store.uri)
+            spec = store.read_json(SPEC_FILE) if store.exists(SPEC_FILE) else {}
+            data = points_only(evals, self.tables.rows("trials"), spec, store.uri)
         except AnalysisInputError:
             for key in again:
                 self.waiting.pop(key)
             return 0  # nothing the analysis can read yet: no verdict hinges on anything
         pts = data.points
         mine = pts[is_base(pts) | pts[SERIES].apply(tuple, axis=1).isin(due)]
-        ckpts = {r.key: r for r in ledger.records(self.store.read("checkpoints"))}
+        ckpts = {r.key: r for r in ledger.records(self.tables.rows("checkpoints"))}
         # a checkpoint's task is topped up once per run: one a round sent that is still short
         # (another driver's trial, declined) is left to a re-run, so the rounds end
         keys = []
-        for k in top_ups(mine, frontiers(mine, n_boot=0), self.store.read("evals"),
+        for k in top_ups(mine, frontiers(mine, n_boot=0), evals,
                          {"L": data.learn_task, "R": data.retain_task}):
             new = sorted(t for t in k.tasks if (k.step, t) not in self.sent.get(k.trial_id, ()))
             if (k.trial_id, k.step) in ckpts and new:

@@ -8,6 +8,12 @@ the run before. It never writes to the store. It reads the files `Store.list_tab
 keeps the compacted rows `store.unfolded` keeps, as `Store.read` does: the store's format is
 stated once, in storage/ (issue 50 part 2: the dashboard restated it, and a change to
 compaction would have shown wrong rows there without a word).
+
+A file is trusted by (size, mtime) only once its mtime is `SETTLE_S` older than the clock of the
+read that saw it. Object storage dates a file to the second (S3's LastModified), and a unit
+rewritten within that second at the same size (a trial's `pending` -> `running`, a top-up's
+counts) would otherwise keep its old rows for good; a file read while still that young is read
+again on the next call, until it has aged. So what is read again stays what changed lately.
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import time
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from cliffsweep.storage import diskcache
 from cliffsweep.storage.parquetfiles import Read, ReaderPool, Underway
-from cliffsweep.storage.store import SCHEMAS, UNIT, Store, is_store, relisted, unfolded
+from cliffsweep.storage.store import SCHEMAS, UNIT, Store, is_store, relisted, retrying, unfolded
 
 if TYPE_CHECKING:  # imported by to_pandas: the dashboard begins its first read before pandas is (cli.py)
     import pandas as pd
@@ -32,6 +40,8 @@ _FILE = "__file"
 # more than parsing them here, 2.3 s against 1.6 s for one store)
 POOLED = diskcache.TABLES
 FIRST_PASS = diskcache.TABLES  # what the dashboard reads every turn; the samples only for the bootstrap
+SETTLE_S = 5.0  # a file's mtime this much older than the reading clock: its (size, mtime) names one version.
+# One second of S3's dating, and clock skew between an object store and this machine up to the rest
 
 
 class TableCache:
@@ -45,16 +55,22 @@ class TableCache:
         self._rows: dict[str, pa.Table] = {}  # table -> rows of every file read, tagged with its path
         self._seen: dict[str, dict[str, tuple[int, int]]] = {}  # table -> the files behind _rows
         self._listed: dict[str, dict[str, tuple[int, int]]] = {}  # table -> its folder's last listing
+        self._young: dict[str, set[str]] = {}  # table -> files read before their mtime settled (read again)
         self._frames: dict[str, pd.DataFrame] = {}
 
     def read(self, table: str) -> tuple[pd.DataFrame, bool]:
         """(`table`'s rows, whether they changed since the last call)."""
         return read_tables([self], (table,))[0][table]
 
+    def rows(self, table: str) -> pd.DataFrame:
+        """`table`'s rows, as `Store.read` returns them and retried as it retries (a store on object
+        storage through an outage): what the driver reads each turn (issue 62 part 2)."""
+        return retrying(f"read table {table}", self.store.uri, lambda: self.read(table)[0])
+
     def _plan(self, table: str) -> _Plan | None:
         """What reading `table` now takes: None while its folder's listing is the last one read."""
-        files = self.store.table_listing(table)
-        if table in self._frames and files == self._listed.get(table):
+        listed_at, files = time.time(), self.store.table_listing(table)
+        if table in self._frames and files == self._listed.get(table) and not self._young.get(table):
             return None  # unchanged: not even the manifest is read again (a request on object storage)
         listed = self.store.list_table(table, files)
         units, compacted = listed.units, listed.compacted
@@ -63,17 +79,19 @@ class TableCache:
             kept = diskcache.load(self.disk / f"{table}.arrow", self.store.uri, self._tagged(table))
             if kept is not None:
                 self._rows[table], self._seen[table] = kept
-        old = self._seen.get(table, {})
-        keep = {p for p in wanted if p in old and old[p] == files[p]}
+        old, again = self._seen.get(table, {}), self._young.get(table, set())
+        keep = {p for p in wanted if p in old and old[p] == files[p] and p not in again}
         fresh = sorted(wanted - keep)
         fs, schema = self.store.fs, SCHEMAS[table]
         reads = ([Read(fs, [compacted], schema.append(pa.field(UNIT, pa.string())), _FILE)] if compacted in fresh else []) \
             + [Read(fs, [p for p in fresh if p != compacted], schema, _FILE)]
-        return _Plan(self, table, files, compacted, set(units), wanted, keep, reads)
+        return _Plan(self, table, files, compacted, set(units), wanted, keep, reads, listed_at)
 
-    def _finish(self, plan: _Plan, loaded: list[pa.Table]) -> pd.DataFrame:
-        """`plan`'s table from the rows kept and `loaded` (its reads' rows), kept for the next read."""
+    def _finish(self, plan: _Plan, loaded: list[pa.Table]) -> tuple[pd.DataFrame, bool]:
+        """`plan`'s table from the rows kept and `loaded` (its reads' rows), kept for the next read,
+        and whether it changed: a listing unchanged whose young files read as before did not."""
         table, rows = plan.table, self._rows.get(plan.table)
+        listed_before = self._listed.get(table)
         parts = [rows.filter(pc.is_in(rows[_FILE], pa.array(sorted(plan.keep), pa.string())))] if rows is not None and plan.keep else []
         if len(plan.reads) == 2:  # the compacted file's rows carry their unit
             parts.append(loaded[0])
@@ -81,13 +99,18 @@ class TableCache:
             parts.append(self._with_unit(loaded[-1]))
         full = pa.concat_tables(parts).combine_chunks() if parts else self._tagged(table).empty_table()
         self._rows[table], self._seen[table] = full, {p: plan.files[p] for p in plan.wanted}
+        self._young[table] = young(plan.files, plan.wanted, plan.listed_at)
         self._unsaved[table] = self._unsaved.get(table, 0) + len(plan.wanted - plan.keep)
         if self.disk is not None and table in diskcache.TABLES and self._unsaved[table] >= diskcache.SAVE_AFTER_FILES:
-            diskcache.save(self.disk / f"{table}.arrow", self.store.uri, full, self._seen[table])
+            settled = {p: v for p, v in self._seen[table].items() if p not in self._young[table]}
+            diskcache.save(self.disk / f"{table}.arrow", self.store.uri, full, settled)
             self._unsaved[table] = 0
+        read = pa.array(sorted(plan.wanted - plan.keep), pa.string())
+        if table in self._frames and plan.files == listed_before and _of(rows, read).equals(_of(full, read)):
+            return self._frames[table], False  # only young files read again, and as they were
         self._frames[table] = _visible(full, plan.compacted, plan.units, table)
         self._listed[table] = plan.files  # last: a read that failed halfway is done again next time
-        return self._frames[table]
+        return self._frames[table], True
 
     @staticmethod
     def _tagged(table: str) -> pa.Schema:
@@ -112,6 +135,14 @@ class _Plan:
     wanted: set[str]  # the files whose rows make the table (Store.read's choice)
     keep: set[str]  # of those, the ones whose rows the cache holds, unchanged
     reads: list[Read]  # the rest: the compacted file if it changed, then the unit files
+    listed_at: float  # this machine's clock when the folder was listed
+
+
+def young(files: dict[str, tuple[int, int]], wanted: set[str], now: float) -> set[str]:
+    """Of `wanted`, the files whose mtime is within SETTLE_S of `now`: another version of one may
+    yet be written with the same size and mtime (the module's docstring)."""
+    cut = int((now - SETTLE_S) * 1e9)
+    return {p for p in wanted if files[p][1] > cut}
 
 
 def open_caches(uris: list[str], cache_root: Path | None, readers: ReaderPool | None) -> dict[str, TableCache]:
@@ -154,8 +185,13 @@ class TablesRead:
         for plans, underway in self.groups:
             rows = iter(underway.end())
             loaded.update({id(p): [next(rows) for _ in p.reads] for p in plans})
-        return [{t: (c._frames[t], False) if p is None else (c._finish(p, loaded[id(p)]), True) for t, p in by_table.items()}
+        return [{t: (c._frames[t], False) if p is None else c._finish(p, loaded[id(p)]) for t, p in by_table.items()}
                 for c, by_table in zip(self.caches, self.plans)]
+
+
+def _of(rows: pa.Table, files: pa.Array) -> pa.Table:
+    """The rows read from `files`, in file order (each file's rows in their own order)."""
+    return rows.filter(pc.is_in(rows[_FILE], files)).sort_by(_FILE)
 
 
 def _visible(rows: pa.Table, compacted: str | None, units: set[str], table: str) -> pd.DataFrame:
