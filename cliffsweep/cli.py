@@ -93,6 +93,13 @@ def cmd_validate(args) -> int:
         print(f"  + verification: seeds {verify_seeds(spec.seeds, spec.verify.seeds)} at the 2 lrs of each cliff or "
               f"close call (a drop within {spec.verify.margin:g} standard error(s) of cliff_drop): 2 x {spec.verify.seeds} trial(s) "
               f"per verified series")
+    from cliffsweep.orchestrator.policies import one_driver_note
+    from cliffsweep.orchestrator.refiner import max_refine_trials
+
+    most = len(grid) + (max_refine_trials(spec) if spec.refine is not None else 0)
+    note = one_driver_note(most, args.spec)
+    if note:
+        print(f"  note: {note}")
     print(f"  store: {spec.store_uri}")
     return 0
 

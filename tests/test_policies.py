@@ -273,3 +273,15 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does():
     finally:
         signal.signal(signal.SIGINT, before[0])
         signal.signal(signal.SIGTERM, before[1])
+
+
+def test_a_grid_past_what_one_driver_was_measured_with_is_told_how_many_drivers_to_run():
+    """Issue 62 part 2: where a limit remains, `validate` says so and names the remedy. Within the
+    rehearsed size nothing is said; past it, the number of drivers keeps each within it."""
+    from cliffsweep.orchestrator.policies import ONE_DRIVER_TRIALS, drivers_for, one_driver_note
+
+    assert one_driver_note(ONE_DRIVER_TRIALS, "s.yaml") is None and drivers_for(1) == 1
+    note = one_driver_note(10_000, "s.yaml")
+    k = drivers_for(10_000)
+    assert (k - 1) * ONE_DRIVER_TRIALS < 10_000 <= k * ONE_DRIVER_TRIALS
+    assert f"run {k} drivers" in note and "--join" in note and f"--array {k}" in note and "10,000 trials" in note

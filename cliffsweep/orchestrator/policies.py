@@ -112,6 +112,30 @@ def trials_per_job(n_trials: int, concurrency: int, asked: int | None, shared: b
     return max(1, min(MAX_AUTO_TRIALS_PER_JOB, -(-n_trials // slots)))
 
 
+ONE_DRIVER_TRIALS = 441
+"""The most trials one driver has been rehearsed with (bench/bench_driver_scale.py, docs/benchmarks.md
+"One driver as the grid grows", issue 62): its memory grew 1.19x for 3x the trials, Tune's state
+file by about 4.6 KB a trial. Larger grids on one driver have not been measured."""
+
+
+def drivers_for(n_trials: int) -> int:
+    """Drivers sharing one store (`run --join`, a Slurm job array) that keep each within
+    ONE_DRIVER_TRIALS trials, the claims spreading the grid among them."""
+    return max(1, -(-n_trials // ONE_DRIVER_TRIALS))
+
+
+def one_driver_note(n_trials: int, source: str) -> str | None:
+    """What `validate` says of a grid larger than one driver has been measured with: the fact,
+    and the remedy with its number; None within it."""
+    k = drivers_for(n_trials)
+    if k == 1:
+        return None
+    return (f"{n_trials:,} trials: one driver has been measured with up to {ONE_DRIVER_TRIALS} "
+            f"(docs/benchmarks.md, \"One driver as the grid grows\"); more on one driver is not measured. "
+            f"To keep each driver within that, run {k} drivers on this store: `cliffsweep run {source} --join` "
+            f"on each, or `cliffsweep submit --to slurm {source} --array {k}`")
+
+
 def pack(keys: list[str], size: int) -> list[list[int]]:
     """Indices of items grouped into jobs: items of one key (a model) only, in their order, each
     key's items split into ceil(n / size) jobs whose sizes differ by one at most."""
