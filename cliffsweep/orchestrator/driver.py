@@ -157,6 +157,11 @@ def pin_train_coordinator() -> None:
     get_or_create_autoscaling_coordinator()
 
 
+TUNE_STATE_EVERY_S = 7 * 86400
+"""Seconds between two saves of Tune's experiment state (TUNE_GLOBAL_CHECKPOINT_S, a user's own
+setting wins): a week, so in practice once, when the run ends."""
+
+
 def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int, verbose: bool) -> None:
     """Ray Tune runs the queue's Train jobs, `concurrency` at a time, each retried up to
     resources.max_retries; returns when the queue is finished or Tune was interrupted."""
@@ -169,6 +174,10 @@ def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int, ver
     # Tune logs every failed trial's traceback; the callback says each root cause once instead
     # (orchestrator/failures.py) and the store keeps every traceback. --verbose shows them all.
     os.environ["TUNE_PRINT_ALL_TRIAL_ERRORS"] = "1" if verbose else "0"
+    # Tune's experiment state is never read back (the store is the truth: outcome.py), yet by
+    # default Tune rewrites it, every trial in it, each 19x as long as the last write took: work
+    # that grows with the grid (issue 62 part 2, ray#64231). Written once at the end instead.
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", str(TUNE_STATE_EVERY_S))
     if not verbose:  # its closing "Trials did not complete" list of Tune's trial names
         logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)
     pin_train_coordinator()
