@@ -92,11 +92,16 @@ def _header(job: SlurmJob) -> list[str]:
 SIGNALS = """\
 # A time limit: Slurm sends USR1 to this script {grace} s before it (--signal=B:USR1@{grace}); the
 # driver stops as on SIGTERM (interrupted trials back to pending, its claims given back) and the
-# job requeues itself, to resume from the store. Preemption and scancel send SIGTERM: the driver
-# stops the same way. (cliffsweep/slurm.py, docs/cluster.md "Slurm")
+# job requeues itself, to resume from the store, unless the driver finished the sweep meanwhile
+# (exit 0). Preemption and scancel send SIGTERM: the driver stops the same way.
+# (cliffsweep/slurm.py, docs/cluster.md "Slurm")
 driver=""
-stop_driver() {{ if [ -n "$driver" ]; then kill -TERM "$driver" 2>/dev/null; wait "$driver"; fi; }}
-on_usr1() {{ echo "cliffsweep-slurm: time limit near: stopping the driver, then requeueing job $SLURM_JOB_ID"; stop_driver; scontrol requeue "$SLURM_JOB_ID"; exit 0; }}
+stop_driver() {{ if [ -z "$driver" ]; then return 1; fi; kill -TERM "$driver" 2>/dev/null; wait "$driver"; }}
+on_usr1() {{
+  echo "cliffsweep-slurm: time limit near: stopping the driver, then requeueing job $SLURM_JOB_ID"
+  if stop_driver; then echo "cliffsweep-slurm: the sweep finished meanwhile: not requeued"; exit 0; fi
+  scontrol requeue "$SLURM_JOB_ID"; exit 0
+}}
 on_term() {{ echo "cliffsweep-slurm: SIGTERM (preempted or cancelled): stopping the driver"; stop_driver; exit 143; }}
 trap on_usr1 USR1
 trap on_term TERM"""
