@@ -238,3 +238,21 @@ def test_an_lm_eval_generate_task_accepts_sampling_with_repeats():
     assert res.extra["pass@1"] == pytest.approx(sum(1 - math.comb(4 - c, 1) / 4 for c in counts.values()) / 6)
     with pytest.raises(Exception, match="not both"):
         build_task("lm_eval", {**params, "overrides": {"repeats": 2}})
+
+
+def test_the_task_index_kept_on_disk_is_keyed_by_the_installation_it_names(tmp_path, monkeypatch):
+    """The index kept on disk holds every task YAML's absolute path: an index built by another
+    installation of lm-eval (another virtual environment at another place, same version) must not
+    be used here, or every task fails to load for files this one lacks (it did, 2026-12-07: an
+    index CI's checkout had built)."""
+    import shutil
+
+    import cliffsweep.evals.tasks.lm_eval as lm_eval_task
+
+    here = lm_eval_task._lm_eval_tasks_dir()
+    key = lm_eval_task._fingerprint([here])
+    assert lm_eval_task._fingerprint([here]) == key  # the same installation: the index is reused
+    other = tmp_path / "other-venv" / "lm_eval" / "tasks"  # the same version installed elsewhere
+    shutil.copytree(Path(here) / "gsm8k", other / "gsm8k")
+    monkeypatch.setattr(lm_eval_task, "_lm_eval_tasks_dir", lambda: str(other))
+    assert lm_eval_task._fingerprint([str(other)]) != key

@@ -100,12 +100,16 @@ INDEX_CACHE = Path(os.environ.get("CLIFFSWEEP_CACHE", Path.home() / ".cache" / "
 
 
 def _fingerprint(paths) -> str:
-    """The index's key: lm-eval's version (its own task folder) and every YAML file of the other
-    folders (an include path) with its size and time, so that an edited task YAML is read again."""
+    """The index's key: lm-eval's version and its own task folder's place, and every YAML file of
+    the other folders (an include path) with its size and time, so that an edited task YAML is read
+    again. The place, because the index holds each YAML's absolute path: an index built by another
+    installation (another virtual environment, CI's checkout) named files this one lacks, and
+    every lm-eval task then failed to load as "not in the local cache" (2026-12-07)."""
     parts = [LM_EVAL_VERSION]
     for p in paths:
         p = Path(p)
         if p.resolve() == Path(_lm_eval_tasks_dir()).resolve():
+            parts.append(str(p.resolve()))
             continue
         for f in sorted(p.rglob("*.y*ml")) if p.is_dir() else [p]:
             st = f.stat()
