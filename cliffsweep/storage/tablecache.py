@@ -18,11 +18,10 @@ again on the next call, until it has aged. So what is read again stays what chan
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
