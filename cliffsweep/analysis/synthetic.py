@@ -201,16 +201,20 @@ def _eval_rows(buf: dict, meta: dict, step: int, epoch: float, task: str, role: 
     buf["evals"].append(dict(meta, step=step, epoch=epoch, task=task, role=role, metric="accuracy",
                              value=float(correct.mean()), n=len(correct), scorer_version=version, evaluated_at=now,
                              eval_seconds=0.1))
-    buf["samples"].append(pd.DataFrame({
-        "trial_id": meta["trial_id"], "step": step, "task": task,
-        "example_id": [f"{task}-{i}" for i in range(len(correct))], "correct": correct,
-        "prediction": np.where(correct, "ok", "wrong")}))
+    buf["samples"].append((step, task, correct))
 
 
 def _flush(store: Store, trial_id: str, buf: dict) -> None:
-    """One write unit per trial and table (a paper-sized store is ~7k files instead of ~30k)."""
+    """One write unit per trial and table (a paper-sized store is ~7k files instead of ~30k); the
+    samples as one frame built column by column (a frame per evaluation was a third of the time)."""
     store.write("evals", eval_key(trial_id, 0, "all"), buf["evals"])
-    store.write("samples", eval_key(trial_id, 0, "all"), pd.concat(buf["samples"], ignore_index=True))
+    parts = buf["samples"]
+    correct = np.concatenate([c for _, _, c in parts])
+    store.write("samples", eval_key(trial_id, 0, "all"), pd.DataFrame({
+        "trial_id": trial_id, "step": np.repeat([s for s, _, _ in parts], [len(c) for _, _, c in parts]),
+        "task": np.repeat([t for _, t, _ in parts], [len(c) for _, _, c in parts]),
+        "example_id": [f"{t}-{i}" for _, t, c in parts for i in range(len(c))], "correct": correct,
+        "prediction": np.where(correct, "ok", "wrong")}))
 
 
 def write_synthetic_store(path: str, sweep: SyntheticSweep | None = None) -> Store:

@@ -253,14 +253,16 @@ class Store:
         """Replace write-unit `key` of `table` with `rows` (idempotent, atomic)."""
         schema = SCHEMAS[table]
         pandas = sys.modules.get("pandas")  # a DataFrame exists only once pandas was imported
+        tbl = None
         if pandas is not None and isinstance(rows, pandas.DataFrame):
-            rows = rows.to_dict("records")
-        unknown = {k for r in rows for k in r} - set(schema.names)
-        if unknown:
-            raise ValueError(f"{table}: unknown column(s) {sorted(unknown)}")
-        if table == "errors":
-            rows = [dict(r, message=clip_message(r.get("message", ""))) for r in rows]
-        tbl = pa.Table.from_pylist([{c: _none_if_nan(r.get(c)) for c in schema.names} for r in rows], schema=schema)
+            _known(table, set(rows.columns), schema)
+            tbl = None if table == "errors" else _frame_table(rows, schema)
+            rows = rows.to_dict("records") if tbl is None else rows
+        if tbl is None:
+            _known(table, {k for r in rows for k in r}, schema)
+            if table == "errors":
+                rows = [dict(r, message=clip_message(r.get("message", ""))) for r in rows]
+            tbl = pa.Table.from_pylist([{c: _none_if_nan(r.get(c)) for c in schema.names} for r in rows], schema=schema)
         sink = pa.BufferOutputStream()
         pq.write_table(tbl, sink, **unit_file_options(len(tbl)))
         self.put_bytes(f"{table}/{_safe(key)}.parquet", sink.getvalue().to_pybytes())
@@ -464,6 +466,25 @@ def unit_files(paths: list[str]) -> dict[str, str]:
         if name.endswith(".parquet") and not name.startswith((".", "_", COMPACTED_PREFIX)):
             out[name[: -len(".parquet")]] = p
     return out
+
+
+def _known(table: str, columns: set, schema: pa.Schema) -> None:
+    unknown = columns - set(schema.names)
+    if unknown:
+        raise ValueError(f"{table}: unknown column(s) {sorted(unknown)}")
+
+
+def _frame_table(frame: "pd.DataFrame", schema: pa.Schema) -> pa.Table | None:
+    """`frame` as `schema`'s table, column by column (NaN and None read as null, as the row path
+    reads them); None where a column does not convert as it stands (the row path then decides).
+    A row at a time cost ~10 us: 70 of the 105 s a paper-sized synthetic store took to write."""
+    n = len(frame)
+    try:
+        cols = [pa.array(frame[f.name], type=f.type, from_pandas=True) if f.name in frame.columns
+                else pa.nulls(n, f.type) for f in schema]
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
+        return None
+    return pa.Table.from_arrays(cols, schema=schema)
 
 
 def _none_if_nan(v: Any) -> Any:
