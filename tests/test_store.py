@@ -199,21 +199,50 @@ def test_the_dashboard_s_first_read_begun_before_a_compaction_is_read_again(tmp_
     compaction that folds the files it listed before they are parsed leaves it to read again
     from a new listing, with every row."""
     from cliffsweep.dashboard.refresh import Refresher
-    from cliffsweep.storage.tablecache import FIRST_PASS, TablesRead, open_caches
+    from cliffsweep.storage.tablecache import GRID_PASS, TablesRead, open_caches
 
     store = Store(str(tmp_path / "s"))
     store.write_json("spec.json", {})
     for i in range(4):
         store.write("trials", f"t{i}", [{"trial_id": f"t{i}", "status": "done", "lr": 0.1}])
     caches = open_caches([store.uri], None, None)
-    first, probe = (TablesRead(list(caches.values()), FIRST_PASS, list(caches)) for _ in range(2))
+    first, probe = (TablesRead(list(caches.values()), GRID_PASS, list(caches)) for _ in range(2))
     assert Store(store.uri).compact(("trials",)) == {"trials": 4}
     with pytest.raises(FileNotFoundError):  # what they listed is gone
         probe.end()
     board = Refresher([store.uri], cache_root=None, first=first)
+    board._grid_first()
+    assert board._first is None and board.version == 0  # used once; nothing published from a stale listing
     tables, changed = board._read()
     assert changed and sorted(tables["tables"]["trials"][0]["trial_id"]) == ["t0", "t1", "t2", "t3"]
-    assert board._first is None  # used once
+
+
+def test_the_dashboard_s_first_page_is_the_grid_from_the_trials_alone(tmp_path):
+    """Issue 62 part 3: the first snapshot is the grid and counts read from the trials (and
+    errors) alone, the evaluations said to be "being read", not 0; the evaluations are read only
+    after it is published, and the next snapshot counts them."""
+    import json
+
+    from cliffsweep.dashboard.refresh import Refresher
+    from cliffsweep.storage.tablecache import GRID_PASS, TablesRead, open_caches
+
+    store = Store(str(tmp_path / "s"))
+    store.write_json("spec.json", {})
+    for i in range(3):
+        store.write("trials", f"t{i}", [{"trial_id": f"t{i}", "status": "done", "lr": 0.1, "model": "m",
+                                          "series": "sft", "epochs": 1, "seed": 0}])
+        store.write("evals", f"t{i}__2", [{"trial_id": f"t{i}", "step": 2, "task": "x", "metric": "accuracy",
+                                            "value": 0.5, "series": "sft", "role": "learn", "n": 10}])
+    caches = open_caches([store.uri], None, None)
+    board = Refresher([store.uri], cache_root=None, first=TablesRead(list(caches.values()), GRID_PASS, list(caches)))
+    board._grid_first()
+    page = json.loads(board.current()[1])
+    assert page["sweep"]["total"] == 3 and page["sweep"]["counts"] == {"done": 3}, page["sweep"]
+    assert page["sweep"]["evals"] == {"reading": True} and page["sweep"]["cost"]["eval_hours"] is None
+    assert page["partial"] and "evals" not in board.caches[store.uri]._frames  # not read yet
+    board.refresh()
+    page = json.loads(board.current()[1])
+    assert page["sweep"]["evals"]["checkpoints_done"] == 3 and not page["partial"], page["sweep"]["evals"]
 
 
 def test_a_file_rewritten_at_the_same_size_within_its_mtime_s_second_is_read_again(tmp_path):

@@ -54,7 +54,7 @@ def run(args) -> int:
     # this process before its first thread and parse the stores' files while it imports pandas
     # and the server (0.25 s of its CPU; docs/benchmarks.md, fifth round)
     from cliffsweep.storage import diskcache
-    from cliffsweep.storage.tablecache import FIRST_PASS, TablesRead, open_caches
+    from cliffsweep.storage.tablecache import GRID_PASS, TablesRead, open_caches
     from cliffsweep.storage.parquetfiles import reader_pool
 
     readers = reader_pool()
@@ -67,7 +67,7 @@ def run(args) -> int:
         print(f"error: no cliffsweep store at {', '.join(missing)} (no {SPEC_FILE} there; `cliffsweep run` writes one "
               "when a sweep starts; --wait serves the page until it appears)", file=sys.stderr)
         return 2
-    first = TablesRead(list(caches.values()), FIRST_PASS, list(caches))
+    first = TablesRead(list(caches.values()), GRID_PASS, list(caches))
     from cliffsweep.dashboard.app import serve
     from cliffsweep.dashboard.refresh import Refresher, Reading
 

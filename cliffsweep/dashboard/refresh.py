@@ -20,7 +20,7 @@ import pandas as pd
 
 from cliffsweep.dashboard import views
 from cliffsweep.storage import diskcache
-from cliffsweep.storage.tablecache import FIRST_PASS, TableCache, TablesRead, open_caches, read_tables
+from cliffsweep.storage.tablecache import FIRST_PASS, GRID_PASS, TableCache, TablesRead, open_caches, read_tables
 from cliffsweep.storage.parquetfiles import ReaderPool
 from cliffsweep.storage.claims import drivers_held
 from cliffsweep.storage.store import LIVE_FILE, SPEC_FILE, Store  # LIVE_FILE: the driver's last word, in the store
@@ -56,8 +56,9 @@ class Refresher:
     def __init__(self, uris: list[str], reading: Reading = Reading(), every_s: float = 2.0,
                  cache_root: Path | None = diskcache.CACHE_DIR, readers: ReaderPool | None = None,
                  first: TablesRead | None = None):
-        """`first`: the first read of FIRST_PASS, begun (dashboard/cli.py) on caches made as
-        `_present` makes them; used if the first turn finds the same stores."""
+        """`first`: the first read of GRID_PASS, begun (dashboard/cli.py) on caches made as
+        `_present` makes them; the first page's grid is drawn from it if the first turn finds the
+        same stores, before the other tables are read."""
         self.uris = list(uris)
         self.readers = readers  # processes for a read of thousands of files (a running sweep's first read)
         self.cache_root = cache_root  # where each store's tables are kept between runs (storage/diskcache.py)
@@ -101,10 +102,12 @@ class Refresher:
         """Read what changed; publish new views if anything did. Returns whether it did. The
         bootstrap (seconds of CPU on a paper-sized store) runs once the stores are quiet for a
         turn, or every CONFIDENCE_EVERY_S while they keep changing."""
+        first = self.stage is Stage.STARTING
+        if first:
+            self._grid_first()
         tables, changed = self._read()
         if changed:
             grid = self._grid_views(tables, n_boot=0)
-            first = self.stage is Stage.STARTING
             if first:  # the grid and counts before the first frontiers
                 self._publish(grid)
             self._publish(self._views(tables, n_boot=0, grid=grid))  # the regimes first, at once
@@ -130,28 +133,38 @@ class Refresher:
         tables: dict[str, list[pd.DataFrame]] = {t: [] for t in FIRST_PASS}
         changed = len(caches) != len(self._last_present)
         self._last_present = caches
-        for read in self._first_or_read(caches):
+        for read in read_tables(caches, FIRST_PASS):  # every file in one read: the reader processes share all of it
             for t in FIRST_PASS:
                 frame, moved = read[t]
                 tables[t].append(frame)
                 changed |= moved
-        live = [json.loads(c.store.read_bytes(LIVE_FILE)) if c.store.exists(LIVE_FILE) else None for c in caches]
-        specs = [self._spec(c.store) for c in caches]
-        drivers = [d for c in caches for d in drivers_held(c.store)]  # issue 53: several may work a store
-        changed |= (live, specs, drivers) != self._last_json
-        self._last_json = (live, specs, drivers)
-        return {"tables": tables, "live": live, "specs": specs, "drivers": drivers,
-                "uris": [c.store.uri for c in caches]}, changed
+        around = self._around(caches)
+        changed |= (around["live"], around["specs"], around["drivers"]) != self._last_json
+        self._last_json = (around["live"], around["specs"], around["drivers"])
+        return {"tables": tables, **around}, changed
 
-    def _first_or_read(self, caches: list[TableCache]) -> list[dict[str, tuple[pd.DataFrame, bool]]]:
-        """FIRST_PASS of `caches`: the first read begun before this object existed if it read them."""
+    def _around(self, caches: list[TableCache]) -> dict:
+        """What a view needs beside the tables: each store's driver state, sweep file and drivers."""
+        return {"live": [json.loads(c.store.read_bytes(LIVE_FILE)) if c.store.exists(LIVE_FILE) else None for c in caches],
+                "specs": [self._spec(c.store) for c in caches],
+                "drivers": [d for c in caches for d in drivers_held(c.store)],  # issue 53: several may work a store
+                "uris": [c.store.uri for c in caches]}
+
+    def _grid_first(self) -> None:
+        """The first page's grid and counts from GRID_PASS, the read begun before this object
+        existed, published before the other tables are read (issue 62 part 3: on a
+        100,000-trial store the evaluations and checkpoints were 2-3 s of the 3 s the first page
+        may take). The evaluations' counts say "being read" (views.sweep_view)."""
         first, self._first = self._first, None
-        if first is not None and first.caches == caches:
-            try:
-                return first.end()
-            except FileNotFoundError:  # a compaction folded a file it listed: read again from a new listing
-                pass
-        return read_tables(caches, FIRST_PASS)  # every file in one read: the reader processes share all of it
+        caches = self._present()
+        if first is None or first.caches != caches:
+            return
+        try:
+            read = first.end()
+        except FileNotFoundError:  # a compaction folded a file it listed: the whole read comes next
+            return
+        tables = {t: [r[t][0] if t in GRID_PASS else None for r in read] for t in FIRST_PASS}
+        self._publish(self._grid_views({"tables": tables, **self._around(caches)}, n_boot=0))
 
     def _spec(self, store: Store) -> dict:
         """The sweep file the store keeps, read once: it does not change during a run."""
@@ -164,7 +177,8 @@ class Refresher:
         """Everything but the frontiers: the stores, the sweep (grid, counts, cost), what is missing.
         Published alone once, before the first frontiers ("partial": the page asks again soon)."""
         tables, live, specs = read["tables"], read["live"], read["specs"]
-        merged = {t: pd.concat(frames, ignore_index=True) if frames else None for t, frames in tables.items()}
+        merged = {t: pd.concat(frames, ignore_index=True) if frames and frames[0] is not None else None
+                  for t, frames in tables.items()}
         stores = [{"uri": u, "state": "missing"} for u in self.uris if u not in self.caches]
         stores += [{"uri": u, "state": "ok" if len(t) else "empty", "name": s.get("name")}
                    for u, t, s in zip(read["uris"], tables["trials"], specs)]
@@ -178,7 +192,7 @@ class Refresher:
         out["sweep"] = runs[0] if len(runs) == 1 else views.merge_sweeps(runs)
         out["sweep"]["drivers"] = [{"label": d["label"], "trials": len(d["trials"]), "other": d["other"]}
                                    for d in read.get("drivers", [])]
-        out["missing"] = views.missing_parts(merged, live, samples)
+        out["missing"] = views.missing_parts(merged, live, samples) if merged["evals"] is not None else []
         return {**out, "models": [], "said": "reading the frontiers ...", "partial": True}
 
     def _views(self, read: dict, n_boot: int, samples: list[pd.DataFrame] | None = None,

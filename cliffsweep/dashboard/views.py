@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from cliffsweep.storage.store import PRIMARY_METRICS
+from cliffsweep.storage.store import PRIMARY_METRICS, SCHEMAS
 from cliffsweep.sweep.status import STATUSES, TrialStatus
 from cliffsweep.sweep.grid import is_base
 
@@ -51,9 +51,14 @@ GRID_COLUMNS = ["trial_id", "model", "method", "series", "optimizer", "epochs", 
                 "status", "attempt", "steps", "total_steps", "error"]
 
 
-def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, live: dict | None,
+def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame | None, errors: pd.DataFrame, live: dict | None,
                spec: dict | None, planned_hours: dict, now: float) -> dict:
-    """Counts by status, the grid's cells, evaluations, errors, the evaluator pool, time and cost."""
+    """Counts by status, the grid's cells, evaluations, errors, the evaluator pool, time and cost.
+    `evals` None: not read yet (the first page's grid comes from the trials alone, refresh.py);
+    the evaluations' counts and hours then say "being read", not 0."""
+    if evals is None:
+        view = sweep_view(trials, EMPTY_EVALS, errors, live, spec, planned_hours, now)
+        return {**view, "evals": {"reading": True}, "cost": {**view["cost"], "eval_hours": None}}
     latest = trials.drop_duplicates("trial_id", keep="last")
     grid = latest.sort_values(["model", "series", "epochs", "lr", "seed"])
     waiting = (live or {}).get("waiting", {})
@@ -92,6 +97,8 @@ def sweep_view(trials: pd.DataFrame, evals: pd.DataFrame, errors: pd.DataFrame, 
         "cost": cost_view(latest, evals, spec, planned_hours),
     }
 
+
+EMPTY_EVALS = SCHEMAS["evals"].empty_table().to_pandas()
 
 GRID_TRIALS_MAX = 5_000
 """Above this many trials the grid is sent folded, one cell per (model, series, length, lr) with

@@ -39,6 +39,7 @@ _FILE = "__file"
 # more than parsing them here, 2.3 s against 1.6 s for one store)
 POOLED = diskcache.TABLES
 FIRST_PASS = diskcache.TABLES  # what the dashboard reads every turn; the samples only for the bootstrap
+GRID_PASS = ("trials", "errors")  # what the dashboard's first page (the grid and counts) needs; read before the rest
 SETTLE_S = 5.0  # a file's mtime this much older than the reading clock: its (size, mtime) names one version.
 # One second of S3's dating, and clock skew between an object store and this machine up to the rest
 

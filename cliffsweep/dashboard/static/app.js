@@ -64,6 +64,7 @@ function renderSweep(sw) {
   const pool = Object.entries(live.evaluators || {}).map(([m, n]) => `${m} ${n}`).join(", ") || "none running";
   const planned = c.planned_hours === null || c.planned_hours === undefined ? `plan: ${c.planned_said}` : `plan: ${num(c.planned_hours, 2)} ${c.planned_said}`;
   $("sweep-facts").innerHTML = [
+    ev.reading ? "evaluated checkpoints: the evaluations are being read" :
     `evaluated checkpoints ${ev.checkpoints_done} (+${ev.base_done} base), queued ${ev.queued ?? "?"}, failed ${ev.errors}` +
       (ev.items_scored < ev.items ? `; items scored ${ev.items_scored} of ${ev.items} (${Math.round(100 * ev.items_scored / ev.items)} %: eval.adaptive)` : ""),
     `evaluators: ${esc(pool)}` + (live.extra_evaluators_started ? ` (${live.extra_evaluators_started} started for backlogs, ${live.evaluators_stopped} stopped when idle)` : ""),
