@@ -43,7 +43,12 @@ def ensure_stats(spec: SweepSpec, store: Store, rehearsal: Rehearsal | None,
         if not store.exists(rel):
             jobs.setdefault(rel, t)
     res = spec.resources
-    options = dict(max_retries=1, resources=role_resources(res.cluster_roles, "trainer", res.gpus_per_worker),
+    # max_calls 1: the worker exits once its statistics are back. Ray keeps a CPU task's worker for
+    # reuse, and with it the model and its Hessian-vector products' memory: 3.9 GB held by an idle
+    # worker through the rest of the real-model sweep (SmolLM2-135M's SIB, 2026-12-07). A GPU
+    # task's worker exits anyway (Ray's default for GPU tasks).
+    options = dict(max_retries=1, max_calls=1,
+                   resources=role_resources(res.cluster_roles, "trainer", res.gpus_per_worker),
                    **stats_task_resources(res.cpus_per_worker, res.gpus_per_worker, res.workers_per_trial))
     if rehearsal is not None:  # its planned length as a timed wait (sweep/rehearsal.py)
         from cliffsweep.trainables.rehearsal import timed_stats
