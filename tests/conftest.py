@@ -54,15 +54,15 @@ def one_thread():
 # `--dist loadfile --no-loadscope-reorder`) the long ones start at once and the short ones fill
 # the gaps at the end. Seconds side by side, from docs/testing.md's last measured round: a stale
 # number costs only balance, never a check.
-HEAVY_FIRST = {  # worker-seconds each module took in a quiet clean-clone .ci/run (2026-12-07, 1627066: docs/testing.md)
-    "test_faults.py": 869, "test_toy_regimes.py": 505, "test_slurm.py": 289, "test_realmodel_sweep.py": 271,
-    "test_sweep_failures.py": 247, "test_rehearsal.py": 182, "test_full_disk.py": 180, "test_refine_sweep.py": 178,
-    "test_many_drivers.py": 166, "test_tracking_sweep.py": 161, "test_fastpath.py": 157, "test_analysis_e2e.py": 153,
-    "test_multinode.py": 143, "test_lmeval.py": 120, "test_submit.py": 114, "test_sweep_e2e.py": 111,
-    "test_plan.py": 105, "test_sweep_ddp.py": 102, "test_step_budget_sweep.py": 97, "test_object_storage.py": 74,
-    "test_microbatch_loop.py": 70, "test_readme_example.py": 70, "test_dataset_task.py": 65,
-    "test_evaltracker.py": 58, "test_evals_backends.py": 58, "test_stats_cache.py": 38, "test_realmodels.py": 37,
-    "test_spec_property.py": 33, "test_fsdp.py": 32,
+HEAVY_FIRST = {  # worker-seconds each module took in a clean-clone .ci/run (2026-12-07, 5085644, the slow machine: docs/testing.md)
+    "test_faults.py": 1090, "test_toy_regimes.py": 710, "test_realmodel_sweep.py": 516, "test_slurm.py": 466,
+    "test_many_drivers.py": 369, "test_sweep_failures.py": 364, "test_refine_sweep.py": 323, "test_fastpath.py": 307,
+    "test_tracking_sweep.py": 281, "test_rehearsal.py": 227, "test_multinode.py": 224, "test_full_disk.py": 215,
+    "test_lmeval.py": 194, "test_submit.py": 174, "test_step_budget_sweep.py": 165, "test_analysis_e2e.py": 145,
+    "test_sweep_ddp.py": 142, "test_sweep_e2e.py": 138, "test_object_storage.py": 137, "test_plan.py": 132,
+    "test_microbatch_loop.py": 108, "test_readme_example.py": 102, "test_dataset_task.py": 95,
+    "test_evaltracker.py": 85, "test_evals_backends.py": 79, "test_stats_cache.py": 60, "test_fsdp.py": 55,
+    "test_spec_property.py": 49, "test_evaluator_restart.py": 43, "test_plan_golden.py": 42,
 }
 
 
