@@ -52,7 +52,11 @@ class ProcessSampler:
         first = " ".join(cmdline) if cmdline else name
         if first.startswith("ray::"):  # Ray's process titles: ray::<Actor>.<method> or ray::IDLE
             return first.split(" ")[0].split(".")[0]
-        return os.path.basename(first.split(" ")[0]) or name
+        exe = os.path.basename(cmdline[0]) if cmdline else name
+        if exe.startswith("python") and len(cmdline) > 1:  # a Python daemon: name it by its script
+            script = next((a for a in cmdline[1:] if a.endswith(".py")), cmdline[1])
+            return f"python {os.path.basename(script)}"
+        return exe or name
 
     def _sample(self, first: bool) -> None:
         import psutil

@@ -109,6 +109,62 @@ def test_full_reloads_serve_each_checkpoint(vllm_backend, hf_backend, ckpts):
 
 
 @pytest.mark.vllm
+def test_weights_held_in_memory_serve_what_their_folder_serves(vllm_backend, hf_backend, ckpts):
+    """Issue 61 part 2: a checkpoint's weights handed over in memory (no file) serve exactly
+    what the same checkpoint's folder serves, on both engines: read from the folder's
+    safetensors, or taken from a live model as a trainer would (`held_from_model`). An adapter
+    after held weights applies to the base, not to them."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cliffsweep.evals.backends.held import held_from_folder, held_from_model
+
+    live = AutoModelForCausalLM.from_pretrained(ckpts["b"], dtype=torch.float32)
+    held = {"a": held_from_folder(ckpts["a"]), "b": held_from_model(live, AutoTokenizer.from_pretrained(ckpts["b"]))}
+    assert set(held["b"].tensors) == set(held["a"].tensors)  # a live model's names are the file's
+    for name in ["a", "b", "a"]:  # each load really changes the weights
+        vllm_backend.load(CheckpointRef(ckpts[name]))
+        from_folder = vllm_backend.generate(PROMPTS, SAMPLING)
+        for backend in (vllm_backend, hf_backend):
+            backend.load(CheckpointRef(None))
+            assert backend.load(CheckpointRef(None, held=held[name])) < backend.canary_tolerance
+            assert backend.generate(PROMPTS, SAMPLING) == from_folder, (backend.name, name)
+    lora = CheckpointRef(ckpts["lora"], "lora")
+    vllm_backend.load(lora)
+    hf_backend.load(lora)
+    assert vllm_backend.generate(PROMPTS, SAMPLING) == hf_backend.generate(PROMPTS, SAMPLING)
+
+
+def test_a_tied_tensor_is_held_once_under_its_first_name():
+    """As save_pretrained drops a tied LM head: one tensor, two names -> the first name only."""
+    from cliffsweep.evals.backends.held import untied
+
+    embed, other = torch.zeros(4, 2), torch.ones(3)
+    assert list(untied({"model.embed_tokens.weight": embed, "lm_head.weight": embed, "norm.weight": other})) == [
+        "model.embed_tokens.weight", "norm.weight"]
+    assert len(untied({"a": embed[:2], "b": embed[2:]})) == 2  # views of one storage, not one tensor
+
+
+@pytest.mark.vllm
+def test_the_canary_catches_held_weights_that_are_not_the_checkpoint_s(vllm_backend, hf_backend, ckpts):
+    """Weights of `a` handed over with the canary of `b`: both engines refuse them, as they
+    refuse such a folder; a good hand-off still loads afterwards. Held weights are full weights
+    with no folder: anything else is refused where it is built."""
+    from cliffsweep.evals.backends.base import HeldWeights
+    from cliffsweep.evals.backends.held import held_from_folder
+
+    a, b = held_from_folder(ckpts["a"]), held_from_folder(ckpts["b"])
+    for backend in (vllm_backend, hf_backend):
+        backend.load(CheckpointRef(None, held=b))
+        with pytest.raises(StaleWeightsError, match="held in memory"):
+            backend.load(CheckpointRef(None, held=HeldWeights(a.tensors, b.canary)))
+        backend.load(CheckpointRef(None, held=a))
+    with pytest.raises(ValueError, match="no folder"):
+        CheckpointRef(ckpts["a"], held=a)
+    with pytest.raises(ValueError, match="do not fit"):  # a name the model lacks is not dropped silently
+        hf_backend.load(CheckpointRef(None, held=HeldWeights({**a.tensors, "extra.weight": torch.zeros(1)}, a.canary)))
+
+
+@pytest.mark.vllm
 def test_lora_request_matches_hf_peft(vllm_backend, hf_backend, ckpts):
     vllm_backend.load(CheckpointRef(ckpts["a"]))  # a full finetune first: LoRA must apply to the base
     hf_backend.load(CheckpointRef(None))

@@ -198,6 +198,22 @@ def test_a_train_worker_that_unpickles_its_config_loads_no_orchestrator():
     assert out == "[]", out
 
 
+def test_the_driver_builds_its_train_jobs_without_torch():
+    """The driver only routes: importing torch there cost every `cliffsweep run` about 3.5
+    CPU-seconds (a policy, torch_threads, lived beside the DDP helpers in trainables/parallel.py)."""
+    code = ("import sys\n"
+            "from cliffsweep.orchestrator import driver\n"
+            "from cliffsweep.orchestrator.jobs import Configs\n"
+            "from cliffsweep.sweep.grid import expand_grid\n"
+            "from cliffsweep.sweep.specfile import load_spec\n"
+            "spec = load_spec('cliffsweep/configs/toy.yaml')\n"
+            "jobs = Configs(spec, 'inbox', None).jobs(expand_grid(spec), 4)\n"
+            "print(len(jobs), sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'vllm')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+    assert out == "6 []", out  # 20 trials of two models, 4 a job
+
+
 TRIAL_PATH = ("trainables/trial.py", "trainables/checkpoints.py", "trainables/loop.py", "trainables/job.py",
               "trainables/resume.py", "orchestrator/sweeprun.py", "orchestrator/trialbook.py",
               "orchestrator/tunecallback.py", "orchestrator/inbox.py", "orchestrator/driver.py", "sweep/reports.py")

@@ -15,7 +15,7 @@ from cliffsweep.trainables.losses import (
 )
 from cliffsweep.trainables.methods import METHODS, build_method
 from cliffsweep.trainables.microbatch import accumulate, autocast_dtype, enable_checkpointing
-from cliffsweep.trainables.parallel import torch_threads
+from cliffsweep.orchestrator.policies import torch_threads
 
 VOCAB, PAD = 97, 0
 # Params that keep each method's own term live on a tiny model (penalties need drift: see prepared()).

@@ -92,13 +92,15 @@ def init_ray(spec: SweepSpec, num_cpus: int | None, verbose: bool, node_ip: str 
         env["env_vars"].update(LOCAL_RAY_ENV)
         # No metrics collection: every Ray process records and exports metrics that nothing
         # reads on a local cluster (the store holds the sweep's own timings). No worker
-        # prestart: every actor of a sweep carries its own runtime env, so prestarted idle
-        # workers are rarely the ones used, and each costs a Python start with `import ray`.
+        # prestart, neither ongoing nor for the first driver: every actor of a sweep carries its
+        # own runtime env, so prestarted idle workers are rarely the ones used, and each costs a
+        # Python start with `import ray` (about 2.5 CPU-seconds; docs/benchmarks.md).
         # address="local": a cluster of its own even when another runs on this machine (`ray start`,
         # a notebook's): ray.init() alone would join that one, or fail on num_cpus
         ray.init(address="local", num_cpus=num_cpus or local_cpus(spec), include_dashboard=False,
                  **({"_node_ip_address": node_ip} if node_ip else {}), runtime_env=env, log_to_driver=verbose,
-                 _system_config={"enable_metrics_collection": False, "enable_worker_prestart": False})
+                 _system_config={"enable_metrics_collection": False, "enable_worker_prestart": False,
+                                 "prestart_worker_first_driver": False})
 
 
 def local_cpus(spec: SweepSpec) -> int:
@@ -178,6 +180,10 @@ def tune_jobs(run: SweepRun, queue: JobQueue, concurrency: int, n_todo: int, ver
     # default Tune rewrites it, every trial in it, each 19x as long as the last write took: work
     # that grows with the grid (issue 62 part 2, ray#64231). Written once at the end instead.
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", str(TUNE_STATE_EVERY_S))
+    # Nor are Tune's own per-trial result files (CSV, JSON, TensorBoard): the store holds every
+    # report. Their TensorBoard logger alone imported tensorboardX and torch into the driver,
+    # about 3 CPU-seconds a run (docs/benchmarks.md "A run's start-up, session 10").
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     if not verbose:  # its closing "Trials did not complete" list of Tune's trial names
         logging.getLogger("ray.tune.tune").setLevel(logging.CRITICAL)
     pin_train_coordinator()

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from cliffsweep.orchestrator.policies import pack, role_resources
+from cliffsweep.orchestrator.policies import pack, role_resources, torch_threads
 from cliffsweep.storage.store import absolute_uri
 from cliffsweep.sweep.grid import Trial
 from cliffsweep.sweep.rehearsal import Rehearsal
@@ -15,7 +15,6 @@ def trial_config(spec: SweepSpec, checkpoint_root: str, inbox: str, rehearsal: R
                  stats_uri: str | None) -> TrainConfig:
     """What one trial's training needs across the Ray boundary, typed (trainables/config.py)."""
     from cliffsweep.sweep.gpushare import trainer_share
-    from cliffsweep.trainables.parallel import torch_threads
 
     s = spec
     return TrainConfig(

@@ -91,6 +91,14 @@ def sweep_concurrency(spec, cluster_resources: dict[str, float]) -> int:
     return max(1, min(slots, int((gpus + 1e-9) // per_job)))
 
 
+def torch_threads(cpus_per_worker: float) -> int:
+    """Torch's intra-op threads for a worker given `cpus_per_worker` CPUs: the nearest whole
+    number, at least 1. Why round: Ray hands out fractional CPUs as a share of the machine,
+    torch can only run whole threads; truncating (int) left a worker with 1.9 CPUs on one
+    thread, while rounding never oversubscribes a worker's share by more than half a core."""
+    return max(1, round(cpus_per_worker))
+
+
 MAX_AUTO_TRIALS_PER_JOB = 16
 
 

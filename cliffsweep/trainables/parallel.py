@@ -64,14 +64,6 @@ def apply_gpu_share(share: GpuShare) -> float | None:
     return frac
 
 
-def torch_threads(cpus_per_worker: float) -> int:
-    """Torch's intra-op threads for a worker given `cpus_per_worker` CPUs: the nearest whole
-    number, at least 1. Why round: Ray hands out fractional CPUs as a share of the machine,
-    torch can only run whole threads; truncating (int) left a worker with 1.9 CPUs on one
-    thread, while rounding never oversubscribes a worker's share by more than half a core."""
-    return max(1, round(cpus_per_worker))
-
-
 @contextmanager
 def grad_sync(model: torch.nn.Module, sync: bool) -> Iterator[None]:
     """Within it, backward passes sync gradients across workers only if `sync`: otherwise they

@@ -13,18 +13,40 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from cliffsweep.chat import apply_template, render_prompt
+from cliffsweep.evals.canary import Canary
 from cliffsweep.evals.tasks.base import Prompt, Sampling
 
 
 
 
 @dataclass(frozen=True)
+class HeldWeights:
+    """A full checkpoint's weights in memory (issue 61 part 2): what the trainer would save, by
+    the checkpoint's own (Hugging Face) names, tied copies dropped as the save drops them
+    (`tensors`: name -> torch.Tensor), and the canary it recorded on them. An engine beside the
+    trainer serves them without a file; the canary still checks it serves these weights."""
+
+    tensors: dict
+    canary: Canary
+
+
+@dataclass(frozen=True)
 class CheckpointRef:
-    """Where a checkpoint lives. kind='full': an HF model folder; kind='lora': a peft adapter
-    folder for the evaluator's base model. path=None means the base model itself."""
+    """Where a checkpoint lives. kind='full': an HF model folder, or its weights `held` in
+    memory; kind='lora': a peft adapter folder for the evaluator's base model. path=None and
+    nothing held means the base model itself."""
 
     path: str | None
     kind: Literal["full", "lora"] = "full"
+    held: HeldWeights | None = None
+
+    @property
+    def is_base(self) -> bool:
+        return self.path is None and self.held is None
+
+    def __post_init__(self):
+        if self.held is not None and (self.path is not None or self.kind != "full"):
+            raise ValueError("weights held in memory are a full checkpoint with no folder")
 
 
 

@@ -101,9 +101,26 @@ class HFBackend:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype))
         return model.to(self.device).eval()
 
+    def _held(self, tensors: dict):
+        """The base model's architecture holding `tensors` (issue 61 part 2): loaded into the
+        model served now where it is a plain one (an adapter's model is built afresh), every
+        tensor by name; a name the model lacks, or one of its own left out that is not a tied
+        copy of one given (the save drops those), is an error, not a silent base weight."""
+        model = self.model if self.model is not None and not hasattr(self.model, "peft_config") else \
+            self._from_pretrained(self.base_path)
+        missing, unexpected = model.load_state_dict(tensors, strict=False)
+        params = dict(model.named_parameters(remove_duplicate=False))
+        untied = [k for k in missing if not any(params.get(k) is params.get(j) for j in tensors)]
+        if unexpected or untied:
+            raise ValueError(f"weights held in memory do not fit {self.base_path}: names it lacks "
+                             f"{sorted(unexpected)[:5]}, its own left out {untied[:5]}")
+        return model.eval()
+
     def load(self, ckpt: CheckpointRef) -> float | None:
         start = time.perf_counter()
-        if ckpt.path is None:
+        if ckpt.held is not None:
+            self.model = self._held(ckpt.held.tensors)
+        elif ckpt.path is None:
             self.model = self._from_pretrained(self.base_path)
         elif ckpt.kind == "full":
             self.model = self._from_pretrained(ckpt.path)
@@ -114,7 +131,12 @@ class HFBackend:
         else:
             raise ValueError(f"unknown checkpoint kind {ckpt.kind!r}")
         previous, distance = self._canary, None
-        if ckpt.path is None:
+        if ckpt.held is not None:
+            expected = ckpt.held.canary
+            distance = check_canary(expected, model_logprobs(self.model, expected.token_ids), self.canary_tolerance,
+                                    "hf backend, full checkpoint held in memory", previous, RELATIVE[self.dtype])
+            self._canary = expected
+        elif ckpt.path is None:
             # The base folder needs no canary file: HF loads from disk every time, so the
             # served log-probs simply become the reference.
             ids = canary_ids(self.tokenizer)

@@ -51,6 +51,16 @@ class ReloadExtension:
         Re-running the LM head's processing rebuilds the kernel; on GPU it is a no-op."""
         lora_layers_load_their_base()
         self.reload_weights(weights_path=weights_path, is_checkpoint_format=True)
+        self._cliffsweep_tied_head()
+
+    def cliffsweep_load_held(self, tensors: dict) -> None:
+        """The same in-place reload from weights in memory (a checkpoint's name -> tensor, as its
+        safetensors file would hold them: evals/backends/base.HeldWeights), no file read."""
+        lora_layers_load_their_base()
+        self.reload_weights(weights_iterator=iter(tensors.items()), is_checkpoint_format=True)
+        self._cliffsweep_tied_head()
+
+    def _cliffsweep_tied_head(self) -> None:
         model = self.model_runner.get_model()
         if self.model_runner.model_config.hf_config.get_text_config().tie_word_embeddings:
             model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
@@ -155,10 +165,14 @@ class VLLMBackend:
         start = time.perf_counter()
         if ckpt.kind not in ("full", "lora"):
             raise ValueError(f"unknown checkpoint kind {ckpt.kind!r}")
-        if ckpt.kind == "lora" and ckpt.path is not None:
+        if ckpt.held is not None:  # full weights in memory: no file (issue 61 part 2)
+            self._lora = None
+            self.llm.collective_rpc("cliffsweep_load_held", kwargs={"tensors": ckpt.held.tensors})
+            self.llm.reset_prefix_cache()
+        elif ckpt.kind == "lora" and ckpt.path is not None:
             if not self.enable_lora:
                 raise ValueError("LoRA checkpoint given to an engine started with enable_lora=False")
-            if self.current.kind == "full" and self.current.path is not None:
+            if self.current.kind == "full" and not self.current.is_base:
                 # Adapters apply to the base weights, not to a full finetune loaded before.
                 self._reload(self.base_path)
             from vllm.lora.request import LoRARequest
@@ -168,10 +182,11 @@ class VLLMBackend:
         else:
             self._lora = None
             self._reload(ckpt.path if ckpt.path is not None else self.base_path)
-        expected = self._base_canary if ckpt.path is None else read_canary(ckpt.path)
+        expected = (ckpt.held.canary if ckpt.held is not None else self._base_canary if ckpt.path is None
+                    else read_canary(ckpt.path))
+        where = "held in memory" if ckpt.held is not None else ckpt.path or self.base_path
         distance = check_canary(expected, self.served_logprobs(expected.token_ids), self.canary_tolerance,
-                                f"vllm backend, {ckpt.kind} checkpoint {ckpt.path or self.base_path}", self._canary,
-                                RELATIVE[self.dtype])
+                                f"vllm backend, {ckpt.kind} checkpoint {where}", self._canary, RELATIVE[self.dtype])
         self._canary = expected
         self.current = ckpt
         self.last_load_seconds = time.perf_counter() - start
