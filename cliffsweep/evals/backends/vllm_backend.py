@@ -12,6 +12,7 @@ engine core). On CPU, `kv_cache_mb` bounds the KV cache; without it vLLM claims 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 
@@ -165,13 +166,19 @@ class VLLMBackend:
         start = time.perf_counter()
         if ckpt.kind not in ("full", "lora"):
             raise ValueError(f"unknown checkpoint kind {ckpt.kind!r}")
-        if ckpt.held is not None:  # full weights in memory: no file (issue 61 part 2)
+        held, where = ckpt.held, ckpt.path or self.base_path
+        if ckpt.kind == "lora" and ckpt.path is not None and not self.enable_lora:
+            # an engine without LoRA serves the adapter merged into the base weights (held.py)
+            from cliffsweep.evals.backends.held import merged_adapter
+
+            held, where = merged_adapter(self._base_tensors, ckpt.path), f"{ckpt.path} (merged)"
+        elif held is not None:
+            where = "held in memory"
+        if held is not None:  # full weights in memory: no file (issue 61 part 2)
             self._lora = None
-            self.llm.collective_rpc("cliffsweep_load_held", kwargs={"tensors": ckpt.held.tensors})
+            self.llm.collective_rpc("cliffsweep_load_held", kwargs={"tensors": held.tensors})
             self.llm.reset_prefix_cache()
         elif ckpt.kind == "lora" and ckpt.path is not None:
-            if not self.enable_lora:
-                raise ValueError("LoRA checkpoint given to an engine started with enable_lora=False")
             if self.current.kind == "full" and not self.current.is_base:
                 # Adapters apply to the base weights, not to a full finetune loaded before.
                 self._reload(self.base_path)
@@ -182,15 +189,21 @@ class VLLMBackend:
         else:
             self._lora = None
             self._reload(ckpt.path if ckpt.path is not None else self.base_path)
-        expected = (ckpt.held.canary if ckpt.held is not None else self._base_canary if ckpt.path is None
+        expected = (held.canary if held is not None else self._base_canary if ckpt.path is None
                     else read_canary(ckpt.path))
-        where = "held in memory" if ckpt.held is not None else ckpt.path or self.base_path
         distance = check_canary(expected, self.served_logprobs(expected.token_ids), self.canary_tolerance,
                                 f"vllm backend, {ckpt.kind} checkpoint {where}", self._canary, RELATIVE[self.dtype])
         self._canary = expected
         self.current = ckpt
         self.last_load_seconds = time.perf_counter() - start
         return distance
+
+    @functools.cached_property
+    def _base_tensors(self) -> dict:
+        """The base model's tensors, read once an adapter is to be merged into them."""
+        from cliffsweep.evals.backends.held import held_tensors
+
+        return held_tensors(self.base_path)
 
     def _reload(self, weights_path: str) -> None:
         self.llm.collective_rpc("cliffsweep_reload", kwargs={"weights_path": weights_path})
