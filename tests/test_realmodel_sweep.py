@@ -23,8 +23,9 @@ from cliffsweep.orchestrator.specfile import parse_spec
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.vllm]
 
 # A full finetune (SIB: its statistics, then full-weight checkpoints and their reload) and an
-# adapter (LoRA: peft folders served with a LoRARequest) cover the real model's two checkpoint
-# paths; plain SFT and KL add nothing on this model that the toy sweeps do not check (cut for
+# adapter (LoRA: peft folders, merged into the CPU engine's weights, on this model's tied
+# embedding; a GPU engine's LoRARequest is test_evals_backends') cover the real model's two
+# checkpoint paths; plain SFT and KL add nothing on this model that the toy sweeps do not check (cut for
 # the CI budget, issue 38).
 METHODS = ["sib", "lora"]
 N_EVAL = 3

@@ -1,8 +1,9 @@
 """LoRA (Hu et al. 2021) through peft, as compared with full FT in the cliff paper (000 Fig. 8).
 
 W = W0 + (alpha / r) B A with W0 frozen; defaults rank 16, alpha = 2r, all linear layers of the
-transformer blocks (docs/methods.md). Checkpoints are adapter folders, which the evaluator serves
-with a LoRARequest on the base model's engine.
+transformer blocks (docs/methods.md). Checkpoints are adapter folders, which a GPU evaluator serves
+with a LoRARequest on the base model's engine and a CPU one merged into its weights
+(evals/backends/held.merged_adapter).
 """
 
 from __future__ import annotations
