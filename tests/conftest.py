@@ -54,15 +54,16 @@ def one_thread():
 # `--dist loadfile --no-loadscope-reorder`) the long ones start at once and the short ones fill
 # the gaps at the end. Seconds side by side, from docs/testing.md's last measured round: a stale
 # number costs only balance, never a check.
-HEAVY_FIRST = {  # worker-seconds each module took in a clean-clone .ci/run (2026-12-07, 5085644, the slow machine: docs/testing.md)
-    "test_faults.py": 1090, "test_toy_regimes.py": 710, "test_realmodel_sweep.py": 516, "test_slurm.py": 466,
-    "test_many_drivers.py": 369, "test_sweep_failures.py": 364, "test_refine_sweep.py": 323, "test_fastpath.py": 307,
-    "test_tracking_sweep.py": 281, "test_rehearsal.py": 227, "test_multinode.py": 224, "test_full_disk.py": 215,
-    "test_lmeval.py": 194, "test_submit.py": 174, "test_step_budget_sweep.py": 165, "test_analysis_e2e.py": 145,
-    "test_sweep_ddp.py": 142, "test_sweep_e2e.py": 138, "test_object_storage.py": 137, "test_plan.py": 132,
-    "test_microbatch_loop.py": 108, "test_readme_example.py": 102, "test_dataset_task.py": 95,
-    "test_evaltracker.py": 85, "test_evals_backends.py": 79, "test_stats_cache.py": 60, "test_fsdp.py": 55,
-    "test_spec_property.py": 49, "test_evaluator_restart.py": 43, "test_plan_golden.py": 42,
+HEAVY_FIRST = {  # worker-seconds each module took in a clean-clone .ci/run (2026-12-08, 58ecac5, the slow machine: docs/testing.md)
+    "test_faults.py": 1146, "test_toy_regimes.py": 693, "test_slurm.py": 459, "test_fastpath.py": 396,
+    "test_realmodel_sweep.py": 333, "test_sweep_failures.py": 325, "test_many_drivers.py": 285,
+    "test_tracking_sweep.py": 268, "test_rehearsal.py": 248, "test_refine_sweep.py": 205,
+    "test_full_disk.py": 188, "test_multinode.py": 171, "test_lmeval.py": 157, "test_submit.py": 152,
+    "test_sweep_ddp.py": 133, "test_analysis_e2e.py": 128, "test_object_storage.py": 126,
+    "test_step_budget_sweep.py": 112, "test_plan.py": 109, "test_sweep_e2e.py": 106,
+    "test_microbatch_loop.py": 97, "test_evals_backends.py": 84, "test_readme_example.py": 78,
+    "test_evaltracker.py": 64, "test_dataset_task.py": 60, "test_stats_cache.py": 43,
+    "test_spec_property.py": 42, "test_fsdp.py": 40,
 }
 
 
